@@ -1,0 +1,93 @@
+#include "sampling/sampler.h"
+
+#include <algorithm>
+#include <cmath>
+
+#include "base/check.h"
+
+namespace inferscale::sampling {
+
+Status validate(const SamplingParams& p) {
+    if (!(p.temperature >= 0.0f) || !std::isfinite(p.temperature))
+        return make_error("temperature must be a finite number >= 0");
+    if (!(p.top_p > 0.0f && p.top_p <= 1.0f)) return make_error("top_p must be in (0, 1]");
+    if (p.top_k < 0) return make_error("top_k must be >= 0");
+    if (p.max_tokens < 1) return make_error("max_tokens must be >= 1");
+    for (const std::string& s : p.stop)
+        if (s.empty()) return make_error("stop strings must not be empty");
+    return {};
+}
+
+std::int32_t argmax(std::span<const float> logits) {
+    IS_CHECK(!logits.empty());
+    return static_cast<std::int32_t>(std::max_element(logits.begin(), logits.end()) -
+                                      logits.begin());
+}
+
+Sampler::Sampler(const SamplingParams& params)
+    : params_(params), rng_(params.seed ? *params.seed : std::random_device{}()) {}
+
+void Sampler::select_candidates(std::span<const float> logits) {
+    const auto vocab = static_cast<std::int32_t>(logits.size());
+    candidates_.resize(logits.size());
+    for (std::int32_t i = 0; i < vocab; ++i) candidates_[i] = {logits[i], i};
+
+    auto by_logit_desc = [](const auto& a, const auto& b) {
+        return a.first > b.first || (a.first == b.first && a.second < b.second);
+    };
+    std::size_t keep = candidates_.size();
+    if (params_.top_k > 0 && static_cast<std::size_t>(params_.top_k) < keep) {
+        keep = static_cast<std::size_t>(params_.top_k);
+        std::partial_sort(candidates_.begin(), candidates_.begin() + keep, candidates_.end(),
+                          by_logit_desc);
+    } else {
+        std::sort(candidates_.begin(), candidates_.end(), by_logit_desc);
+    }
+    candidates_.resize(keep);
+
+    // Softmax of logits / temperature over the kept set, in a numerically stable form.
+    const float inv_t = 1.0f / params_.temperature;
+    const float max_logit = candidates_.front().first;
+    double total = 0.0;
+    for (auto& c : candidates_) {
+        c.first = std::exp((c.first - max_logit) * inv_t);
+        total += c.first;
+    }
+    for (auto& c : candidates_) c.first = static_cast<float>(c.first / total);
+
+    if (params_.top_p < 1.0f) {  // smallest prefix whose mass reaches top_p
+        double mass = 0.0;
+        std::size_t n = 0;
+        while (n < candidates_.size()) {
+            mass += candidates_[n++].first;
+            if (mass >= params_.top_p) break;
+        }
+        candidates_.resize(n);
+        for (auto& c : candidates_) c.first = static_cast<float>(c.first / mass);
+    }
+}
+
+std::int32_t Sampler::sample(std::span<const float> logits) {
+    if (params_.temperature == 0.0f) return argmax(logits);
+    select_candidates(logits);
+    std::uniform_real_distribution<double> uniform(0.0, 1.0);
+    double u = uniform(rng_);
+    for (const auto& [p, id] : candidates_) {
+        u -= p;
+        if (u < 0.0) return id;
+    }
+    return candidates_.back().second;  // rounding left a sliver of mass: take the last kept
+}
+
+std::vector<float> Sampler::probabilities(std::span<const float> logits) {
+    std::vector<float> probs(logits.size(), 0.0f);
+    if (params_.temperature == 0.0f) {
+        probs[argmax(logits)] = 1.0f;
+        return probs;
+    }
+    select_candidates(logits);
+    for (const auto& [p, id] : candidates_) probs[id] = p;
+    return probs;
+}
+
+}  // namespace inferscale::sampling

@@ -1,0 +1,58 @@
+"""The bundled GGUF model through inferscale and through llama.cpp (llama-cpp-python, built from
+source): the same prompt token ids and the same greedy continuation of at least 32 tokens."""
+import json
+import os
+import subprocess
+
+import pytest
+
+llama_cpp = pytest.importorskip("llama_cpp")
+
+BIN = os.environ.get("INFERSCALE_BIN", "build/bin")
+MODEL = os.path.join(os.environ.get("INFERSCALE_MODELS", "models"), "SmolLM2-135M-Instruct.Q4_1.gguf")
+NEW_TOKENS = 32
+PROMPTS = [
+    "The capital of France is",
+    "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
+    "<|im_start|>user\nWhat is the boiling point of water in Celsius?<|im_end|>\n<|im_start|>assistant\n",
+    "Once upon a time, in a small village by the sea, there lived",
+    "List three primary colors:\n1.",
+]
+
+
+@pytest.fixture(scope="module")
+def llm():
+    if not os.path.exists(MODEL):
+        pytest.skip(f"{MODEL} missing: run scripts/setup.sh")
+    return llama_cpp.Llama(model_path=MODEL, n_ctx=512, n_threads=2, verbose=False)
+
+
+def llama_cpp_greedy(llm, prompt):
+    ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+    llm.reset()
+    llm.eval(ids)
+    out = []
+    for _ in range(NEW_TOKENS):
+        logits = llm.eval_logits[-1]
+        tok = max(range(len(logits)), key=logits.__getitem__)
+        out.append(tok)
+        llm.eval([tok])
+    return ids, out
+
+
+def inferscale_greedy(prompt):
+    res = subprocess.run(
+        [os.path.join(BIN, "inferscale"), "generate", "--model", MODEL, "--prompt", prompt,
+         "--max-tokens", str(NEW_TOKENS), "--temperature", "0", "--ignore-eos", "--json"],
+        capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    return out["prompt_token_ids"], out["token_ids"]
+
+
+@pytest.mark.parametrize("prompt", PROMPTS)
+def test_same_prompt_ids_and_greedy_tokens(llm, prompt):
+    want_ids, want_tokens = llama_cpp_greedy(llm, prompt)
+    got_ids, got_tokens = inferscale_greedy(prompt)
+    assert got_ids == want_ids
+    assert got_tokens == want_tokens

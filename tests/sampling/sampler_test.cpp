@@ -1,0 +1,122 @@
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <vector>
+
+#include "sampling/sampler.h"
+#include "sampling/stop_matcher.h"
+
+namespace inferscale::sampling {
+namespace {
+
+const std::vector<float> kLogits = {1.0f, 3.0f, -2.0f, 2.5f, 0.0f, 2.9f, -1.0f, 1.5f};
+
+// Reference distribution written straight from the definitions, in double precision.
+std::vector<double> reference(const std::vector<float>& logits, double t, int top_k, double top_p) {
+    std::vector<int> order(logits.size());
+    for (size_t i = 0; i < order.size(); ++i) order[i] = static_cast<int>(i);
+    std::sort(order.begin(), order.end(), [&](int a, int b) { return logits[a] > logits[b]; });
+    if (top_k > 0) order.resize(top_k);
+    std::vector<double> p(logits.size(), 0.0);
+    double z = 0;
+    for (int i : order) z += std::exp(logits[i] / t);
+    for (int i : order) p[i] = std::exp(logits[i] / t) / z;
+    double mass = 0;
+    size_t n = 0;
+    while (n < order.size() && mass < top_p) mass += p[order[n++]];
+    std::vector<double> out(logits.size(), 0.0);
+    for (size_t j = 0; j < n; ++j) out[order[j]] = p[order[j]] / mass;
+    return out;
+}
+
+TEST(Sampler, GreedyIsArgmax) {
+    Sampler s(SamplingParams{});
+    EXPECT_EQ(s.sample(kLogits), 1);
+}
+
+TEST(Sampler, ProbabilitiesMatchDefinition) {
+    struct Case { float t; int k; float p; };
+    for (Case c : {Case{1.0f, 0, 1.0f}, Case{0.5f, 0, 1.0f}, Case{1.3f, 3, 1.0f},
+                   Case{1.0f, 0, 0.7f}, Case{0.8f, 5, 0.9f}}) {
+        SamplingParams params;
+        params.temperature = c.t;
+        params.top_k = c.k;
+        params.top_p = c.p;
+        Sampler s(params);
+        auto got = s.probabilities(kLogits);
+        auto want = reference(kLogits, c.t, c.k, c.p);
+        for (size_t i = 0; i < kLogits.size(); ++i)
+            EXPECT_NEAR(got[i], want[i], 1e-6) << "t=" << c.t << " k=" << c.k << " p=" << c.p;
+    }
+}
+
+TEST(Sampler, DrawFrequenciesFollowProbabilities) {
+    SamplingParams params;
+    params.temperature = 0.9f;
+    params.top_p = 0.95f;
+    params.seed = 7;
+    Sampler s(params);
+    const auto want = reference(kLogits, 0.9, 0, 0.95);
+    const int n = 40000;
+    std::vector<int> counts(kLogits.size(), 0);
+    for (int i = 0; i < n; ++i) ++counts[s.sample(kLogits)];
+    double chi2 = 0;
+    int dof = -1;
+    for (size_t i = 0; i < counts.size(); ++i) {
+        if (want[i] == 0) {
+            EXPECT_EQ(counts[i], 0) << "token outside the nucleus was drawn";
+            continue;
+        }
+        const double e = want[i] * n;
+        chi2 += (counts[i] - e) * (counts[i] - e) / e;
+        ++dof;
+    }
+    EXPECT_LT(chi2, 25.0) << "dof " << dof;  // p < 0.001 for dof <= 7
+}
+
+TEST(Sampler, SeedIsReproducible) {
+    SamplingParams params;
+    params.temperature = 1.0f;
+    params.seed = 1234;
+    Sampler a(params), b(params);
+    for (int i = 0; i < 100; ++i) EXPECT_EQ(a.sample(kLogits), b.sample(kLogits));
+}
+
+TEST(SamplingParams, RejectsOutOfRange) {
+    SamplingParams p;
+    p.top_p = 0.0f;
+    EXPECT_FALSE(validate(p).ok());
+    p = {};
+    p.temperature = -1.0f;
+    EXPECT_FALSE(validate(p).ok());
+    p = {};
+    p.max_tokens = 0;
+    EXPECT_FALSE(validate(p).ok());
+    p = {};
+    p.stop = {""};
+    EXPECT_FALSE(validate(p).ok());
+    EXPECT_TRUE(validate(SamplingParams{}).ok());
+}
+
+TEST(StopMatcher, HoldsBackPartialStopAndCutsAtMatch) {
+    StopMatcher m({"</end>", "STOP"});
+    std::string out;
+    out += m.push("Hello </e");
+    EXPECT_EQ(out, "Hello ");
+    out += m.push("nx and S");
+    EXPECT_EQ(out, "Hello </enx and ");
+    out += m.push("TOP more");
+    EXPECT_TRUE(m.stopped());
+    EXPECT_EQ(out, "Hello </enx and ");
+    EXPECT_EQ(m.push("ignored"), "");
+}
+
+TEST(StopMatcher, FlushReturnsHeldText) {
+    StopMatcher m({"abc"});
+    EXPECT_EQ(m.push("xxab"), "xx");
+    EXPECT_FALSE(m.stopped());
+    EXPECT_EQ(m.flush(), "ab");
+}
+
+}  // namespace
+}  // namespace inferscale::sampling
