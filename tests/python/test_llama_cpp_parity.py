@@ -4,6 +4,7 @@ import json
 import os
 import subprocess
 
+import numpy as np
 import pytest
 
 llama_cpp = pytest.importorskip("llama_cpp")
@@ -33,8 +34,9 @@ def llama_cpp_greedy(llm, prompt):
     llm.eval(ids)
     out = []
     for _ in range(NEW_TOKENS):
-        logits = llm.eval_logits[-1]
-        tok = max(range(len(logits)), key=logits.__getitem__)
+        # The last evaluated token's logits (llama.cpp keeps them without logits_all).
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(llm.n_vocab(),))
+        tok = int(np.argmax(logits))
         out.append(tok)
         llm.eval([tok])
     return ids, out

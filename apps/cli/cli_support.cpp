@@ -1,0 +1,79 @@
+#include "apps/cli/cli_support.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+namespace inferscale::cli {
+namespace {
+
+constexpr const char* kBundledModel = "SmolLM2-135M-Instruct.Q4_1.gguf";
+
+std::filesystem::path executable_dir() {
+    std::error_code ec;
+    auto exe = std::filesystem::read_symlink("/proc/self/exe", ec);
+    return ec ? std::filesystem::path(".") : exe.parent_path();
+}
+
+}  // namespace
+
+std::string default_model_path() {
+    if (const char* env = std::getenv("INFERSCALE_MODEL"); env != nullptr && *env != '\0')
+        return env;
+    // build/bin/inferscale -> <repo>/models
+    for (const auto& dir : {executable_dir() / ".." / ".." / "models", std::filesystem::path("models")}) {
+        auto candidate = dir / kBundledModel;
+        if (std::filesystem::exists(candidate)) return candidate.lexically_normal().string();
+    }
+    return (std::filesystem::path("models") / kBundledModel).string();
+}
+
+void add_model_flags(CLI::App& cmd, ModelArgs& args) {
+    args.path = default_model_path();
+    cmd.add_option("--model", args.path, "GGUF file or Hugging Face model directory")
+        ->capture_default_str();
+    cmd.add_option("--threads", args.threads, "CPU threads (0: all cores)");
+    cmd.add_option("--max-context", args.max_context, "context length in tokens")
+        ->capture_default_str()
+        ->check(CLI::Range(16, 1 << 20));
+}
+
+Result<std::unique_ptr<engine::LocalModel>> load_model(const ModelArgs& args) {
+    engine::LocalModelOptions options;
+    options.model_path = args.path;
+    options.num_threads = args.threads;
+    options.max_context = args.max_context;
+    options.kv_tokens = args.max_context;
+    const bool tty = isatty(STDERR_FILENO) != 0;
+    model::LoadProgress progress;
+    if (tty) {
+        progress = [](std::size_t done, std::size_t total) {
+            const int width = 30;
+            const int filled = total ? static_cast<int>(width * done / total) : width;
+            std::fprintf(stderr, "\rloading model [%.*s%*s] %zu/%zu tensors", filled,
+                         "##############################", width - filled, "", done, total);
+            if (done == total) std::fputc('\n', stderr);
+            std::fflush(stderr);
+        };
+    }
+    return engine::LocalModel::load(options, progress);
+}
+
+void add_sampling_flags(CLI::App& cmd, sampling::SamplingParams& p) {
+    cmd.add_option("--max-tokens", p.max_tokens, "most tokens to generate")->capture_default_str();
+    cmd.add_option("--temperature", p.temperature, "0 for greedy")->capture_default_str();
+    cmd.add_option("--top-k", p.top_k, "keep the k most likely tokens (0: all)");
+    cmd.add_option("--top-p", p.top_p, "nucleus sampling mass");
+    cmd.add_option("--seed", p.seed, "random seed");
+    cmd.add_option("--stop", p.stop, "stop string (repeatable)");
+    cmd.add_flag("--ignore-eos", p.ignore_eos, "keep generating past end-of-sequence tokens");
+}
+
+int fail(const std::string& message) {
+    std::fprintf(stderr, "error: %s\n", message.c_str());
+    return 1;
+}
+
+}  // namespace inferscale::cli

@@ -1,0 +1,54 @@
+// inferscale generate: complete a raw prompt.
+
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <memory>
+
+#include "apps/cli/cli_support.h"
+#include "apps/cli/commands.h"
+#include "engine/generator.h"
+
+namespace inferscale::cli {
+
+Command add_generate_command(CLI::App& app) {
+    struct Args {
+        ModelArgs model;
+        std::string prompt;
+        sampling::SamplingParams sampling;
+        bool json = false;
+    };
+    auto args = std::make_shared<Args>();
+    CLI::App* cmd = app.add_subcommand("generate", "complete a prompt (no chat template)");
+    add_model_flags(*cmd, args->model);
+    cmd->add_option("--prompt", args->prompt, "the text to complete")->required();
+    add_sampling_flags(*cmd, args->sampling);
+    cmd->add_flag("--json", args->json,
+                  "print one JSON object: prompt_token_ids, token_ids, text, finish_reason");
+
+    return [args]() -> int {
+        auto loaded = load_model(args->model);
+        if (!loaded.ok()) return fail(loaded.error().message);
+        engine::LocalModel& lm = **loaded;
+        const auto prompt = lm.tokenizer().encode(args->prompt, /*add_special=*/true);
+        engine::TextSink sink;
+        if (!args->json) sink = [](std::string_view t) {
+            std::fwrite(t.data(), 1, t.size(), stdout);
+            std::fflush(stdout);
+        };
+        auto gen = engine::generate(lm, prompt, args->sampling, sink);
+        if (!gen.ok()) return fail(gen.error().message);
+        if (args->json) {
+            nlohmann::json out = {{"prompt_token_ids", prompt},
+                                  {"token_ids", gen->token_ids},
+                                  {"text", gen->text},
+                                  {"finish_reason", engine::finish_reason_name(gen->finish_reason)}};
+            std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+        } else {
+            std::printf("\n");
+        }
+        return 0;
+    };
+}
+
+}  // namespace inferscale::cli

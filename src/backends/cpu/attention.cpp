@@ -1,0 +1,102 @@
+// Paged KV writes and causal GQA attention over page tables. One work item is one
+// (query token, query head) pair, so decode (one token, many heads) and prefill (many tokens)
+// both spread over the cores. Softmax runs online, one page at a time, so no score buffer
+// proportional to the context is needed.
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "base/check.h"
+
+namespace inferscale::backends::cpu {
+namespace {
+
+constexpr std::int64_t kMaxHeadDim = 512;
+constexpr std::int64_t kMaxBlockSize = 256;
+
+inline float dot(const float* a, const float* b, std::int64_t d) {
+    float s = 0.0f;
+#pragma omp simd reduction(+ : s)
+    for (std::int64_t i = 0; i < d; ++i) s += a[i] * b[i];
+    return s;
+}
+
+}  // namespace
+
+void write_kv(const float* k, const float* v, std::int64_t n, const std::int32_t* slots,
+              const PagedKvView& pages) {
+    const std::int64_t row = pages.kv_heads * pages.head_dim;
+    const std::int64_t num_slots = pages.num_blocks * pages.block_size;
+    for (std::int64_t t = 0; t < n; ++t) {
+        IS_CHECK(slots[t] >= 0 && slots[t] < num_slots) << "slot " << slots[t];
+        std::memcpy(pages.k + slots[t] * row, k + t * row, row * sizeof(float));
+        std::memcpy(pages.v + slots[t] * row, v + t * row, row * sizeof(float));
+    }
+}
+
+void paged_attention(const float* q, std::int64_t n, std::int64_t heads, const PagedKvView& pages,
+                     const AttentionMeta& meta, float* out) {
+    const std::int64_t d = pages.head_dim, bs = pages.block_size, kvh = pages.kv_heads;
+    IS_CHECK(d <= kMaxHeadDim && bs <= kMaxBlockSize) << "head_dim " << d << " block " << bs;
+    IS_CHECK(heads % kvh == 0) << heads << " heads, " << kvh << " kv heads";
+    IS_CHECK_EQ(meta.qo_indptr[meta.num_seqs], n);
+    const std::int64_t group = heads / kvh;
+    const std::int64_t token_stride = kvh * d;  // one token's row inside a page
+    const std::int64_t items = n * heads;
+
+#pragma omp parallel for schedule(dynamic, 2)
+    for (std::int64_t item = 0; item < items; ++item) {
+        const std::int64_t t = item / heads, h = item % heads;
+        // The sequence whose query range holds token t.
+        const std::int32_t* it = std::upper_bound(
+            meta.qo_indptr, meta.qo_indptr + meta.num_seqs + 1, static_cast<std::int32_t>(t));
+        const std::int64_t s = (it - meta.qo_indptr) - 1;
+        const std::int64_t q_len = meta.qo_indptr[s + 1] - meta.qo_indptr[s];
+        const std::int64_t num_pages = meta.indptr[s + 1] - meta.indptr[s];
+        const std::int64_t kv_len = (num_pages - 1) * bs + meta.last_page_len[s];
+        IS_CHECK(num_pages > 0 && kv_len >= q_len) << "seq " << s << " kv " << kv_len;
+        // Causal: this query is KV index kv_len - q_len + (t - start) and sees up to itself.
+        const std::int64_t visible = kv_len - q_len + (t - meta.qo_indptr[s]) + 1;
+        const std::int32_t* page_ids = meta.indices + meta.indptr[s];
+        const float* qv = q + (t * heads + h) * d;
+        const std::int64_t kv_off = (h / group) * d;
+
+        float acc[kMaxHeadDim];
+        float scores[kMaxBlockSize];
+        std::fill(acc, acc + d, 0.0f);
+        float running_max = -std::numeric_limits<float>::infinity();
+        float denom = 0.0f;
+        for (std::int64_t p = 0; p * bs < visible; ++p) {
+            const std::int64_t block = page_ids[p];
+            IS_CHECK(block >= 0 && block < pages.num_blocks) << "block " << block;
+            const std::int64_t count = std::min(bs, visible - p * bs);
+            const float* kb = pages.k + block * bs * token_stride + kv_off;
+            const float* vb = pages.v + block * bs * token_stride + kv_off;
+            float page_max = -std::numeric_limits<float>::infinity();
+            for (std::int64_t j = 0; j < count; ++j) {
+                scores[j] = dot(qv, kb + j * token_stride, d) * meta.scale;
+                page_max = std::max(page_max, scores[j]);
+            }
+            const float new_max = std::max(running_max, page_max);
+            const float correction = std::exp(running_max - new_max);
+            denom *= correction;
+            for (std::int64_t i = 0; i < d; ++i) acc[i] *= correction;
+            for (std::int64_t j = 0; j < count; ++j) {
+                const float w = std::exp(scores[j] - new_max);
+                denom += w;
+                const float* vr = vb + j * token_stride;
+#pragma omp simd
+                for (std::int64_t i = 0; i < d; ++i) acc[i] += w * vr[i];
+            }
+            running_max = new_max;
+        }
+        float* o = out + (t * heads + h) * d;
+        const float inv = 1.0f / denom;
+        for (std::int64_t i = 0; i < d; ++i) o[i] = acc[i] * inv;
+    }
+}
+
+}  // namespace inferscale::backends::cpu

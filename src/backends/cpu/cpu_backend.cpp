@@ -1,0 +1,204 @@
+#include "backends/cpu/cpu_backend.h"
+
+#include <cblas.h>
+#include <omp.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "backends/cpu/cpu_kernels.h"
+
+namespace inferscale::backends::cpu {
+namespace {
+
+using tensor::DType;
+using tensor::Tensor;
+
+constexpr std::size_t kAlignment = 64;
+
+void check_host(const Tensor& t, DType dtype, int rank, const char* what) {
+    IS_CHECK(t.device == tensor::Device::Cpu) << what << " is not host memory";
+    IS_CHECK(t.dtype == dtype) << what << " dtype " << tensor::dtype_name(t.dtype);
+    IS_CHECK(t.rank == rank) << what << " rank " << t.rank << " expected " << rank;
+    IS_CHECK(t.data != nullptr || t.numel() == 0) << what << " is null";
+}
+
+void check_weight(const Tensor& w, int rank, const char* what) {
+    IS_CHECK(w.device == tensor::Device::Cpu) << what;
+    IS_CHECK(w.rank == rank) << what << " rank " << w.rank;
+    IS_CHECK(w.dtype == DType::F32 || w.dtype == DType::BF16 || w.dtype == DType::F16)
+        << what << " dtype " << tensor::dtype_name(w.dtype);
+}
+
+PagedKvView kv_view(const tensor::KvPages& pages) {
+    check_host(pages.k, DType::F32, 4, "k pages");
+    check_host(pages.v, DType::F32, 4, "v pages");
+    for (int i = 0; i < 4; ++i) IS_CHECK_EQ(pages.k.shape[i], pages.v.shape[i]);
+    return PagedKvView{pages.k.as<float>(), pages.v.as<float>(), pages.k.shape[0],
+                       pages.k.shape[1],    pages.k.shape[2],    pages.k.shape[3]};
+}
+
+}  // namespace
+
+CpuBackend::CpuBackend(CpuBackendOptions options) : options_(options) {
+    if (options.num_threads > 0) omp_set_num_threads(options.num_threads);
+    // sgemm runs inside our OpenMP team (see matmul.cpp), so OpenBLAS itself stays serial.
+    // This is a process-wide OpenBLAS setting; the CPU backend is its only user.
+    openblas_set_num_threads(1);
+}
+
+Result<tensor::Buffer> CpuBackend::allocate(std::size_t bytes) {
+    const std::size_t rounded = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+    void* p = std::aligned_alloc(kAlignment, rounded == 0 ? kAlignment : rounded);
+    if (p == nullptr) {
+        return make_error("cpu backend: out of memory allocating " + std::to_string(bytes) +
+                          " bytes");
+    }
+    return tensor::Buffer(this, p, bytes, tensor::Device::Cpu);
+}
+
+void CpuBackend::free_buffer(void* data, std::size_t) { std::free(data); }
+
+void CpuBackend::copy_from_host(Tensor dst, const void* src, std::size_t bytes) {
+    IS_CHECK(bytes <= dst.nbytes()) << bytes << " bytes into " << dst.nbytes();
+    if (bytes > 0) std::memcpy(dst.data, src, bytes);
+}
+
+void CpuBackend::copy_to_host(void* dst, const Tensor& src, std::size_t bytes) {
+    IS_CHECK(bytes <= src.nbytes()) << bytes << " bytes from " << src.nbytes();
+    if (bytes > 0) std::memcpy(dst, src.data, bytes);
+}
+
+void CpuBackend::fill_zero(Tensor t) {
+    if (t.nbytes() > 0) std::memset(t.data, 0, t.nbytes());
+}
+
+Result<tensor::DeviceWeight> CpuBackend::upload_weight(const Tensor& host) {
+    IS_CHECK(host.device == tensor::Device::Cpu) << "weights arrive in host memory";
+    IS_CHECK(host.rank >= 1 && host.rank <= 2) << "weight rank " << host.rank;
+    // Matrices keep their stored precision; everything else is read as f32 by the kernels.
+    DType dtype = host.rank == 2 ? host.dtype : DType::F32;
+    if (dtype == DType::F32 && host.rank == 2 && options_.narrow_f32_matrices) {
+        dtype = DType::BF16;
+    }
+    const std::size_t bytes = static_cast<std::size_t>(host.numel()) * tensor::dtype_size(dtype);
+    tensor::DeviceWeight w;
+    w.storage = IS_TRY(allocate(bytes));
+    w.tensor = host;
+    w.tensor.data = w.storage.data();
+    w.tensor.dtype = dtype;
+    if (dtype == host.dtype) {
+        std::memcpy(w.tensor.data, host.data, bytes);
+    } else if (dtype == DType::BF16) {
+        tensor::convert_from_f32(DType::BF16, host.as<float>(), w.tensor.data,
+                                 static_cast<std::size_t>(host.numel()));
+    } else {
+        tensor::convert_to_f32(host.dtype, host.data, w.tensor.as<float>(),
+                               static_cast<std::size_t>(host.numel()));
+    }
+    return w;
+}
+
+void CpuBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
+    check_weight(table, 2, "embedding table");
+    check_host(ids, DType::I32, 1, "ids");
+    check_host(out, DType::F32, 2, "embedding out");
+    IS_CHECK(out.shape[0] == ids.shape[0] && out.shape[1] == table.shape[1]) << "embedding shape";
+    cpu::embedding(table.data, table.dtype, table.shape[0], table.shape[1], ids.as<std::int32_t>(),
+                   ids.shape[0], out.as<float>());
+}
+
+void CpuBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor out) {
+    check_host(x, DType::F32, 2, "gather x");
+    check_host(rows, DType::I32, 1, "gather rows");
+    check_host(out, DType::F32, 2, "gather out");
+    IS_CHECK(out.shape[0] == rows.shape[0] && out.shape[1] == x.shape[1]) << "gather shape";
+    cpu::gather_rows(x.as<float>(), x.shape[0], x.shape[1], rows.as<std::int32_t>(), rows.shape[0],
+                     out.as<float>());
+}
+
+void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) {
+    check_host(x, DType::F32, 2, "rms_norm x");
+    check_host(weight, DType::F32, 1, "rms_norm weight");
+    check_host(out, DType::F32, 2, "rms_norm out");
+    IS_CHECK(x.shape == out.shape && weight.shape[0] == x.shape[1]) << "rms_norm shape";
+    cpu::rms_norm(x.as<float>(), weight.as<float>(), eps, x.shape[0], x.shape[1], out.as<float>());
+}
+
+void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
+    check_host(x, DType::F32, 2, "linear x");
+    check_weight(w, 2, "linear w");
+    check_host(y, DType::F32, 2, "linear y");
+    IS_CHECK(x.shape[1] == w.shape[1] && y.shape[0] == x.shape[0] && y.shape[1] == w.shape[0])
+        << "linear shapes x [" << x.shape[0] << "," << x.shape[1] << "] w [" << w.shape[0] << ","
+        << w.shape[1] << "] y [" << y.shape[0] << "," << y.shape[1] << "]";
+    const float* b = nullptr;
+    if (!bias.empty()) {
+        check_host(bias, DType::F32, 1, "linear bias");
+        IS_CHECK_EQ(bias.shape[0], w.shape[0]);
+        b = bias.as<float>();
+    }
+    cpu::linear(x.as<float>(), x.shape[0], x.shape[1], w.data, w.dtype, w.shape[0], b,
+                y.as<float>(), convert_scratch_);
+}
+
+void CpuBackend::add(Tensor x, const Tensor& y) {
+    IS_CHECK(x.dtype == DType::F32 && y.dtype == DType::F32 && x.numel() == y.numel()) << "add";
+    cpu::add(x.as<float>(), y.as<float>(), x.numel());
+}
+
+void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
+    IS_CHECK(gate.dtype == DType::F32 && up.dtype == DType::F32 && out.dtype == DType::F32);
+    IS_CHECK(gate.numel() == up.numel() && gate.numel() == out.numel()) << "swiglu";
+    cpu::swiglu(gate.as<float>(), up.as<float>(), gate.numel(), out.as<float>());
+}
+
+void CpuBackend::rope(Tensor x, const Tensor& positions, const tensor::RopeTables& tables) {
+    check_host(x, DType::F32, 3, "rope x");
+    check_host(positions, DType::I32, 1, "rope positions");
+    check_host(tables.cos, DType::F32, 2, "rope cos");
+    check_host(tables.sin, DType::F32, 2, "rope sin");
+    IS_CHECK(positions.shape[0] == x.shape[0] && tables.cos.shape[1] * 2 == x.shape[2] &&
+             tables.cos.shape == tables.sin.shape)
+        << "rope shapes";
+    cpu::rope(x.as<float>(), x.shape[0], x.shape[1], x.shape[2], positions.as<std::int32_t>(),
+              tables.cos.as<float>(), tables.sin.as<float>(), tables.cos.shape[0]);
+}
+
+void CpuBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
+                          const tensor::KvPages& pages) {
+    const PagedKvView view = kv_view(pages);
+    check_host(k, DType::F32, 3, "write_kv k");
+    check_host(v, DType::F32, 3, "write_kv v");
+    check_host(slots, DType::I32, 1, "write_kv slots");
+    IS_CHECK(k.shape == v.shape && k.shape[0] == slots.shape[0] && k.shape[1] == view.kv_heads &&
+             k.shape[2] == view.head_dim)
+        << "write_kv shapes";
+    cpu::write_kv(k.as<float>(), v.as<float>(), k.shape[0], slots.as<std::int32_t>(), view);
+}
+
+void CpuBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
+                                 const tensor::PagedAttentionArgs& args, Tensor out) {
+    const PagedKvView view = kv_view(pages);
+    check_host(q, DType::F32, 3, "attention q");
+    check_host(out, DType::F32, 3, "attention out");
+    IS_CHECK(q.shape == out.shape && q.shape[2] == view.head_dim) << "attention shapes";
+    check_host(args.qo_indptr, DType::I32, 1, "qo_indptr");
+    check_host(args.indptr, DType::I32, 1, "indptr");
+    check_host(args.indices, DType::I32, 1, "indices");
+    check_host(args.last_page_len, DType::I32, 1, "last_page_len");
+    IS_CHECK(args.qo_indptr.shape[0] >= args.num_seqs + 1 &&
+             args.indptr.shape[0] >= args.num_seqs + 1 &&
+             args.last_page_len.shape[0] >= args.num_seqs)
+        << "attention metadata sizes";
+    AttentionMeta meta{args.qo_indptr.as<std::int32_t>(),
+                       args.indptr.as<std::int32_t>(),
+                       args.indices.as<std::int32_t>(),
+                       args.last_page_len.as<std::int32_t>(),
+                       args.num_seqs,
+                       args.scale};
+    cpu::paged_attention(q.as<float>(), q.shape[0], q.shape[1], view, meta, out.as<float>());
+}
+
+}  // namespace inferscale::backends::cpu

@@ -1,0 +1,61 @@
+#pragma once
+// CpuBackend: the Backend on host memory. Activations and KV pages are f32; matrix weights keep
+// the precision their checkpoint stored (f32, bf16 or f16: widening is exact, and 16-bit
+// weights halve the bandwidth of memory-bound decode); vectors (norms, biases) become f32.
+// Ops run eagerly on the calling thread plus an OpenMP team; `synchronize` is a no-op.
+
+#include <vector>
+
+#include "tensor/backend.h"
+
+namespace inferscale::backends::cpu {
+
+struct CpuBackendOptions {
+    // OpenMP threads for every op; 0 keeps the OpenMP default (all cores).
+    int num_threads = 0;
+    // Store f32 matrices as bf16 (lossy): halves decode bandwidth. Meant for weights that were
+    // quantized anyway (GGUF Q4/Q8 arrive dequantized to f32); off keeps results exact.
+    bool narrow_f32_matrices = false;
+};
+
+class CpuBackend final : public tensor::Backend {
+  public:
+    explicit CpuBackend(CpuBackendOptions options = {});
+
+    std::string_view name() const override { return "cpu"; }
+    tensor::Device device() const override { return tensor::Device::Cpu; }
+    tensor::DType activation_dtype() const override { return tensor::DType::F32; }
+    tensor::DType kv_dtype() const override { return tensor::DType::F32; }
+
+    Result<tensor::Buffer> allocate(std::size_t bytes) override;
+    void free_buffer(void* data, std::size_t bytes) override;
+    void copy_from_host(tensor::Tensor dst, const void* src, std::size_t bytes) override;
+    void copy_to_host(void* dst, const tensor::Tensor& src, std::size_t bytes) override;
+    void fill_zero(tensor::Tensor t) override;
+    void synchronize() override {}
+    Result<tensor::DeviceWeight> upload_weight(const tensor::Tensor& host) override;
+
+    void embedding(const tensor::Tensor& table, const tensor::Tensor& ids,
+                   tensor::Tensor out) override;
+    void gather_rows(const tensor::Tensor& x, const tensor::Tensor& rows,
+                     tensor::Tensor out) override;
+    void rms_norm(const tensor::Tensor& x, const tensor::Tensor& weight, float eps,
+                  tensor::Tensor out) override;
+    void linear(const tensor::Tensor& x, const tensor::Tensor& w, const tensor::Tensor& bias,
+                tensor::Tensor y) override;
+    void add(tensor::Tensor x, const tensor::Tensor& y) override;
+    void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up, tensor::Tensor out) override;
+    void rope(tensor::Tensor x, const tensor::Tensor& positions,
+              const tensor::RopeTables& tables) override;
+    void write_kv(const tensor::Tensor& k, const tensor::Tensor& v, const tensor::Tensor& slots,
+                  const tensor::KvPages& pages) override;
+    void paged_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
+                         const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
+
+  private:
+    CpuBackendOptions options_;
+    // Widened weight rows for sgemm on 16-bit weights; grows to its largest size once.
+    std::vector<float> convert_scratch_;
+};
+
+}  // namespace inferscale::backends::cpu

@@ -1,0 +1,58 @@
+#pragma once
+// Plain-pointer CPU kernels behind CpuBackend, one file per op family. All activations are f32
+// row-major; matrix weights are f32, bf16 or f16 (the dtype their checkpoint stored). Kernels
+// parallelize with OpenMP internally and must not be called from inside a parallel region.
+
+#include <cstdint>
+#include <vector>
+
+#include "tensor/dtype.h"
+
+namespace inferscale::backends::cpu {
+
+// ---- matmul.cpp ----
+// y[n, out] = x[n, in] * w[out, in]^T (+ bias[out]). Small n runs a GEMV that streams the weight
+// once (decode is memory-bound); larger n converts weight rows to f32 in `scratch` chunks as
+// needed and calls OpenBLAS sgemm.
+void linear(const float* x, std::int64_t n, std::int64_t in, const void* w, tensor::DType w_dtype,
+            std::int64_t out, const float* bias, float* y, std::vector<float>& scratch);
+
+// ---- elementwise.cpp ----
+void embedding(const void* table, tensor::DType dtype, std::int64_t vocab, std::int64_t hidden,
+               const std::int32_t* ids, std::int64_t n, float* out);
+void gather_rows(const float* x, std::int64_t n, std::int64_t k, const std::int32_t* rows,
+                 std::int64_t m, float* out);
+void rms_norm(const float* x, const float* weight, float eps, std::int64_t n, std::int64_t hidden,
+              float* out);
+void add(float* x, const float* y, std::int64_t count);
+void swiglu(const float* gate, const float* up, std::int64_t count, float* out);
+void rope(float* x, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
+          const std::int32_t* positions, const float* cos, const float* sin,
+          std::int64_t max_positions);
+
+// ---- attention.cpp ----
+struct PagedKvView {
+    float* k = nullptr;  // [num_blocks, bs, kvh, d] f32
+    float* v = nullptr;  // [num_blocks, bs, kvh, d] f32
+    std::int64_t num_blocks = 0;
+    std::int64_t block_size = 0;
+    std::int64_t kv_heads = 0;
+    std::int64_t head_dim = 0;
+};
+
+void write_kv(const float* k, const float* v, std::int64_t n, const std::int32_t* slots,
+              const PagedKvView& pages);
+
+struct AttentionMeta {
+    const std::int32_t* qo_indptr = nullptr;      // [s + 1]
+    const std::int32_t* indptr = nullptr;         // [s + 1]
+    const std::int32_t* indices = nullptr;        // [p]
+    const std::int32_t* last_page_len = nullptr;  // [s]
+    int num_seqs = 0;
+    float scale = 0.0f;
+};
+
+void paged_attention(const float* q, std::int64_t n, std::int64_t heads, const PagedKvView& pages,
+                     const AttentionMeta& meta, float* out);
+
+}  // namespace inferscale::backends::cpu

@@ -1,0 +1,74 @@
+#pragma once
+// LocalModel: everything needed to run one model in this process: its tokenizer and chat
+// template, a backend, the model's weights on it, a paged KV cache with its block accounting,
+// and a forward workspace. Built once by load(); the CLI and the engine share it.
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "kv/block_pool.h"
+#include "kv/kv_storage.h"
+#include "model/forward_workspace.h"
+#include "model/llama_model.h"
+#include "model/model_files.h"
+#include "tensor/backend.h"
+#include "tokenizer/chat_template.h"
+#include "tokenizer/tokenizer.h"
+
+namespace inferscale::engine {
+
+struct LocalModelOptions {
+    std::string model_path;
+    int num_threads = 0;              // CPU backend threads; 0: all cores
+    std::int64_t max_context = 4096;  // tokens per sequence; capped by the model's positions
+    std::int64_t kv_tokens = 8192;    // KV cache capacity in tokens, all sequences together
+    std::int64_t max_batch_tokens = 512;  // new tokens per forward step
+    std::int64_t max_batch_seqs = 64;
+};
+
+class LocalModel {
+  public:
+    // An Error names what failed: the model files, the tokenizer, or memory on the backend.
+    static Result<std::unique_ptr<LocalModel>> load(const LocalModelOptions& options,
+                                                    const model::LoadProgress& progress = {});
+
+    const model::ModelConfig& config() const { return model_.config(); }
+    const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
+    // The model's chat template; nullopt when the files carry none we recognise.
+    const std::optional<tokenizer::ChatTemplate>& chat_template() const { return chat_template_; }
+    std::int64_t max_context() const { return max_context_; }
+    std::int64_t block_size() const { return kv_.layout().block_size; }
+    bool is_end_of_generation(std::int32_t id) const;
+
+    tensor::Backend& backend() { return *backend_; }
+    model::LlamaModel& model() { return model_; }
+    kv::KvStorage& kv() { return kv_; }
+    kv::BlockPool& blocks() { return blocks_; }
+    model::ForwardWorkspace& workspace() { return workspace_; }
+
+  private:
+    LocalModel(std::unique_ptr<tensor::Backend> backend, model::LlamaModel model,
+               kv::KvStorage kv, model::ForwardWorkspace workspace, tokenizer::Tokenizer tok)
+        : backend_(std::move(backend)),
+          model_(std::move(model)),
+          kv_(std::move(kv)),
+          blocks_(static_cast<std::int32_t>(kv_.layout().num_blocks)),
+          workspace_(std::move(workspace)),
+          tokenizer_(std::move(tok)) {}
+
+    std::unique_ptr<tensor::Backend> backend_;  // declared first: destroyed last
+    model::LlamaModel model_;
+    kv::KvStorage kv_;
+    kv::BlockPool blocks_;
+    model::ForwardWorkspace workspace_;
+    tokenizer::Tokenizer tokenizer_;
+    std::optional<tokenizer::ChatTemplate> chat_template_;
+    std::vector<std::int64_t> eos_ids_;
+    std::int64_t max_context_ = 0;
+};
+
+}  // namespace inferscale::engine

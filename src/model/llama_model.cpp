@@ -1,0 +1,324 @@
+#include "model/llama_model.h"
+
+#include <cmath>
+#include <string>
+
+#include "model/rope_tables.h"
+#include "tensor/views.h"
+
+namespace inferscale::model {
+namespace {
+
+using tensor::DType;
+using tensor::leading;
+using tensor::reshaped;
+using tensor::Tensor;
+
+std::string layer_name(std::int64_t i, const char* rest) {
+    return "model.layers." + std::to_string(i) + "." + rest;
+}
+
+Result<tensor::DeviceWeight> upload(tensor::Backend& backend, const WeightStore& weights,
+                                    const std::string& name,
+                                    std::initializer_list<std::int64_t> shape) {
+    Tensor host = IS_TRY(weights.get(name, shape));
+    return backend.upload_weight(host);
+}
+
+std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
+
+}  // namespace
+
+Result<LlamaModel> LlamaModel::create(tensor::Backend& backend, const ModelConfig& c,
+                                      const WeightStore& weights,
+                                      const LlamaModelOptions& options) {
+    if (c.num_layers <= 0 || c.hidden_size <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 ||
+        c.head_dim <= 0 || c.head_dim % 2 != 0 || c.num_heads % c.num_kv_heads != 0 ||
+        c.vocab_size <= 0 || c.intermediate_size <= 0) {
+        return make_error("llama model: inconsistent config dimensions");
+    }
+    LlamaModel m;
+    m.backend_ = &backend;
+    m.config_ = c;
+    m.max_positions_ =
+        options.max_positions > 0 ? options.max_positions : c.max_position_embeddings;
+    if (m.max_positions_ <= 0) return make_error("llama model: no maximum position");
+
+    const std::int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim,
+                       kv_dim = c.num_kv_heads * c.head_dim, ffn = c.intermediate_size;
+    m.embed_ = IS_TRY(upload(backend, weights, "model.embed_tokens.weight", {c.vocab_size, h}));
+    m.final_norm_ = IS_TRY(upload(backend, weights, "model.norm.weight", {h}));
+    // Some tied checkpoints still ship lm_head; the tie flag decides.
+    if (!c.tie_word_embeddings) {
+        m.lm_head_ = IS_TRY(upload(backend, weights, "lm_head.weight", {c.vocab_size, h}));
+    }
+    m.layers_.resize(static_cast<std::size_t>(c.num_layers));
+    for (std::int64_t i = 0; i < c.num_layers; ++i) {
+        LayerWeights& l = m.layers_[i];
+        l.input_norm =
+            IS_TRY(upload(backend, weights, layer_name(i, "input_layernorm.weight"), {h}));
+        l.q =
+            IS_TRY(upload(backend, weights, layer_name(i, "self_attn.q_proj.weight"), {q_dim, h}));
+        l.k =
+            IS_TRY(upload(backend, weights, layer_name(i, "self_attn.k_proj.weight"), {kv_dim, h}));
+        l.v =
+            IS_TRY(upload(backend, weights, layer_name(i, "self_attn.v_proj.weight"), {kv_dim, h}));
+        l.o =
+            IS_TRY(upload(backend, weights, layer_name(i, "self_attn.o_proj.weight"), {h, q_dim}));
+        if (c.attention_bias) {
+            l.q_bias =
+                IS_TRY(upload(backend, weights, layer_name(i, "self_attn.q_proj.bias"), {q_dim}));
+            l.k_bias =
+                IS_TRY(upload(backend, weights, layer_name(i, "self_attn.k_proj.bias"), {kv_dim}));
+            l.v_bias =
+                IS_TRY(upload(backend, weights, layer_name(i, "self_attn.v_proj.bias"), {kv_dim}));
+        }
+        l.post_norm =
+            IS_TRY(upload(backend, weights, layer_name(i, "post_attention_layernorm.weight"), {h}));
+        l.gate = IS_TRY(upload(backend, weights, layer_name(i, "mlp.gate_proj.weight"), {ffn, h}));
+        l.up = IS_TRY(upload(backend, weights, layer_name(i, "mlp.up_proj.weight"), {ffn, h}));
+        l.down = IS_TRY(upload(backend, weights, layer_name(i, "mlp.down_proj.weight"), {h, ffn}));
+    }
+
+    const HostRopeTables host = make_rope_tables(rope_params(c), m.max_positions_);
+    const std::size_t table_bytes = host.cos.size() * sizeof(float);
+    tensor::Arena arena;
+    const std::size_t cos_off = arena.reserve(DType::F32, {m.max_positions_, host.half_dim});
+    const std::size_t sin_off = arena.reserve(DType::F32, {m.max_positions_, host.half_dim});
+    m.rope_buffer_ = IS_TRY(backend.allocate(arena.bytes()));
+    m.rope_.cos = m.rope_buffer_.view(DType::F32, {m.max_positions_, host.half_dim}, cos_off);
+    m.rope_.sin = m.rope_buffer_.view(DType::F32, {m.max_positions_, host.half_dim}, sin_off);
+    backend.copy_from_host(m.rope_.cos, host.cos.data(), table_bytes);
+    backend.copy_from_host(m.rope_.sin, host.sin.data(), table_bytes);
+    backend.synchronize();  // `host` dies here
+    return m;
+}
+
+kv::KvLayout LlamaModel::kv_layout(std::int64_t num_blocks, std::int64_t block_size) const {
+    return kv::KvLayout{config_.num_layers, num_blocks, block_size, config_.num_kv_heads,
+                        config_.head_dim};
+}
+
+Result<ForwardWorkspace> LlamaModel::create_workspace(const WorkspaceLimits& limits) const {
+    return ForwardWorkspace::create(*backend_, config_, limits);
+}
+
+std::int64_t LlamaModel::num_logit_rows(const ForwardBatch& batch) {
+    switch (batch.logits) {
+        case LogitsSelection::LastPerSequence:
+            return static_cast<std::int64_t>(batch.sequences.size());
+        case LogitsSelection::AllTokens:
+            return static_cast<std::int64_t>(batch.token_ids.size());
+        case LogitsSelection::None:
+            return 0;
+    }
+    return 0;
+}
+
+Status LlamaModel::validate(const ForwardBatch& batch, const kv::KvStorage& kv,
+                            const ForwardWorkspace& ws, std::span<float> logits) const {
+    const WorkspaceLimits& lim = ws.limits;
+    const auto n = static_cast<std::int64_t>(batch.token_ids.size());
+    const auto num_seqs = static_cast<std::int64_t>(batch.sequences.size());
+    const kv::KvLayout& layout = kv.layout();
+    if (n == 0 || num_seqs == 0) return make_error("forward: empty batch");
+    if (n > lim.max_tokens) {
+        return make_error("forward: " + std::to_string(n) + " tokens exceed the workspace limit " +
+                          std::to_string(lim.max_tokens));
+    }
+    if (num_seqs > lim.max_seqs) return make_error("forward: too many sequences for the workspace");
+    if (static_cast<std::int64_t>(batch.positions.size()) != n) {
+        return make_error("forward: positions and token ids differ in length");
+    }
+    if (layout.num_layers != config_.num_layers || layout.num_kv_heads != config_.num_kv_heads ||
+        layout.head_dim != config_.head_dim) {
+        return make_error("forward: kv storage layout does not match the model");
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+        if (batch.token_ids[i] < 0 || batch.token_ids[i] >= config_.vocab_size) {
+            return make_error("forward: token id " + std::to_string(batch.token_ids[i]) +
+                              " outside the vocabulary");
+        }
+        if (batch.positions[i] < 0 || batch.positions[i] >= max_positions_) {
+            return make_error("forward: position " + std::to_string(batch.positions[i]) +
+                              " outside the RoPE table of " + std::to_string(max_positions_));
+        }
+    }
+    std::int64_t tokens = 0, pages = 0;
+    for (const BatchSequence& s : batch.sequences) {
+        if (s.num_tokens <= 0 || s.kv_len < s.num_tokens) {
+            return make_error("forward: a sequence needs new tokens and kv_len >= num_tokens");
+        }
+        const std::int64_t needed = ceil_div(s.kv_len, layout.block_size);
+        if (static_cast<std::int64_t>(s.pages.size()) < needed) {
+            return make_error("forward: kv_len " + std::to_string(s.kv_len) + " needs " +
+                              std::to_string(needed) + " pages, got " +
+                              std::to_string(s.pages.size()));
+        }
+        for (std::int64_t p = 0; p < needed; ++p) {
+            if (s.pages[p] < 0 || s.pages[p] >= layout.num_blocks) {
+                return make_error("forward: page id " + std::to_string(s.pages[p]) +
+                                  " outside the kv storage");
+            }
+        }
+        tokens += s.num_tokens;
+        pages += needed;
+    }
+    if (tokens != n) return make_error("forward: sequence token counts do not sum to the batch");
+    if (pages > lim.max_pages) return make_error("forward: too many pages for the workspace");
+    const std::int64_t rows = num_logit_rows(batch);
+    if (rows > lim.max_logit_rows)
+        return make_error("forward: too many logit rows for the workspace");
+    if (static_cast<std::int64_t>(logits.size()) < rows * config_.vocab_size) {
+        return make_error("forward: logits span too small");
+    }
+    if (const KvCapture* cap = batch.capture) {
+        const auto m = static_cast<std::int64_t>(cap->rows.size());
+        for (std::int32_t r : cap->rows) {
+            if (r < 0 || r >= n) return make_error("forward: capture row outside the batch");
+        }
+        for (const Tensor* t : {&cap->k, &cap->v}) {
+            if (t->rank != 4 || t->shape[0] != config_.num_layers || t->shape[1] != m ||
+                t->shape[2] != config_.num_kv_heads || t->shape[3] != config_.head_dim ||
+                t->dtype != backend_->activation_dtype() || t->device != backend_->device()) {
+                return make_error("forward: capture tensors must be [layers, rows, kv_heads, d]");
+            }
+        }
+    }
+    return {};
+}
+
+void LlamaModel::stage_metadata(const ForwardBatch& batch, const kv::KvStorage& kv,
+                                ForwardWorkspace& ws) {
+    const std::int64_t bs = kv.layout().block_size;
+    ws.host_slots.clear();
+    ws.host_qo_indptr.assign(1, 0);
+    ws.host_page_indptr.assign(1, 0);
+    ws.host_page_indices.clear();
+    ws.host_last_page_len.clear();
+    ws.host_logit_rows.clear();
+    for (const BatchSequence& s : batch.sequences) {
+        const std::int64_t needed = ceil_div(s.kv_len, bs);
+        const std::int64_t first = s.kv_len - s.num_tokens;
+        for (std::int64_t j = first; j < s.kv_len; ++j) {
+            ws.host_slots.push_back(static_cast<std::int32_t>(s.pages[j / bs] * bs + j % bs));
+        }
+        ws.host_page_indices.insert(ws.host_page_indices.end(), s.pages.begin(),
+                                    s.pages.begin() + needed);
+        ws.host_qo_indptr.push_back(ws.host_qo_indptr.back() + s.num_tokens);
+        ws.host_page_indptr.push_back(static_cast<std::int32_t>(ws.host_page_indices.size()));
+        ws.host_last_page_len.push_back(static_cast<std::int32_t>(s.kv_len - (needed - 1) * bs));
+        if (batch.logits == LogitsSelection::LastPerSequence) {
+            ws.host_logit_rows.push_back(ws.host_qo_indptr.back() - 1);
+        }
+    }
+    if (batch.logits == LogitsSelection::AllTokens) {
+        for (std::int32_t i = 0; i < static_cast<std::int32_t>(batch.token_ids.size()); ++i) {
+            ws.host_logit_rows.push_back(i);
+        }
+    }
+
+    tensor::Backend& be = *backend_;
+    const auto copy = [&be](const Tensor& dst, const std::int32_t* src, std::size_t count) {
+        be.copy_from_host(leading(dst, static_cast<std::int64_t>(count)), src,
+                          count * sizeof(std::int32_t));
+    };
+    copy(ws.token_ids, batch.token_ids.data(), batch.token_ids.size());
+    copy(ws.positions, batch.positions.data(), batch.positions.size());
+    copy(ws.slots, ws.host_slots.data(), ws.host_slots.size());
+    copy(ws.qo_indptr, ws.host_qo_indptr.data(), ws.host_qo_indptr.size());
+    copy(ws.page_indptr, ws.host_page_indptr.data(), ws.host_page_indptr.size());
+    copy(ws.page_indices, ws.host_page_indices.data(), ws.host_page_indices.size());
+    copy(ws.last_page_len, ws.host_last_page_len.data(), ws.host_last_page_len.size());
+}
+
+Status LlamaModel::forward(const ForwardBatch& batch, kv::KvStorage& kv, ForwardWorkspace& ws,
+                           std::span<float> logits) {
+    IS_RETURN_IF_ERROR(validate(batch, kv, ws, logits));
+    stage_metadata(batch, kv, ws);
+    tensor::Backend& be = *backend_;
+    const auto n = static_cast<std::int64_t>(batch.token_ids.size());
+    const auto num_seqs = static_cast<int>(batch.sequences.size());
+
+    tensor::PagedAttentionArgs args;
+    args.qo_indptr = leading(ws.qo_indptr, num_seqs + 1);
+    args.indptr = leading(ws.page_indptr, num_seqs + 1);
+    args.indices = leading(ws.page_indices, static_cast<std::int64_t>(ws.host_page_indices.size()));
+    args.last_page_len = leading(ws.last_page_len, num_seqs);
+    args.host_qo_indptr = ws.host_qo_indptr.data();
+    args.host_indptr = ws.host_page_indptr.data();
+    args.num_seqs = num_seqs;
+    args.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+
+    be.embedding(embed_.tensor, leading(ws.token_ids, n), leading(ws.hidden, n));
+    for (std::int64_t layer = 0; layer < config_.num_layers; ++layer) {
+        run_layer(layer, n, batch, args, kv, ws);
+    }
+
+    const auto rows = static_cast<std::int64_t>(ws.host_logit_rows.size());
+    if (rows > 0) {
+        const Tensor row_ids = leading(ws.logit_rows, rows);
+        be.copy_from_host(row_ids, ws.host_logit_rows.data(), rows * sizeof(std::int32_t));
+        const Tensor last = leading(ws.final_hidden, rows);
+        be.gather_rows(leading(ws.hidden, n), row_ids, last);
+        be.rms_norm(last, final_norm_.tensor, config_.rms_norm_eps, last);
+        const Tensor& head = config_.tie_word_embeddings ? embed_.tensor : lm_head_.tensor;
+        const Tensor out = leading(ws.logits, rows);
+        be.linear(last, head, Tensor(), out);
+        be.copy_to_host(logits.data(), out, out.nbytes());
+    }
+    be.synchronize();
+    return {};
+}
+
+void LlamaModel::run_layer(std::int64_t layer, std::int64_t n, const ForwardBatch& batch,
+                           const tensor::PagedAttentionArgs& attn_args, kv::KvStorage& kv,
+                           ForwardWorkspace& ws) {
+    tensor::Backend& be = *backend_;
+    const LayerWeights& w = layers_[layer];
+    const ModelConfig& c = config_;
+    const Tensor hidden = leading(ws.hidden, n);  // [n, hidden]
+    const Tensor normed = leading(ws.normed, n);  // [n, hidden]
+    const Tensor q = leading(ws.q, n);            // [n, heads * d]
+    const Tensor k = leading(ws.k, n);            // [n, kvh * d]
+    const Tensor v = leading(ws.v, n);            // [n, kvh * d]
+    const Tensor attn = leading(ws.attn, n);      // [n, heads * d]
+    const Tensor gate = leading(ws.gate, n);      // [n, ffn]
+    const Tensor up = leading(ws.up, n);          // [n, ffn]
+    const Tensor positions = leading(ws.positions, n);
+
+    be.rms_norm(hidden, w.input_norm.tensor, c.rms_norm_eps, normed);
+    be.linear(normed, w.q.tensor, w.q_bias.tensor, q);
+    be.linear(normed, w.k.tensor, w.k_bias.tensor, k);
+    be.linear(normed, w.v.tensor, w.v_bias.tensor, v);
+
+    if (const KvCapture* cap = batch.capture; cap != nullptr && !cap->rows.empty()) {
+        // K is still unrotated here: the memory-injection chunk format wants it that way.
+        const auto m = static_cast<std::int64_t>(cap->rows.size());
+        const Tensor rows = leading(ws.logit_rows, m);
+        be.copy_from_host(rows, cap->rows.data(), m * sizeof(std::int32_t));
+        const std::int64_t kv_dim = c.num_kv_heads * c.head_dim;
+        be.gather_rows(k, rows, reshaped(tensor::index0(cap->k, layer), {m, kv_dim}));
+        be.gather_rows(v, rows, reshaped(tensor::index0(cap->v, layer), {m, kv_dim}));
+    }
+
+    const Tensor q3 = reshaped(q, {n, c.num_heads, c.head_dim});
+    const Tensor k3 = reshaped(k, {n, c.num_kv_heads, c.head_dim});
+    const Tensor v3 = reshaped(v, {n, c.num_kv_heads, c.head_dim});
+    be.rope(q3, positions, rope_);
+    be.rope(k3, positions, rope_);
+    const tensor::KvPages pages = kv.pages(layer);
+    be.write_kv(k3, v3, leading(ws.slots, n), pages);
+    be.paged_attention(q3, pages, attn_args, reshaped(attn, {n, c.num_heads, c.head_dim}));
+
+    be.linear(attn, w.o.tensor, Tensor(), normed);
+    be.add(hidden, normed);
+    be.rms_norm(hidden, w.post_norm.tensor, c.rms_norm_eps, normed);
+    be.linear(normed, w.gate.tensor, Tensor(), gate);
+    be.linear(normed, w.up.tensor, Tensor(), up);
+    be.swiglu(gate, up, gate);
+    be.linear(gate, w.down.tensor, Tensor(), normed);
+    be.add(hidden, normed);
+}
+
+}  // namespace inferscale::model

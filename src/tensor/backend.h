@@ -1,0 +1,89 @@
+#pragma once
+// Backend: the compute interface the model runs on. The model only calls these ops on Tensor
+// views of backend memory and never reads or writes tensor memory itself, so a CUDA backend can
+// implement the same interface. Ops are enqueued in call order; results are visible to the host
+// after `synchronize` (the CPU backend runs them eagerly). Shape and dtype mismatches are bugs
+// (IS_CHECK); running out of memory is an Error.
+// Activations are `activation_dtype()` (f32 on CPU). Weights go through `upload_weight`, which
+// picks the backend's own storage form (the CPU keeps f32), so ops accept what it returned.
+// A backend is used from one thread at a time.
+
+#include <cstddef>
+#include <string_view>
+
+#include "base/result.h"
+#include "tensor/buffer.h"
+#include "tensor/ops.h"
+#include "tensor/tensor.h"
+
+namespace inferscale::tensor {
+
+// A weight in the backend's storage form; `tensor` points into `storage`.
+struct DeviceWeight {
+    Buffer storage;
+    Tensor tensor;
+};
+
+class Backend {
+  public:
+    virtual ~Backend() = default;
+
+    virtual std::string_view name() const = 0;
+    virtual Device device() const = 0;
+    virtual DType activation_dtype() const = 0;
+    // The dtype of KV pages (f32 on CPU, bf16 on CUDA).
+    virtual DType kv_dtype() const = 0;
+
+    // ---- memory -------------------------------------------------------------------------
+    // An Error when the device is out of memory. Contents are uninitialized.
+    virtual Result<Buffer> allocate(std::size_t bytes) = 0;
+    // Called by Buffer only.
+    virtual void free_buffer(void* data, std::size_t bytes) = 0;
+    virtual void copy_from_host(Tensor dst, const void* src, std::size_t bytes) = 0;
+    virtual void copy_to_host(void* dst, const Tensor& src, std::size_t bytes) = 0;
+    virtual void fill_zero(Tensor t) = 0;
+    virtual void synchronize() = 0;
+
+    // Converts a host weight (f32, f16 or bf16, any rank) into the backend's storage form.
+    // `host` is only read during the call.
+    virtual Result<DeviceWeight> upload_weight(const Tensor& host) = 0;
+
+    // ---- ops ----------------------------------------------------------------------------
+    // out[i] = table[ids[i]]; ids out of range are a bug.
+    //   table [vocab, hidden] weight, ids [n] i32, out [n, hidden]
+    virtual void embedding(const Tensor& table, const Tensor& ids, Tensor out) = 0;
+
+    // out[i] = rows of x at `rows[i]`.  x [n, k], rows [m] i32, out [m, k]
+    virtual void gather_rows(const Tensor& x, const Tensor& rows, Tensor out) = 0;
+
+    // out = x / sqrt(mean(x^2) + eps) * weight, row-wise, statistics in f32. out may alias x.
+    //   x [n, hidden], weight [hidden], out [n, hidden]
+    virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) = 0;
+
+    // y = x W^T (+ bias). x [n, in], w [out, in] weight, bias [out] or empty, y [n, out]
+    // (y may be f32 even where activations are not: logits are always f32).
+    virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) = 0;
+
+    // x += y.  x, y [n, k]
+    virtual void add(Tensor x, const Tensor& y) = 0;
+
+    // out = silu(gate) * up.  gate, up, out [n, ffn]; out may alias gate.
+    virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor out) = 0;
+
+    // Rotates x in place by the angles of `positions` (HF rotate_half pairing: dim i with
+    // dim i + d/2). Positions beyond the tables are a bug.
+    //   x [n, heads, d], positions [n] i32
+    virtual void rope(Tensor x, const Tensor& positions, const RopeTables& tables) = 0;
+
+    // Writes token i's K and V into flat slot slots[i] = block * bs + offset of the pages.
+    //   k, v [n, kvh, d], slots [n] i32
+    virtual void write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
+                          const KvPages& pages) = 0;
+
+    // Causal grouped-query attention of q over the paged KV (see PagedAttentionArgs); query
+    // head j reads kv head j / (h / kvh).  q [n, h, d], out [n, h, d]
+    virtual void paged_attention(const Tensor& q, const KvPages& pages,
+                                 const PagedAttentionArgs& args, Tensor out) = 0;
+};
+
+}  // namespace inferscale::tensor

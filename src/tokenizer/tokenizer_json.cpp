@@ -1,0 +1,275 @@
+// Tokenizer::from_json: reads a Hugging Face tokenizer.json into a TokenizerModel. Only the
+// pieces our model families use are accepted; anything else is an Error naming the type.
+
+#include <fstream>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "tokenizer/tokenizer_model.h"
+
+namespace inferscale::tokenizer {
+namespace {
+
+using nlohmann::json;
+
+std::string type_of(const json& j) { return j.value("type", std::string()); }
+
+// A "pattern" field: {"String": "..."} or {"Regex": "..."}.
+Result<std::pair<std::string, bool>> read_pattern(const json& j) {
+    if (j.contains("String")) return std::make_pair(j.at("String").get<std::string>(), false);
+    if (j.contains("Regex")) return std::make_pair(j.at("Regex").get<std::string>(), true);
+    return make_error("pattern must be String or Regex");
+}
+
+Result<PrependScheme> read_prepend_scheme(const json& j) {
+    if (j.contains("prepend_scheme")) {
+        const std::string s = j.at("prepend_scheme").get<std::string>();
+        if (s == "always") return PrependScheme::Always;
+        if (s == "first") return PrependScheme::First;
+        if (s == "never") return PrependScheme::Never;
+        return make_error("unknown prepend_scheme " + s);
+    }
+    // Older files: add_prefix_space true/false.
+    return j.value("add_prefix_space", true) ? PrependScheme::Always : PrependScheme::Never;
+}
+
+Status read_normalizer(const json& j, Normalizer& out) {
+    if (j.is_null()) return {};
+    const std::string type = type_of(j);
+    NormalizerStep step;
+    if (type == "Sequence") {
+        for (const json& n : j.at("normalizers")) IS_RETURN_IF_ERROR(read_normalizer(n, out));
+        return {};
+    }
+    if (type == "NFC") {
+        step.kind = NormalizerStep::Kind::Nfc;
+    } else if (type == "NFD") {
+        step.kind = NormalizerStep::Kind::Nfd;
+    } else if (type == "NFKC") {
+        step.kind = NormalizerStep::Kind::Nfkc;
+    } else if (type == "NFKD") {
+        step.kind = NormalizerStep::Kind::Nfkd;
+    } else if (type == "Lowercase") {
+        step.kind = NormalizerStep::Kind::Lowercase;
+    } else if (type == "Prepend") {
+        step.kind = NormalizerStep::Kind::Prepend;
+        step.a = j.at("prepend").get<std::string>();
+    } else if (type == "Replace") {
+        auto [pattern, is_regex] = IS_TRY(read_pattern(j.at("pattern")));
+        if (is_regex) return make_error("Replace normalizer with a Regex pattern is not supported");
+        step.kind = NormalizerStep::Kind::Replace;
+        step.a = pattern;
+        step.b = j.at("content").get<std::string>();
+    } else if (type == "Strip") {
+        step.kind = NormalizerStep::Kind::Strip;
+        step.left = j.value("strip_left", true);
+        step.right = j.value("strip_right", true);
+    } else {
+        return make_error("unsupported normalizer type '" + type + "'");
+    }
+    out.add(std::move(step));
+    return {};
+}
+
+Result<SplitBehavior> read_behavior(const std::string& s) {
+    if (s == "Removed") return SplitBehavior::Removed;
+    if (s == "Isolated") return SplitBehavior::Isolated;
+    if (s == "MergedWithPrevious") return SplitBehavior::MergedWithPrevious;
+    if (s == "MergedWithNext") return SplitBehavior::MergedWithNext;
+    if (s == "Contiguous") return SplitBehavior::Contiguous;
+    return make_error("unknown split behavior " + s);
+}
+
+std::string escape_literal(const std::string& s) {
+    std::string out;
+    for (char c : s) {
+        if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out.push_back('\\');
+        out.push_back(c);
+    }
+    return out;
+}
+
+Status read_pre_tokenizer(const json& j, PreTokenizer& out) {
+    if (j.is_null()) return {};
+    const std::string type = type_of(j);
+    PreTokenizerStep step;
+    if (type == "Sequence") {
+        for (const json& p : j.at("pretokenizers")) IS_RETURN_IF_ERROR(read_pre_tokenizer(p, out));
+        return {};
+    }
+    if (type == "Split") {
+        auto [pattern, is_regex] = IS_TRY(read_pattern(j.at("pattern")));
+        step.kind = PreTokenizerStep::Kind::Split;
+        step.regex = IS_TRY(SplitRegex::compile(is_regex ? pattern : escape_literal(pattern)));
+        step.behavior = IS_TRY(read_behavior(j.at("behavior").get<std::string>()));
+        step.invert = j.value("invert", false);
+    } else if (type == "Digits") {
+        step.kind = PreTokenizerStep::Kind::Digits;
+        step.individual_digits = j.value("individual_digits", false);
+    } else if (type == "ByteLevel") {
+        step.kind = PreTokenizerStep::Kind::ByteLevel;
+        step.add_prefix_space = j.value("add_prefix_space", false);
+        step.use_regex = j.value("use_regex", true);
+        if (step.use_regex) step.regex = IS_TRY(SplitRegex::compile(kGpt2Pattern));
+    } else if (type == "Metaspace") {
+        step.kind = PreTokenizerStep::Kind::Metaspace;
+        step.replacement = j.value("replacement", std::string("\xE2\x96\x81"));
+        step.prepend_scheme = IS_TRY(read_prepend_scheme(j));
+        step.split = j.value("split", true);
+    } else {
+        return make_error("unsupported pre_tokenizer type '" + type + "'");
+    }
+    out.add(std::move(step));
+    return {};
+}
+
+Status read_decoder(const json& j, Decoder& out) {
+    if (j.is_null()) return {};
+    const std::string type = type_of(j);
+    DecoderStep step;
+    if (type == "Sequence") {
+        for (const json& d : j.at("decoders")) IS_RETURN_IF_ERROR(read_decoder(d, out));
+        return {};
+    }
+    if (type == "ByteLevel") {
+        step.kind = DecoderStep::Kind::ByteLevel;
+    } else if (type == "Metaspace") {
+        step.kind = DecoderStep::Kind::Metaspace;
+        step.a = j.value("replacement", std::string("\xE2\x96\x81"));
+        step.prepend_scheme = IS_TRY(read_prepend_scheme(j));
+    } else if (type == "Replace") {
+        auto [pattern, is_regex] = IS_TRY(read_pattern(j.at("pattern")));
+        if (is_regex) return make_error("Replace decoder with a Regex pattern is not supported");
+        step.kind = DecoderStep::Kind::Replace;
+        step.a = pattern;
+        step.b = j.at("content").get<std::string>();
+    } else if (type == "ByteFallback") {
+        step.kind = DecoderStep::Kind::ByteFallback;
+    } else if (type == "Fuse") {
+        step.kind = DecoderStep::Kind::Fuse;
+    } else if (type == "Strip") {
+        step.kind = DecoderStep::Kind::Strip;
+        step.a = j.at("content").get<std::string>();
+        step.start = j.value("start", 0u);
+        step.stop = j.value("stop", 0u);
+    } else {
+        return make_error("unsupported decoder type '" + type + "'");
+    }
+    out.add(std::move(step));
+    return {};
+}
+
+// Reads the single-sequence template of a TemplateProcessing (possibly inside a Sequence).
+Status read_post_processor(const json& j, TokenizerModel& m) {
+    if (j.is_null()) return {};
+    const std::string type = type_of(j);
+    if (type == "Sequence") {
+        for (const json& p : j.at("processors")) IS_RETURN_IF_ERROR(read_post_processor(p, m));
+        return {};
+    }
+    if (type == "ByteLevel") return {};  // only adjusts offsets
+    if (type != "TemplateProcessing") {
+        return make_error("unsupported post_processor type '" + type + "'");
+    }
+    const json& specials = j.at("special_tokens");
+    bool seen_sequence = false;
+    for (const json& item : j.at("single")) {
+        if (item.contains("Sequence")) {
+            seen_sequence = true;
+            continue;
+        }
+        const std::string name = item.at("SpecialToken").at("id").get<std::string>();
+        if (!specials.contains(name)) return make_error("template token '" + name + "' has no ids");
+        for (const json& id : specials.at(name).at("ids")) {
+            (seen_sequence ? m.suffix_ids : m.prefix_ids).push_back(id.get<std::int32_t>());
+        }
+    }
+    return {};
+}
+
+Status read_model(const json& j, TokenizerModel& m) {
+    const std::string type = j.value("type", std::string("BPE"));
+    if (type != "BPE") return make_error("unsupported model type '" + type + "'");
+    if (!j.value("continuing_subword_prefix", json()).is_null() &&
+        !j.at("continuing_subword_prefix").get<std::string>().empty()) {
+        return make_error("BPE continuing_subword_prefix is not supported");
+    }
+    const json& vocab = j.at("vocab");
+    std::vector<std::string> tokens(vocab.size());
+    for (const auto& [text, id_json] : vocab.items()) {
+        const auto id = id_json.get<std::int64_t>();
+        if (id < 0 || id > 10'000'000) return make_error("vocab id out of range: " + text);
+        if (static_cast<std::size_t>(id) >= tokens.size()) tokens.resize(static_cast<std::size_t>(id) + 1);
+        tokens[static_cast<std::size_t>(id)] = text;
+    }
+    m.bpe = std::make_unique<BpeModel>(std::move(tokens), BpeModel::Mode::MergeRanks);
+    for (const json& merge : j.at("merges")) {
+        if (merge.is_string()) {
+            const std::string s = merge.get<std::string>();
+            const std::size_t space = s.find(' ', 1);  // a merge side is never empty
+            if (space == std::string::npos) return make_error("bad merge '" + s + "'");
+            IS_RETURN_IF_ERROR(m.bpe->add_merge(s.substr(0, space), s.substr(space + 1)));
+        } else if (merge.is_array() && merge.size() == 2) {
+            IS_RETURN_IF_ERROR(m.bpe->add_merge(merge[0].get<std::string>(), merge[1].get<std::string>()));
+        } else {
+            return make_error("bad merge entry");
+        }
+    }
+    const json& unk = j.value("unk_token", json());
+    if (unk.is_string()) {
+        if (auto id = m.bpe->token_to_id(unk.get<std::string>())) m.bpe->set_unk_id(*id);
+    }
+    m.bpe->set_byte_fallback(j.value("byte_fallback", false));
+    m.bpe->set_fuse_unk(j.value("fuse_unk", false));
+    m.bpe->set_ignore_merges(j.value("ignore_merges", false));
+    return {};
+}
+
+Result<Tokenizer> parse(std::string_view text) {
+    const json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) return make_error("tokenizer.json is not a JSON object");
+    if (!j.contains("model")) return make_error("tokenizer.json has no model");
+    auto m = std::make_shared<TokenizerModel>();
+    IS_RETURN_IF_ERROR(read_model(j.at("model"), *m));
+    IS_RETURN_IF_ERROR(read_normalizer(j.value("normalizer", json()), m->normalizer));
+    IS_RETURN_IF_ERROR(read_pre_tokenizer(j.value("pre_tokenizer", json()), m->pre_tokenizer));
+    IS_RETURN_IF_ERROR(read_decoder(j.value("decoder", json()), m->decoder));
+    IS_RETURN_IF_ERROR(read_post_processor(j.value("post_processor", json()), *m));
+    if (!m->prefix_ids.empty()) m->bos_id = m->prefix_ids.front();
+    for (const json& t : j.value("added_tokens", json::array())) {
+        AddedToken token;
+        token.id = t.at("id").get<std::int32_t>();
+        token.content = t.at("content").get<std::string>();
+        token.special = t.value("special", false);
+        token.lstrip = t.value("lstrip", false);
+        token.rstrip = t.value("rstrip", false);
+        token.single_word = t.value("single_word", false);
+        token.normalized = t.value("normalized", !token.special);
+        m->added.add(std::move(token));
+    }
+    return make_tokenizer(std::move(m));
+}
+
+}  // namespace
+
+Result<Tokenizer> Tokenizer::from_json(std::string_view json_text) {
+    // nlohmann reports wrong field types by throwing; keep that inside this component.
+    try {
+        return parse(json_text);
+    } catch (const std::exception& e) {
+        return make_error(std::string("malformed tokenizer.json: ") + e.what());
+    }
+}
+
+Result<Tokenizer> Tokenizer::from_json_file(const std::string& path) {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return make_error("cannot open tokenizer file " + path);
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    auto result = from_json(buffer.str());
+    if (!result.ok()) return make_error(path + ": " + result.error().message);
+    return result;
+}
+
+}  // namespace inferscale::tokenizer

@@ -1,0 +1,88 @@
+// Golden parity with Hugging Face tokenizers: the ids for each hard text (with and without
+// add_special / parse_special), decode of those ids, decode of every single id, and streaming
+// decode equal to full decode. Fixtures come from tools/make_tokenizer_fixtures.py.
+
+#include <gtest/gtest.h>
+
+#include "fixture_util.h"
+#include "tokenizer/tokenizer.h"
+
+namespace inferscale::tokenizer {
+namespace {
+
+using testing::fixture_path;
+using testing::read_json;
+using Ids = std::vector<std::int32_t>;
+
+std::string stream_decode(const Tokenizer& tok, const Ids& ids, bool skip_special) {
+    IncrementalDecoder decoder(tok, skip_special);
+    std::string out;
+    for (std::int32_t id : ids) out += decoder.push(id);
+    return out + decoder.flush();
+}
+
+class GoldenTest : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(GoldenTest, MatchesHuggingFace) {
+    auto tok = Tokenizer::from_json_file(fixture_path(GetParam() + "_tokenizer.json"));
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const auto expected = read_json(GetParam() + "_expected.json");
+    EXPECT_EQ(tok->vocab_size(), expected.at("vocab_size").get<std::int64_t>());
+    for (const auto& c : expected.at("cases")) {
+        const std::string text = c.at("text");
+        SCOPED_TRACE(text);
+        const Ids ids = c.at("ids");
+        EXPECT_EQ(tok->encode(text, true, true), ids);
+        EXPECT_EQ(tok->encode(text, false, true), c.at("ids_no_add_special").get<Ids>());
+        EXPECT_EQ(tok->encode(text, true, false), c.at("ids_no_parse_special").get<Ids>());
+        EXPECT_EQ(tok->decode(ids, false), c.at("decoded").get<std::string>());
+        EXPECT_EQ(tok->decode(ids, true), c.at("decoded_skip_special").get<std::string>());
+        EXPECT_EQ(stream_decode(*tok, ids, false), c.at("decoded").get<std::string>());
+        EXPECT_EQ(stream_decode(*tok, ids, true), c.at("decoded_skip_special").get<std::string>());
+    }
+}
+
+TEST_P(GoldenTest, DecodesEveryIdLikeHuggingFace) {
+    auto tok = Tokenizer::from_json_file(fixture_path(GetParam() + "_tokenizer.json"));
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const auto each = read_json(GetParam() + "_expected.json").at("decode_each");
+    ASSERT_EQ(static_cast<std::int64_t>(each.size()), tok->vocab_size());
+    int mismatches = 0;
+    for (std::size_t id = 0; id < each.size(); ++id) {
+        const Ids one{static_cast<std::int32_t>(id)};
+        if (tok->decode(one) != each[id].get<std::string>()) {
+            ADD_FAILURE() << "id " << id << ": '" << tok->decode(one) << "' vs '"
+                          << each[id].get<std::string>() << "'";
+            if (++mismatches > 10) break;
+        }
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Tokenizers, GoldenTest,
+                         ::testing::Values("llama3", "qwen2", "smollm", "spm", "spm_legacy"));
+
+TEST(GoldenTest, SpecialIdsAndEndOfGeneration) {
+    auto llama3 = Tokenizer::from_json_file(fixture_path("llama3_tokenizer.json"));
+    ASSERT_TRUE(llama3.ok());
+    EXPECT_EQ(llama3->bos_id(), *llama3->token_id("<|begin_of_text|>"));
+    EXPECT_EQ(llama3->eos_id(), *llama3->token_id("<|end_of_text|>"));
+    EXPECT_TRUE(llama3->is_end_of_generation(*llama3->token_id("<|eot_id|>")));
+    EXPECT_TRUE(llama3->is_end_of_generation(*llama3->token_id("<|im_end|>")));
+    EXPECT_FALSE(llama3->is_end_of_generation(*llama3->token_id("<|start_header_id|>")));
+    EXPECT_FALSE(llama3->token_id("no such token").has_value());
+
+    auto qwen = Tokenizer::from_json_file(fixture_path("qwen2_tokenizer.json"));
+    ASSERT_TRUE(qwen.ok());
+    EXPECT_EQ(qwen->bos_id(), -1);
+    EXPECT_TRUE(qwen->is_end_of_generation(*qwen->token_id("<|endoftext|>")));
+    EXPECT_TRUE(qwen->is_end_of_generation(*qwen->token_id("<|im_end|>")));
+
+    auto spm = Tokenizer::from_json_file(fixture_path("spm_tokenizer.json"));
+    ASSERT_TRUE(spm.ok());
+    EXPECT_EQ(spm->bos_id(), 1);
+    EXPECT_EQ(spm->eos_id(), 2);
+    EXPECT_TRUE(spm->is_end_of_generation(2));
+}
+
+}  // namespace
+}  // namespace inferscale::tokenizer
