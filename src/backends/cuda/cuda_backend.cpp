@@ -1,0 +1,288 @@
+// CudaBackend construction, memory, weight upload and the dispatch of the simple op families.
+// Attention and KV writes are in paged_attention.cpp.
+
+#include "backends/cuda/cuda_backend.h"
+
+#include <algorithm>
+#include <string>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_checks.h"
+#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/cuda_sampling.h"
+#include "backends/cuda/lt_matmul.h"
+
+namespace inferscale::backends::cuda {
+namespace {
+
+using tensor::DType;
+using tensor::Tensor;
+
+Error cuda_error(const std::string& what, cudaError_t err) {
+    return make_error("cuda backend: " + what + ": " + cudaGetErrorName(err) + " (" +
+                      cudaGetErrorString(err) + ")");
+}
+
+// Upload conversions go through a bounded device staging buffer, chunk by chunk.
+constexpr std::size_t kStagingBytes = std::size_t{64} << 20;
+
+}  // namespace
+
+Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device,
+                                                         const CudaBackendOptions& options) {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+        cudaGetLastError();  // clear it: no device is an expected condition here
+        return cuda_error("no usable CUDA device", err);
+    }
+    if (device < 0 || device >= count) {
+        return make_error("cuda backend: device " + std::to_string(device) + " not present (" +
+                          std::to_string(count) + " devices)");
+    }
+    IS_CHECK(options.max_kv_splits >= 1) << "max_kv_splits " << options.max_kv_splits;
+    std::unique_ptr<CudaBackend> backend(new CudaBackend(device, options));
+    IS_RETURN_IF_ERROR(backend->init());
+    return backend;
+}
+
+Result<std::unique_ptr<tensor::Backend>> make_cuda_backend(int device,
+                                                           const CudaBackendOptions& options) {
+    std::unique_ptr<CudaBackend> backend = IS_TRY(CudaBackend::create(device, options));
+    return std::unique_ptr<tensor::Backend>(std::move(backend));
+}
+
+CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
+    : device_(device), options_(options) {}
+
+Status CudaBackend::init() {
+    cudaError_t err = cudaSetDevice(device_);
+    if (err != cudaSuccess) return cuda_error("cudaSetDevice", err);
+    IS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
+    IS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    err = cudaMalloc(&attention_workspace_, std::max<std::size_t>(options_.attention_workspace_bytes, 256));
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return cuda_error("attention workspace", err);
+    }
+    err = cudaMalloc(&cublas_workspace_, std::max<std::size_t>(options_.cublas_workspace_bytes, 256));
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return cuda_error("cublas workspace", err);
+    }
+    cublasLtHandle_t handle = nullptr;
+    IS_CUBLAS_CHECK(cublasLtCreate(&handle));
+    matmul_ = std::make_unique<LtMatmul>(handle, cublas_workspace_, options_.cublas_workspace_bytes);
+    init_prefill_attention();
+    return {};
+}
+
+CudaBackend::~CudaBackend() {
+    // Teardown errors cannot be handled; finish queued work, then release quietly.
+    if (stream_ != nullptr) {
+        cudaSetDevice(device_);
+        cudaStreamSynchronize(stream_);
+    }
+    matmul_.reset();
+    if (attention_workspace_ != nullptr) cudaFree(attention_workspace_);
+    if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);
+    if (stream_ != nullptr) cudaStreamDestroy(stream_);
+}
+
+void CudaBackend::activate() const {
+    int current = -1;
+    IS_CUDA_CHECK(cudaGetDevice(&current));
+    if (current != device_) IS_CUDA_CHECK(cudaSetDevice(device_));
+}
+
+// ---- memory ---------------------------------------------------------------------------------
+
+Result<tensor::Buffer> CudaBackend::allocate(std::size_t bytes) {
+    activate();
+    void* p = nullptr;
+    if (bytes > 0) {
+        const cudaError_t err = cudaMalloc(&p, bytes);
+        if (err != cudaSuccess) {
+            cudaGetLastError();  // not sticky, but would confuse the next launch check
+            return cuda_error("allocating " + std::to_string(bytes) + " bytes", err);
+        }
+    }
+    return tensor::Buffer(this, p, bytes, tensor::Device::Cuda);
+}
+
+void CudaBackend::free_buffer(void* data, std::size_t) {
+    activate();
+    // cudaFree waits for the device, so no queued op can still be using the memory.
+    IS_CUDA_CHECK(cudaFree(data));
+}
+
+void CudaBackend::copy_from_host(Tensor dst, const void* src, std::size_t bytes) {
+    IS_CHECK(dst.device == tensor::Device::Cuda) << "copy_from_host into host memory";
+    IS_CHECK(bytes <= dst.nbytes()) << bytes << " bytes into " << dst.nbytes();
+    if (bytes == 0) return;
+    activate();
+    IS_CUDA_CHECK(cudaMemcpyAsync(dst.data, src, bytes, cudaMemcpyHostToDevice, stream_));
+}
+
+void CudaBackend::copy_to_host(void* dst, const Tensor& src, std::size_t bytes) {
+    IS_CHECK(src.device == tensor::Device::Cuda) << "copy_to_host from host memory";
+    IS_CHECK(bytes <= src.nbytes()) << bytes << " bytes from " << src.nbytes();
+    if (bytes == 0) return;
+    activate();
+    IS_CUDA_CHECK(cudaMemcpyAsync(dst, src.data, bytes, cudaMemcpyDeviceToHost, stream_));
+}
+
+void CudaBackend::fill_zero(Tensor t) {
+    IS_CHECK(t.device == tensor::Device::Cuda) << "fill_zero of host memory";
+    if (t.nbytes() == 0) return;
+    activate();
+    IS_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_));
+}
+
+void CudaBackend::synchronize() {
+    activate();
+    IS_CUDA_CHECK(cudaStreamSynchronize(stream_));
+}
+
+Result<tensor::DeviceWeight> CudaBackend::upload_weight(const Tensor& host) {
+    IS_CHECK(host.device == tensor::Device::Cpu) << "weights arrive in host memory";
+    IS_CHECK(host.rank >= 1) << "weight rank " << host.rank;
+    if (host.dtype != DType::F32 && host.dtype != DType::F16 && host.dtype != DType::BF16) {
+        return make_error(std::string("cuda backend: cannot upload a ") +
+                          std::string(tensor::dtype_name(host.dtype)) + " weight");
+    }
+    activate();
+    const auto count = static_cast<std::size_t>(host.numel());
+    tensor::DeviceWeight w;
+    w.storage = IS_TRY(allocate(count * 2));
+    w.tensor = host;
+    w.tensor.data = w.storage.data();
+    w.tensor.dtype = DType::BF16;
+    w.tensor.device = tensor::Device::Cuda;
+    if (count == 0) return w;
+    if (host.dtype == DType::BF16) {
+        IS_CUDA_CHECK(cudaMemcpyAsync(w.tensor.data, host.data, count * 2,
+                                      cudaMemcpyHostToDevice, stream_));
+    } else {
+        const std::size_t elem = tensor::dtype_size(host.dtype);
+        const std::size_t chunk = std::min(count, kStagingBytes / elem);
+        tensor::Buffer staging = IS_TRY(allocate(chunk * elem));
+        // Stream order keeps the next chunk's copy behind this chunk's conversion.
+        for (std::size_t first = 0; first < count; first += chunk) {
+            const std::size_t n = std::min(chunk, count - first);
+            IS_CUDA_CHECK(cudaMemcpyAsync(staging.data(),
+                                          static_cast<const char*>(host.data) + first * elem,
+                                          n * elem, cudaMemcpyHostToDevice, stream_));
+            launch_convert(staging.data(), host.dtype,
+                           static_cast<char*>(w.tensor.data) + first * 2, DType::BF16,
+                           static_cast<std::int64_t>(n), stream_);
+        }
+        synchronize();  // before `staging` is freed
+    }
+    synchronize();  // `host` is only borrowed for the call
+    return w;
+}
+
+// ---- simple ops -----------------------------------------------------------------------------
+
+void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
+    check_device(table, 2, "embedding table");
+    check_device(ids, DType::I32, 1, "embedding ids");
+    check_device(out, 2, "embedding out");
+    check_activation(out, "embedding out");
+    IS_CHECK(out.shape[0] == ids.shape[0] && out.shape[1] == table.shape[1]) << "embedding shape";
+    activate();
+    launch_embedding(table.data, table.dtype, table.shape[0], table.shape[1],
+                     ids.as<std::int32_t>(), ids.shape[0], out.data, out.dtype, stream_);
+}
+
+void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor out) {
+    check_device(x, 2, "gather x");
+    check_device(rows, DType::I32, 1, "gather rows");
+    check_device(out, x.dtype, 2, "gather out");
+    IS_CHECK(out.shape[0] == rows.shape[0] && out.shape[1] == x.shape[1]) << "gather shape";
+    activate();
+    launch_gather_rows(x.data, x.shape[0],
+                       x.shape[1] * static_cast<std::int64_t>(tensor::dtype_size(x.dtype)),
+                       rows.as<std::int32_t>(), rows.shape[0], out.data, stream_);
+}
+
+void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) {
+    check_device(x, 2, "rms_norm x");
+    check_activation(x, "rms_norm x");
+    check_device(weight, 1, "rms_norm weight");
+    check_device(out, x.dtype, 2, "rms_norm out");
+    IS_CHECK(x.shape == out.shape && weight.shape[0] == x.shape[1]) << "rms_norm shape";
+    activate();
+    launch_rms_norm(x.data, x.dtype, weight.data, weight.dtype, eps, x.shape[0], x.shape[1],
+                    out.data, stream_);
+}
+
+void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
+    check_device(x, DType::BF16, 2, "linear x");
+    check_device(w, DType::BF16, 2, "linear w");
+    check_device(y, 2, "linear y");
+    check_activation(y, "linear y");
+    const std::int64_t n = x.shape[0], in = x.shape[1], out = w.shape[0];
+    IS_CHECK(w.shape[1] == in && y.shape[0] == n && y.shape[1] == out && in > 0)
+        << "linear shapes x [" << n << "," << in << "] w [" << out << "," << w.shape[1]
+        << "] y [" << y.shape[0] << "," << y.shape[1] << "]";
+    if (!bias.empty()) {
+        check_device(bias, 1, "linear bias");
+        IS_CHECK_EQ(bias.shape[0], out);
+    }
+    if (n == 0) return;
+    activate();
+    if (!bias.empty() && options_.fuse_bias && bias.dtype == y.dtype &&
+        matmul_->run(x.data, w.data, y.data, y.dtype, bias.data, n, in, out, stream_)) {
+        return;
+    }
+    IS_CHECK(matmul_->run(x.data, w.data, y.data, y.dtype, nullptr, n, in, out, stream_))
+        << "cuBLASLt has no algorithm for [" << n << "," << in << "] x [" << out << "," << in
+        << "]^T";
+    if (!bias.empty()) launch_add_bias(y.data, y.dtype, bias.data, bias.dtype, n, out, stream_);
+}
+
+void CudaBackend::add(Tensor x, const Tensor& y) {
+    IS_CHECK(x.device == tensor::Device::Cuda && y.device == tensor::Device::Cuda) << "add";
+    check_activation(x, "add x");
+    IS_CHECK(x.dtype == y.dtype && x.numel() == y.numel()) << "add shapes/dtypes";
+    activate();
+    launch_add(x.data, y.data, x.dtype, x.numel(), stream_);
+}
+
+void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
+    IS_CHECK(gate.device == tensor::Device::Cuda && up.device == tensor::Device::Cuda &&
+             out.device == tensor::Device::Cuda)
+        << "swiglu";
+    check_activation(gate, "swiglu gate");
+    IS_CHECK(gate.dtype == up.dtype && gate.dtype == out.dtype) << "swiglu dtypes";
+    IS_CHECK(gate.numel() == up.numel() && gate.numel() == out.numel()) << "swiglu";
+    activate();
+    launch_swiglu(gate.data, up.data, out.data, gate.dtype, gate.numel(), stream_);
+}
+
+void CudaBackend::rope(Tensor x, const Tensor& positions, const tensor::RopeTables& tables) {
+    check_device(x, 3, "rope x");
+    check_activation(x, "rope x");
+    check_device(positions, DType::I32, 1, "rope positions");
+    check_device(tables.cos, DType::F32, 2, "rope cos");
+    check_device(tables.sin, DType::F32, 2, "rope sin");
+    IS_CHECK(positions.shape[0] == x.shape[0] && tables.cos.shape[1] * 2 == x.shape[2] &&
+             tables.cos.shape == tables.sin.shape)
+        << "rope shapes";
+    activate();
+    launch_rope(x.data, x.dtype, x.shape[0], x.shape[1], x.shape[2], positions.as<std::int32_t>(),
+                tables.cos.as<float>(), tables.sin.as<float>(), tables.cos.shape[0], stream_);
+}
+
+void CudaBackend::argmax(const Tensor& logits, Tensor ids) {
+    check_device(logits, DType::F32, 2, "argmax logits");
+    check_device(ids, DType::I32, 1, "argmax ids");
+    IS_CHECK_EQ(ids.shape[0], logits.shape[0]);
+    activate();
+    argmax_rows(logits.as<float>(), logits.shape[0], logits.shape[1], ids.as<std::int32_t>(),
+                stream_);
+}
+
+}  // namespace inferscale::backends::cuda

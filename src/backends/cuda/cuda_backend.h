@@ -1,0 +1,106 @@
+#pragma once
+// CudaBackend: the Backend on one NVIDIA GPU. Activations are bf16, KV pages bf16, logits f32;
+// every op accumulates in f32. upload_weight stores every weight as bf16 (matrices feed
+// cuBLASLt; norm weights and biases are read as bf16 too). Element-wise ops, norms, RoPE and
+// KV writes also accept f32 activations (all tensors of one call in one dtype); linear and
+// attention need bf16 inputs.
+//
+// All ops enqueue on the backend's own stream and return at once: no allocation, no host
+// synchronization, no device-to-host reads, so a step can be captured in a CUDA graph (after a
+// warm-up step has built the cuBLASLt plans). The split-KV decode partials and the cuBLASLt
+// workspace are allocated once at creation. Device-side index checks (token ids, positions,
+// slots, page ids) trap the kernel: the error surfaces at the next synchronize and aborts.
+// copy_from_host/copy_to_host are stream-ordered; with pageable host memory the runtime makes
+// them safe to reuse or read on return, with pinned memory only after synchronize().
+
+#include <cuda_runtime_api.h>
+
+#include <memory>
+
+#include "base/result.h"
+#include "tensor/backend.h"
+
+namespace inferscale::backends::cuda {
+
+class LtMatmul;
+
+struct CudaBackendOptions {
+    // Split-KV decode partials: [seqs, heads, splits, head_dim + 2] f32. Decode uses as many
+    // splits (up to max_kv_splits) as fit; with less room it splits less, never fails.
+    std::size_t attention_workspace_bytes = std::size_t{64} << 20;
+    int max_kv_splits = 32;
+    // cuBLASLt's scratch; 32 MiB is what NVIDIA suggests for Hopper.
+    std::size_t cublas_workspace_bytes = std::size_t{32} << 20;
+    // Fuse linear's bias into the cuBLASLt epilogue when it can; false always uses the
+    // separate bias kernel (tests use it to cover both paths).
+    bool fuse_bias = true;
+};
+
+class CudaBackend final : public tensor::Backend {
+  public:
+    // An Error when there is no CUDA device `device` (or no driver) or its memory is full.
+    static Result<std::unique_ptr<CudaBackend>> create(int device,
+                                                       const CudaBackendOptions& options = {});
+    ~CudaBackend() override;
+    CudaBackend(const CudaBackend&) = delete;
+    CudaBackend& operator=(const CudaBackend&) = delete;
+
+    std::string_view name() const override { return "cuda"; }
+    tensor::Device device() const override { return tensor::Device::Cuda; }
+    tensor::DType activation_dtype() const override { return tensor::DType::BF16; }
+    tensor::DType kv_dtype() const override { return tensor::DType::BF16; }
+
+    Result<tensor::Buffer> allocate(std::size_t bytes) override;
+    void free_buffer(void* data, std::size_t bytes) override;
+    void copy_from_host(tensor::Tensor dst, const void* src, std::size_t bytes) override;
+    void copy_to_host(void* dst, const tensor::Tensor& src, std::size_t bytes) override;
+    void fill_zero(tensor::Tensor t) override;
+    void synchronize() override;
+    Result<tensor::DeviceWeight> upload_weight(const tensor::Tensor& host) override;
+
+    void embedding(const tensor::Tensor& table, const tensor::Tensor& ids,
+                   tensor::Tensor out) override;
+    void gather_rows(const tensor::Tensor& x, const tensor::Tensor& rows,
+                     tensor::Tensor out) override;
+    void rms_norm(const tensor::Tensor& x, const tensor::Tensor& weight, float eps,
+                  tensor::Tensor out) override;
+    void linear(const tensor::Tensor& x, const tensor::Tensor& w, const tensor::Tensor& bias,
+                tensor::Tensor y) override;
+    void add(tensor::Tensor x, const tensor::Tensor& y) override;
+    void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up,
+                tensor::Tensor out) override;
+    void rope(tensor::Tensor x, const tensor::Tensor& positions,
+              const tensor::RopeTables& tables) override;
+    void write_kv(const tensor::Tensor& k, const tensor::Tensor& v, const tensor::Tensor& slots,
+                  const tensor::KvPages& pages) override;
+    void paged_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
+                         const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
+
+    // Greedy sampling on the device: ids[r] = argmax of logits row r (first on ties).
+    //   logits [rows, vocab] f32, ids [rows] i32
+    void argmax(const tensor::Tensor& logits, tensor::Tensor ids);
+
+    int device_index() const { return device_; }
+    // The stream every op is enqueued on (for graph capture and interop).
+    cudaStream_t stream() const { return stream_; }
+
+  private:
+    CudaBackend(int device, const CudaBackendOptions& options);
+    Status init();
+    // Makes this backend's device current for the calling thread.
+    void activate() const;
+
+    int device_ = 0;
+    CudaBackendOptions options_;
+    int num_sms_ = 0;
+    cudaStream_t stream_ = nullptr;
+    void* attention_workspace_ = nullptr;  // options_.attention_workspace_bytes
+    void* cublas_workspace_ = nullptr;     // options_.cublas_workspace_bytes
+    std::unique_ptr<LtMatmul> matmul_;
+};
+
+// The factory the engine uses; the same errors as CudaBackend::create.
+Result<std::unique_ptr<tensor::Backend>> make_cuda_backend(int device,
+                                                           const CudaBackendOptions& options = {});
+
+}  // namespace inferscale::backends::cuda

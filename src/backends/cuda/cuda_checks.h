@@ -1,0 +1,28 @@
+#pragma once
+// Shape and placement checks shared by the CudaBackend op files. A failure is a caller bug.
+
+#include "tensor/tensor.h"
+
+namespace inferscale::backends::cuda {
+
+inline void check_device(const tensor::Tensor& t, int rank, const char* what) {
+    IS_CHECK(t.device == tensor::Device::Cuda) << what << " is not CUDA memory";
+    IS_CHECK(t.rank == rank) << what << " rank " << t.rank << " expected " << rank;
+    IS_CHECK(t.data != nullptr || t.numel() == 0) << what << " is null";
+}
+
+inline void check_device(const tensor::Tensor& t, tensor::DType dtype, int rank, const char* what) {
+    check_device(t, rank, what);
+    IS_CHECK(t.dtype == dtype) << what << " dtype " << tensor::dtype_name(t.dtype) << " expected "
+                               << tensor::dtype_name(dtype);
+}
+
+// Activations: bf16 normally, f32 accepted by the element-wise families.
+inline void check_activation(const tensor::Tensor& t, const char* what) {
+    IS_CHECK(t.dtype == tensor::DType::BF16 || t.dtype == tensor::DType::F32)
+        << what << " dtype " << tensor::dtype_name(t.dtype);
+}
+
+inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
+
+}  // namespace inferscale::backends::cuda

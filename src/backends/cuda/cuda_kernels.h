@@ -1,0 +1,118 @@
+#pragma once
+// Plain-pointer launchers behind CudaBackend, one .cu file per op family. Every launcher only
+// enqueues work on `stream`: no allocation, no synchronization and no host reads of device
+// memory, so each is legal inside CUDA graph capture. Shapes were checked by the caller; index
+// values that are out of range (token ids, rows, positions, slots, page ids) are bugs that trap
+// the kernel, which then surfaces as an error at the next synchronize.
+// Activations are bf16 or f32 (one dtype per call); KV pages are bf16; accumulation is f32.
+
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "tensor/dtype.h"
+
+namespace inferscale::backends::cuda {
+
+using tensor::DType;
+
+// ---- convert.cu ----
+// dst[i] = src[i] converted; from F32, F16 or BF16 into F32 or BF16.
+void launch_convert(const void* src, DType from, void* dst, DType to, std::int64_t count,
+                    cudaStream_t stream);
+
+// ---- gather.cu ----
+// out[i, :] = table[ids[i], :] converted to out's dtype.  table [vocab, hidden], out [n, hidden]
+void launch_embedding(const void* table, DType table_dtype, std::int64_t vocab,
+                      std::int64_t hidden, const std::int32_t* ids, std::int64_t n, void* out,
+                      DType out_dtype, cudaStream_t stream);
+// out[i, :] = x[rows[i], :] as raw bytes.  x [n, row_bytes], out [m, row_bytes]
+void launch_gather_rows(const void* x, std::int64_t n, std::int64_t row_bytes,
+                        const std::int32_t* rows, std::int64_t m, void* out, cudaStream_t stream);
+
+// ---- norm.cu ----
+// out = x / sqrt(mean(x^2) + eps) * weight per row; out may alias x.  x, out [n, hidden] dtype,
+// weight [hidden] weight_dtype (BF16 or F32)
+void launch_rms_norm(const void* x, DType dtype, const void* weight, DType weight_dtype,
+                     float eps, std::int64_t n, std::int64_t hidden, void* out,
+                     cudaStream_t stream);
+
+// ---- elementwise.cu ----
+void launch_add(void* x, const void* y, DType dtype, std::int64_t count, cudaStream_t stream);
+// out = silu(gate) * up; out may alias gate or up.
+void launch_swiglu(const void* gate, const void* up, void* out, DType dtype, std::int64_t count,
+                   cudaStream_t stream);
+// y[t, o] += bias[o].  y [n, out] y_dtype, bias [out] bias_dtype (BF16 or F32)
+void launch_add_bias(void* y, DType y_dtype, const void* bias, DType bias_dtype, std::int64_t n,
+                     std::int64_t out, cudaStream_t stream);
+
+// ---- rope.cu ----
+// In place, rotate_half pairing (dim i with i + d/2).  x [n, heads, d] dtype, positions [n],
+// cos/sin [max_positions, d/2] f32
+void launch_rope(void* x, DType dtype, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
+                 const std::int32_t* positions, const float* cos, const float* sin,
+                 std::int64_t max_positions, cudaStream_t stream);
+
+// ---- paged KV (kv_write.cu, attention_*.cu) ----
+struct PagedKvView {
+    void* k = nullptr;  // [num_blocks, block_size, kv_heads, head_dim] bf16
+    void* v = nullptr;  // [num_blocks, block_size, kv_heads, head_dim] bf16
+    std::int64_t num_blocks = 0;
+    int block_size = 0;
+    int kv_heads = 0;
+    int head_dim = 0;
+};
+
+// pages[slots[t]] = k[t], v[t] (converted to bf16).  k, v [n, kv_heads, head_dim] dtype
+void launch_write_kv(const void* k, const void* v, DType dtype, std::int64_t n,
+                     const std::int32_t* slots, const PagedKvView& pages, cudaStream_t stream);
+
+// Device copies of PagedAttentionArgs plus the shapes the kernels need.
+struct AttentionBatch {
+    const std::int32_t* qo_indptr = nullptr;      // [s + 1]
+    const std::int32_t* indptr = nullptr;         // [s + 1]
+    const std::int32_t* indices = nullptr;        // [p]
+    const std::int32_t* last_page_len = nullptr;  // [s]
+    int num_seqs = 0;
+    int num_tokens = 0;
+    int num_heads = 0;
+    float scale = 0.0f;
+};
+
+// ---- attention_prefill.cu ----
+// FlashAttention-2 style tensor-core kernel for every sequence with more than one query row.
+// Sequences with exactly one query row are skipped (the decode kernel owns them).
+bool prefill_attention_supports(int head_dim);
+// Raises the dynamic shared memory limit of every prefill instantiation; call once per device
+// before any launch (outside stream capture).
+void init_prefill_attention();
+//   q, out [num_tokens, num_heads, head_dim] bf16; max_q_tiles = the largest
+//   ceil(q_len / prefill_tile_rows()) over the batch.
+int prefill_tile_rows();
+void launch_prefill_attention(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
+                              int max_q_tiles, void* out, cudaStream_t stream);
+
+// ---- attention_decode.cu ----
+// One query row per thread block (times kv head and KV split) on CUDA cores, for any head_dim
+// up to kMaxDecodeHeadDim and GQA groups up to kMaxDecodeGroup.
+constexpr int kMaxDecodeHeadDim = 256;
+constexpr int kMaxDecodeGroup = 16;
+
+struct DecodeLaunch {
+    // true: block x is a sequence; only sequences with exactly one query row are computed.
+    // false: block x is a token row of the batch (any sequence), num_splits must be 1.
+    bool per_sequence = true;
+    int grid_rows = 0;       // num_seqs (per_sequence) or num_tokens
+    int num_splits = 1;      // KV splits; > 1 writes partials and needs launch_merge_splits
+    int split_tokens = 0;    // KV tokens per split (a multiple of the decode tile)
+    float* partial_o = nullptr;   // [grid_rows, num_heads, num_splits, head_dim] f32
+    float* partial_ml = nullptr;  // [grid_rows, num_heads, num_splits, 2] f32: max, sum
+};
+int decode_tile_tokens();
+void launch_decode_attention(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
+                             const DecodeLaunch& launch, void* out, cudaStream_t stream);
+// Combines the split partials of every single-row sequence into out (bf16).
+void launch_merge_splits(const AttentionBatch& batch, const DecodeLaunch& launch, int head_dim,
+                         void* out, cudaStream_t stream);
+
+}  // namespace inferscale::backends::cuda

@@ -1,0 +1,63 @@
+#pragma once
+// Device helpers shared by the kernels: scalar conversions to and from f32, warp and block
+// reductions, and launch sizing. Kernels compute in f32 whatever the storage dtype.
+
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+#include "base/check.h"
+#include "tensor/dtype.h"
+
+namespace inferscale::backends::cuda {
+
+using bf16 = __nv_bfloat16;
+
+__device__ __forceinline__ float to_f32(float x) { return x; }
+__device__ __forceinline__ float to_f32(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float to_f32(__half x) { return __half2float(x); }
+
+template <class T>
+__device__ __forceinline__ T from_f32(float x);
+template <>
+__device__ __forceinline__ float from_f32<float>(float x) { return x; }
+template <>
+__device__ __forceinline__ bf16 from_f32<bf16>(float x) { return __float2bfloat16_rn(x); }
+
+__device__ __forceinline__ float warp_sum(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
+    return v;
+}
+
+__device__ __forceinline__ float warp_max(float v) {
+    for (int offset = 16; offset > 0; offset >>= 1)
+        v = fmaxf(v, __shfl_xor_sync(0xffffffffu, v, offset));
+    return v;
+}
+
+// Sum over the whole block; every thread gets the result. `scratch` holds one float per warp
+// (32 is enough for any block) and may be reused after the call returns.
+__device__ __forceinline__ float block_sum(float v, float* scratch) {
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const int num_warps = (blockDim.x + 31) >> 5;
+    v = warp_sum(v);
+    __syncthreads();  // scratch may still be read by a previous call
+    if (lane == 0) scratch[warp] = v;
+    __syncthreads();
+    float total = 0.0f;
+    for (int w = 0; w < num_warps; ++w) total += scratch[w];
+    return total;
+}
+
+// A grid of ceil(count / threads) blocks, capped so that the x dimension stays legal; kernels
+// that use it loop with a grid stride.
+inline unsigned grid_for(std::int64_t count, int threads) {
+    std::int64_t blocks = (count + threads - 1) / threads;
+    if (blocks < 1) blocks = 1;
+    constexpr std::int64_t kMaxBlocks = 1 << 20;
+    return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
+}
+
+}  // namespace inferscale::backends::cuda

@@ -1,0 +1,99 @@
+// Row gathers: the token embedding lookup (with a dtype conversion) and gather_rows (a raw byte
+// copy of whole rows, used for the logit rows and for capturing K/V rows). One block per output
+// row; rows are short enough (hidden <= a few K) that one block streams a row at full width.
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/device_utils.cuh"
+
+namespace inferscale::backends::cuda {
+namespace {
+
+constexpr int kThreads = 256;
+
+template <class TIn, class TOut>
+__global__ void embedding_kernel(const TIn* table, std::int64_t vocab, std::int64_t hidden,
+                                 const std::int32_t* ids, TOut* out) {
+    const std::int64_t row = blockIdx.x;
+    const std::int32_t id = ids[row];
+    if (id < 0 || id >= vocab) __trap();  // out-of-range token id: a bug upstream
+    const TIn* src = table + id * hidden;
+    TOut* dst = out + row * hidden;
+    for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = from_f32<TOut>(to_f32(src[i]));
+}
+
+// Word is the widest unit that divides the row and both base pointers' alignment.
+template <class Word>
+__global__ void gather_rows_kernel(const Word* x, std::int64_t n, std::int64_t row_words,
+                                   const std::int32_t* rows, Word* out) {
+    const std::int64_t i = blockIdx.x;
+    const std::int32_t r = rows[i];
+    if (r < 0 || r >= n) __trap();  // row outside x: a bug upstream
+    const Word* src = x + r * row_words;
+    Word* dst = out + i * row_words;
+    for (std::int64_t j = threadIdx.x; j < row_words; j += blockDim.x) dst[j] = src[j];
+}
+
+template <class TIn>
+void embedding_from(const TIn* table, std::int64_t vocab, std::int64_t hidden,
+                    const std::int32_t* ids, std::int64_t n, void* out, DType out_dtype,
+                    cudaStream_t stream) {
+    const auto grid = static_cast<unsigned>(n);
+    if (out_dtype == DType::BF16) {
+        embedding_kernel<<<grid, kThreads, 0, stream>>>(table, vocab, hidden, ids,
+                                                        static_cast<bf16*>(out));
+    } else {
+        IS_CHECK(out_dtype == DType::F32) << "embedding out " << tensor::dtype_name(out_dtype);
+        embedding_kernel<<<grid, kThreads, 0, stream>>>(table, vocab, hidden, ids,
+                                                        static_cast<float*>(out));
+    }
+    IS_CUDA_CHECK_LAUNCH();
+}
+
+bool aligned_to(const void* p, std::uintptr_t bytes) {
+    return reinterpret_cast<std::uintptr_t>(p) % bytes == 0;
+}
+
+}  // namespace
+
+void launch_embedding(const void* table, DType table_dtype, std::int64_t vocab,
+                      std::int64_t hidden, const std::int32_t* ids, std::int64_t n, void* out,
+                      DType out_dtype, cudaStream_t stream) {
+    if (n == 0) return;
+    IS_CHECK(n <= 0x7fffffff) << "embedding rows " << n;
+    if (table_dtype == DType::BF16) {
+        embedding_from(static_cast<const bf16*>(table), vocab, hidden, ids, n, out, out_dtype,
+                       stream);
+    } else {
+        IS_CHECK(table_dtype == DType::F32) << "embedding table " << tensor::dtype_name(table_dtype);
+        embedding_from(static_cast<const float*>(table), vocab, hidden, ids, n, out, out_dtype,
+                       stream);
+    }
+}
+
+void launch_gather_rows(const void* x, std::int64_t n, std::int64_t row_bytes,
+                        const std::int32_t* rows, std::int64_t m, void* out, cudaStream_t stream) {
+    if (m == 0 || row_bytes == 0) return;
+    IS_CHECK(m <= 0x7fffffff) << "gather rows " << m;
+    const auto grid = static_cast<unsigned>(m);
+    const auto fits = [&](std::int64_t w) {
+        return row_bytes % w == 0 && aligned_to(x, w) && aligned_to(out, w);
+    };
+    if (fits(16)) {
+        gather_rows_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const uint4*>(x), n,
+                                                          row_bytes / 16, rows,
+                                                          static_cast<uint4*>(out));
+    } else if (fits(4)) {
+        gather_rows_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const std::uint32_t*>(x), n,
+                                                          row_bytes / 4, rows,
+                                                          static_cast<std::uint32_t*>(out));
+    } else {
+        IS_CHECK(fits(2)) << "gather rows of " << row_bytes << " bytes";
+        gather_rows_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const std::uint16_t*>(x), n,
+                                                          row_bytes / 2, rows,
+                                                          static_cast<std::uint16_t*>(out));
+    }
+    IS_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace inferscale::backends::cuda

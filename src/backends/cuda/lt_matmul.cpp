@@ -1,0 +1,114 @@
+#include "backends/cuda/lt_matmul.h"
+
+#include "backends/cuda/cuda_check.h"
+
+namespace inferscale::backends::cuda {
+namespace {
+
+int alignment_of(const void* p) {
+    const auto addr = reinterpret_cast<std::uintptr_t>(p);
+    int align = 256;
+    while (align > 1 && addr % static_cast<std::uintptr_t>(align) != 0) align /= 2;
+    return align;
+}
+
+template <class T>
+void set_desc(cublasLtMatmulDesc_t desc, cublasLtMatmulDescAttributes_t attr, const T& value) {
+    IS_CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(desc, attr, &value, sizeof(value)));
+}
+
+template <class T>
+void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttributes_t attr,
+              const T& value) {
+    IS_CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref, attr, &value, sizeof(value)));
+}
+
+}  // namespace
+
+LtMatmul::~LtMatmul() {
+    for (auto& [key, plan] : plans_) destroy(plan);
+    if (handle_ != nullptr) cublasLtDestroy(handle_);
+}
+
+void LtMatmul::destroy(Plan& plan) {
+    // Destruction failures cannot be acted on; the status is ignored on purpose.
+    if (plan.desc != nullptr) cublasLtMatmulDescDestroy(plan.desc);
+    if (plan.a != nullptr) cublasLtMatrixLayoutDestroy(plan.a);
+    if (plan.b != nullptr) cublasLtMatrixLayoutDestroy(plan.b);
+    if (plan.c != nullptr) cublasLtMatrixLayoutDestroy(plan.c);
+    plan = Plan{};
+}
+
+LtMatmul::Plan LtMatmul::make_plan(const Key& key, const void* bias) const {
+    const auto [n, in, out, y_dtype_int, has_bias, align_x, align_w, align_y, align_bias] = key;
+    const auto y_type =
+        static_cast<tensor::DType>(y_dtype_int) == tensor::DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
+    Plan plan;
+    IS_CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan.desc, CUBLAS_COMPUTE_32F, CUDA_R_32F));
+    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSA, CUBLAS_OP_T);
+    set_desc(plan.desc, CUBLASLT_MATMUL_DESC_TRANSB, CUBLAS_OP_N);
+    if (has_bias) {
+        // The bias has y's dtype: the epilogue's default, so no BIAS_DATA_TYPE is needed.
+        set_desc(plan.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, CUBLASLT_EPILOGUE_BIAS);
+        // Set now so the heuristic sees a real pointer; every run sets its own again.
+        set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+    }
+    const auto u = [](std::int64_t v) { return static_cast<std::uint64_t>(v); };
+    IS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, u(in), u(out), in));
+    IS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, u(in), u(n), in));
+    IS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, y_type, u(out), u(n), out));
+
+    cublasLtMatmulPreference_t pref = nullptr;
+    IS_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+             static_cast<std::uint64_t>(workspace_bytes_));
+    // Views into workspaces are not always 256-byte aligned: rule out kernels that need more.
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, static_cast<std::uint32_t>(align_w));
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES, static_cast<std::uint32_t>(align_x));
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, static_cast<std::uint32_t>(align_y));
+    set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<std::uint32_t>(align_y));
+    (void)align_bias;  // part of the key only: the epilogue's needs are checked by the heuristic
+
+    cublasLtMatmulHeuristicResult_t result{};
+    int found = 0;
+    const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
+        handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
+    cublasLtMatmulPreferenceDestroy(pref);
+    if (status == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
+        plan.algo = result.algo;
+        plan.usable = true;
+    }
+    return plan;
+}
+
+bool LtMatmul::run(const void* x, const void* w, void* y, tensor::DType y_dtype, const void* bias,
+                   std::int64_t n, std::int64_t in, std::int64_t out, cudaStream_t stream) {
+    if (n == 0 || out == 0) return true;
+    const Key key{n,
+                  in,
+                  out,
+                  static_cast<int>(y_dtype),
+                  bias != nullptr,
+                  alignment_of(x),
+                  alignment_of(w),
+                  alignment_of(y),
+                  bias != nullptr ? alignment_of(bias) : 0};
+    auto it = plans_.find(key);
+    if (it == plans_.end()) {
+        if (plans_.size() >= kMaxPlans) {
+            for (auto& [k, plan] : plans_) destroy(plan);
+            plans_.clear();
+        }
+        it = plans_.emplace(key, make_plan(key, bias)).first;
+    }
+    Plan& plan = it->second;
+    if (!plan.usable) return false;
+    if (bias != nullptr) set_desc(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+    const float alpha = 1.0f, beta = 0.0f;
+    IS_CUBLAS_CHECK(cublasLtMatmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, y,
+                                   plan.c, y, plan.c, &plan.algo, workspace_, workspace_bytes_,
+                                   stream));
+    return true;
+}
+
+}  // namespace inferscale::backends::cuda

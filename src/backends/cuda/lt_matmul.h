@@ -1,0 +1,59 @@
+#pragma once
+// LtMatmul: y[n, out] = x[n, in] W[out, in]^T (+ bias[out]) through cuBLASLt, bf16 inputs with
+// f32 accumulation and a bf16 or f32 output. Row-major y = x W^T is column-major
+// y^T = W^T-as-stored x^T, i.e. the "TN" problem (m = out, n = rows, k = in) with no copies.
+// Each distinct problem (shape, dtypes, bias, pointer alignments) gets a plan — descriptors plus
+// the algorithm cuBLASLt's heuristic picked — built on first use and cached; later calls only
+// enqueue the matmul, so they are legal inside CUDA graph capture (build plans in a warm-up
+// run first). Owns the handle; the workspace belongs to the caller and must outlive this.
+
+#include <cublasLt.h>
+
+#include <cstdint>
+#include <map>
+#include <tuple>
+
+#include "tensor/dtype.h"
+
+namespace inferscale::backends::cuda {
+
+class LtMatmul {
+  public:
+    LtMatmul(cublasLtHandle_t handle, void* workspace, std::size_t workspace_bytes)
+        : handle_(handle), workspace_(workspace), workspace_bytes_(workspace_bytes) {}
+    ~LtMatmul();
+    LtMatmul(const LtMatmul&) = delete;
+    LtMatmul& operator=(const LtMatmul&) = delete;
+
+    //   x [n, in] bf16, w [out, in] bf16, y [n, out] y_dtype (BF16 or F32),
+    //   bias [out] in y_dtype or null (added by the cuBLASLt epilogue).
+    // Returns false when cuBLASLt has no algorithm for the problem (then nothing is enqueued);
+    // the caller falls back (a separate bias kernel) or treats it as a bug.
+    bool run(const void* x, const void* w, void* y, tensor::DType y_dtype, const void* bias,
+             std::int64_t n, std::int64_t in, std::int64_t out, cudaStream_t stream);
+
+  private:
+    struct Plan {
+        bool usable = false;
+        cublasLtMatmulDesc_t desc = nullptr;
+        cublasLtMatrixLayout_t a = nullptr;  // W as stored: [in, out] column-major
+        cublasLtMatrixLayout_t b = nullptr;  // x as stored: [in, n] column-major
+        cublasLtMatrixLayout_t c = nullptr;  // y as stored: [out, n] column-major
+        cublasLtMatmulAlgo_t algo{};
+    };
+    // n, in, out, y dtype, has bias, alignment of x, w, y, bias (bytes, capped at 256)
+    using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, bool, int, int, int, int>;
+
+    Plan make_plan(const Key& key, const void* bias) const;
+    static void destroy(Plan& plan);
+
+    // Plans for many batch sizes pile up; past this many the cache starts over.
+    static constexpr std::size_t kMaxPlans = 4096;
+
+    cublasLtHandle_t handle_ = nullptr;
+    void* workspace_ = nullptr;
+    std::size_t workspace_bytes_ = 0;
+    std::map<Key, Plan> plans_;
+};
+
+}  // namespace inferscale::backends::cuda

@@ -1,0 +1,154 @@
+// CudaBackend::write_kv and CudaBackend::paged_attention: checks, and the launch plan built
+// from the host copies of the batch metadata (no device round trip).
+//
+// Plan: sequences with more than one query row (prefill chunks, which may start
+// mid-sequence) go to the tensor-core prefill kernel, sequences with one row (decode) to the
+// split-KV decode kernel; both kernels read the same device metadata and skip the other's
+// sequences, so a ragged batch is two launches (three with the split merge). When the prefill
+// kernel has no instantiation for head_dim, the decode kernel runs every row instead.
+
+#include <algorithm>
+
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_checks.h"
+#include "backends/cuda/cuda_kernels.h"
+
+namespace inferscale::backends::cuda {
+namespace {
+
+using tensor::DType;
+using tensor::Tensor;
+
+// A split should cover at least this many KV tokens: shorter splits cost more in the merge and
+// in per-block setup than they win in parallelism.
+constexpr std::int64_t kMinSplitTokens = 256;
+// Decode blocks wanted per SM before splitting stops paying.
+constexpr std::int64_t kBlocksPerSm = 2;
+
+PagedKvView kv_view(const tensor::KvPages& pages) {
+    check_device(pages.k, DType::BF16, 4, "k pages");
+    check_device(pages.v, DType::BF16, 4, "v pages");
+    IS_CHECK(pages.k.shape == pages.v.shape) << "k and v pages differ in shape";
+    PagedKvView view;
+    view.k = pages.k.data;
+    view.v = pages.v.data;
+    view.num_blocks = pages.k.shape[0];
+    view.block_size = static_cast<int>(pages.k.shape[1]);
+    view.kv_heads = static_cast<int>(pages.k.shape[2]);
+    view.head_dim = static_cast<int>(pages.k.shape[3]);
+    return view;
+}
+
+}  // namespace
+
+void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
+                           const tensor::KvPages& pages) {
+    const PagedKvView view = kv_view(pages);
+    check_device(k, 3, "write_kv k");
+    check_activation(k, "write_kv k");
+    check_device(v, k.dtype, 3, "write_kv v");
+    check_device(slots, DType::I32, 1, "write_kv slots");
+    IS_CHECK(k.shape == v.shape && k.shape[0] == slots.shape[0] && k.shape[1] == view.kv_heads &&
+             k.shape[2] == view.head_dim)
+        << "write_kv shapes";
+    activate();
+    launch_write_kv(k.data, v.data, k.dtype, k.shape[0], slots.as<std::int32_t>(), view, stream_);
+}
+
+void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
+                                  const tensor::PagedAttentionArgs& args, Tensor out) {
+    const PagedKvView view = kv_view(pages);
+    check_device(q, DType::BF16, 3, "attention q");
+    check_device(out, DType::BF16, 3, "attention out");
+    IS_CHECK(q.shape == out.shape && q.shape[2] == view.head_dim) << "attention shapes";
+    check_device(args.qo_indptr, DType::I32, 1, "qo_indptr");
+    check_device(args.indptr, DType::I32, 1, "indptr");
+    check_device(args.indices, DType::I32, 1, "indices");
+    check_device(args.last_page_len, DType::I32, 1, "last_page_len");
+    const int num_seqs = args.num_seqs;
+    IS_CHECK(args.qo_indptr.shape[0] >= num_seqs + 1 && args.indptr.shape[0] >= num_seqs + 1 &&
+             args.last_page_len.shape[0] >= num_seqs)
+        << "attention metadata sizes";
+    IS_CHECK(args.host_qo_indptr != nullptr && args.host_indptr != nullptr)
+        << "the CUDA backend sizes its launches from the host metadata";
+    const std::int64_t n = q.shape[0], heads = q.shape[1], d = view.head_dim;
+    IS_CHECK(heads % view.kv_heads == 0) << heads << " heads, " << view.kv_heads << " kv heads";
+    IS_CHECK(heads / view.kv_heads <= kMaxDecodeGroup && d <= kMaxDecodeHeadDim && d % 2 == 0)
+        << "attention supports GQA groups up to " << kMaxDecodeGroup << " and head_dim up to "
+        << kMaxDecodeHeadDim << " (got group " << heads / view.kv_heads << ", head_dim " << d
+        << ")";
+    IS_CHECK_EQ(args.host_qo_indptr[num_seqs], n);
+    IS_CHECK(n <= 0x7fffffff && heads <= 65535) << "attention batch too large";
+    if (n == 0 || num_seqs == 0) return;
+
+    // Launch sizes from the host copies of the metadata.
+    int max_q_tiles = 0, decode_seqs = 0;
+    std::int64_t max_decode_kv = 0;
+    const int tile_rows = prefill_tile_rows();
+    for (int s = 0; s < num_seqs; ++s) {
+        const int q_len = args.host_qo_indptr[s + 1] - args.host_qo_indptr[s];
+        const std::int64_t num_pages = args.host_indptr[s + 1] - args.host_indptr[s];
+        IS_CHECK(q_len >= 0 && (q_len == 0 || num_pages > 0)) << "sequence " << s << " has "
+                                                              << q_len << " rows, " << num_pages
+                                                              << " pages";
+        if (q_len > 1) max_q_tiles = std::max(max_q_tiles, (q_len + tile_rows - 1) / tile_rows);
+        if (q_len == 1) {
+            ++decode_seqs;
+            max_decode_kv = std::max(max_decode_kv, num_pages * view.block_size);
+        }
+    }
+
+    AttentionBatch batch;
+    batch.qo_indptr = args.qo_indptr.as<std::int32_t>();
+    batch.indptr = args.indptr.as<std::int32_t>();
+    batch.indices = args.indices.as<std::int32_t>();
+    batch.last_page_len = args.last_page_len.as<std::int32_t>();
+    batch.num_seqs = num_seqs;
+    batch.num_tokens = static_cast<int>(n);
+    batch.num_heads = static_cast<int>(heads);
+    batch.scale = args.scale;
+    IS_CHECK(aligned16(q.data) && aligned16(out.data) && aligned16(view.k) && aligned16(view.v))
+        << "attention tensors must be 16-byte aligned";
+    activate();
+
+    if (!prefill_attention_supports(static_cast<int>(d))) {
+        DecodeLaunch all_rows;
+        all_rows.per_sequence = false;
+        all_rows.grid_rows = static_cast<int>(n);
+        launch_decode_attention(q.data, view, batch, all_rows, out.data, stream_);
+        return;
+    }
+    if (max_q_tiles > 0) launch_prefill_attention(q.data, view, batch, max_q_tiles, out.data, stream_);
+    if (decode_seqs == 0) return;
+
+    // Split long contexts until the GPU has enough blocks, within the workspace.
+    DecodeLaunch decode;
+    decode.per_sequence = true;
+    decode.grid_rows = num_seqs;
+    const std::int64_t blocks = static_cast<std::int64_t>(decode_seqs) * view.kv_heads;
+    const std::int64_t wanted = (kBlocksPerSm * num_sms_ + blocks - 1) / blocks;
+    const std::int64_t by_length = (max_decode_kv + kMinSplitTokens - 1) / kMinSplitTokens;
+    const std::int64_t per_split_bytes =
+        static_cast<std::int64_t>(num_seqs) * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));
+    const std::int64_t by_workspace =
+        static_cast<std::int64_t>(options_.attention_workspace_bytes) / per_split_bytes;
+    std::int64_t splits = std::min({wanted, by_length, by_workspace,
+                                    static_cast<std::int64_t>(options_.max_kv_splits)});
+    if (splits > 1) {
+        const std::int64_t tile = decode_tile_tokens();
+        const std::int64_t per_split = (max_decode_kv + splits - 1) / splits;
+        decode.split_tokens = static_cast<int>((per_split + tile - 1) / tile * tile);
+        splits = (max_decode_kv + decode.split_tokens - 1) / decode.split_tokens;
+    }
+    decode.num_splits = static_cast<int>(std::max<std::int64_t>(splits, 1));
+    if (decode.num_splits > 1) {
+        auto* ws = static_cast<float*>(attention_workspace_);
+        decode.partial_o = ws;
+        decode.partial_ml = ws + static_cast<std::int64_t>(num_seqs) * heads * decode.num_splits * d;
+    }
+    launch_decode_attention(q.data, view, batch, decode, out.data, stream_);
+    launch_merge_splits(batch, decode, static_cast<int>(d), out.data, stream_);
+}
+
+}  // namespace inferscale::backends::cuda

@@ -1,0 +1,69 @@
+// Greedy sampling: a block per logits row scans it with a stride, then reduces (value, index)
+// pairs through warp shuffles and shared memory, preferring the lower index on ties.
+
+#include <climits>
+#include <cmath>
+
+#include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_sampling.h"
+#include "backends/cuda/device_utils.cuh"
+
+namespace inferscale::backends::cuda {
+namespace {
+
+constexpr int kThreads = 512;
+
+__device__ __forceinline__ bool better(float v, int i, float best_v, int best_i) {
+    return v > best_v || (v == best_v && i < best_i);
+}
+
+__global__ void __launch_bounds__(kThreads)
+    argmax_kernel(const float* __restrict__ logits, std::int64_t vocab, std::int32_t* ids) {
+    __shared__ float best_v_s[kThreads / 32];
+    __shared__ int best_i_s[kThreads / 32];
+    const float* row = logits + blockIdx.x * vocab;
+    float best_v = -INFINITY;
+    int best_i = INT_MAX;
+    for (std::int64_t i = threadIdx.x; i < vocab; i += kThreads) {
+        const float v = row[i];
+        if (better(v, static_cast<int>(i), best_v, best_i)) {  // false for NaN
+            best_v = v;
+            best_i = static_cast<int>(i);
+        }
+    }
+    for (int offset = 16; offset > 0; offset >>= 1) {
+        const float v = __shfl_xor_sync(0xffffffffu, best_v, offset);
+        const int i = __shfl_xor_sync(0xffffffffu, best_i, offset);
+        if (better(v, i, best_v, best_i)) {
+            best_v = v;
+            best_i = i;
+        }
+    }
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    if (lane == 0) {
+        best_v_s[warp] = best_v;
+        best_i_s[warp] = best_i;
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        for (int w = 1; w < kThreads / 32; ++w) {
+            if (better(best_v_s[w], best_i_s[w], best_v, best_i)) {
+                best_v = best_v_s[w];
+                best_i = best_i_s[w];
+            }
+        }
+        ids[blockIdx.x] = best_i == INT_MAX ? 0 : best_i;
+    }
+}
+
+}  // namespace
+
+void argmax_rows(const float* logits, std::int64_t rows, std::int64_t vocab, std::int32_t* ids,
+                 cudaStream_t stream) {
+    if (rows == 0) return;
+    IS_CHECK(rows <= 0x7fffffff && vocab > 0 && vocab < INT_MAX) << "argmax " << rows << "x" << vocab;
+    argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, vocab, ids);
+    IS_CUDA_CHECK_LAUNCH();
+}
+
+}  // namespace inferscale::backends::cuda

@@ -1,0 +1,197 @@
+// CUDA paged attention against the CPU backend: ragged batches mixing prefill chunks (some
+// starting mid-sequence) and decode rows, page tables that are shuffled and non-contiguous,
+// stale random data past each sequence's end, head dims with and without a tensor-core
+// prefill kernel, long contexts for the split-KV decode path, and graph capture.
+
+#include <algorithm>
+#include <cmath>
+#include <numeric>
+
+#include "cuda_test_util.h"
+
+namespace inferscale::cuda_test {
+namespace {
+
+struct Seq {
+    int q_len;
+    int kv_len;
+};
+
+struct AttnCase {
+    const char* name;
+    int heads, kv_heads, head_dim, block_size;
+    std::vector<Seq> seqs;
+};
+
+// Host and device copies of one attention problem.
+struct Problem {
+    std::int64_t n = 0, blocks = 0;
+    std::vector<float> q, k_pages, v_pages;
+    std::vector<std::int32_t> qo_indptr{0}, indptr{0}, indices, last_page_len;
+    DeviceTensor dq, dk, dv, dqo, dind, dindices, dlast, dout;
+};
+
+Problem make_problem(CudaBackend& gpu, const AttnCase& c, std::mt19937& rng) {
+    Problem p;
+    std::int64_t pages_needed = 0;
+    for (const Seq& s : c.seqs) {
+        p.n += s.q_len;
+        pages_needed += (s.kv_len + c.block_size - 1) / c.block_size;
+    }
+    p.blocks = pages_needed + 7;  // spare blocks no sequence owns
+    std::vector<std::int32_t> order(p.blocks);
+    std::iota(order.begin(), order.end(), 0);
+    std::shuffle(order.begin(), order.end(), rng);  // pages out of order, not contiguous
+    std::size_t next = 0;
+    for (const Seq& s : c.seqs) {
+        const int pages = (s.kv_len + c.block_size - 1) / c.block_size;
+        for (int i = 0; i < pages; ++i) p.indices.push_back(order[next++]);
+        p.qo_indptr.push_back(p.qo_indptr.back() + s.q_len);
+        p.indptr.push_back(static_cast<std::int32_t>(p.indices.size()));
+        p.last_page_len.push_back(s.kv_len - (pages - 1) * c.block_size);
+    }
+    const std::int64_t page_elems = p.blocks * c.block_size * c.kv_heads * c.head_dim;
+    // Every slot holds random data, so reading past a sequence's end would show.
+    p.k_pages = random_bf16(page_elems, rng);
+    p.v_pages = random_bf16(page_elems, rng);
+    p.q = random_bf16(p.n * c.heads * c.head_dim, rng);
+    const std::int64_t bs = c.block_size, kvh = c.kv_heads, d = c.head_dim;
+    p.dq = device_from(gpu, p.q, DType::BF16, {p.n, c.heads, d});
+    p.dk = device_from(gpu, p.k_pages, DType::BF16, {p.blocks, bs, kvh, d});
+    p.dv = device_from(gpu, p.v_pages, DType::BF16, {p.blocks, bs, kvh, d});
+    p.dqo = device_ints(gpu, p.qo_indptr);
+    p.dind = device_ints(gpu, p.indptr);
+    p.dindices = device_ints(gpu, p.indices);
+    p.dlast = device_ints(gpu, p.last_page_len);
+    p.dout = device_empty(gpu, DType::BF16, {p.n, c.heads, d});
+    return p;
+}
+
+tensor::PagedAttentionArgs device_args(const Problem& p, int num_seqs, float scale) {
+    tensor::PagedAttentionArgs a;
+    a.qo_indptr = p.dqo.tensor;
+    a.indptr = p.dind.tensor;
+    a.indices = p.dindices.tensor;
+    a.last_page_len = p.dlast.tensor;
+    a.host_qo_indptr = p.qo_indptr.data();
+    a.host_indptr = p.indptr.data();
+    a.num_seqs = num_seqs;
+    a.scale = scale;
+    return a;
+}
+
+std::vector<float> cpu_reference(CpuBackend& cpu, Problem& p, const AttnCase& c, float scale) {
+    const std::int64_t bs = c.block_size, kvh = c.kv_heads, d = c.head_dim;
+    const auto s = static_cast<std::int64_t>(c.seqs.size());
+    std::vector<float> out(p.n * c.heads * d);
+    tensor::PagedAttentionArgs a;
+    a.qo_indptr = host_view(p.qo_indptr, {s + 1});
+    a.indptr = host_view(p.indptr, {s + 1});
+    a.indices = host_view(p.indices, {static_cast<std::int64_t>(p.indices.size())});
+    a.last_page_len = host_view(p.last_page_len, {s});
+    a.host_qo_indptr = p.qo_indptr.data();
+    a.host_indptr = p.indptr.data();
+    a.num_seqs = static_cast<int>(s);
+    a.scale = scale;
+    cpu.paged_attention(host_view(p.q, {p.n, c.heads, d}),
+                        {host_view(p.k_pages, {p.blocks, bs, kvh, d}),
+                         host_view(p.v_pages, {p.blocks, bs, kvh, d})},
+                        a, host_view(out, {p.n, c.heads, d}));
+    return out;
+}
+
+// Worst relative error over the batch rows, so one wrong sequence cannot hide in the total.
+double worst_row_error(const std::vector<float>& out, const std::vector<float>& ref,
+                       std::int64_t n, std::int64_t row) {
+    double worst = 0.0;
+    for (std::int64_t t = 0; t < n; ++t) {
+        std::vector<float> a(out.begin() + t * row, out.begin() + (t + 1) * row);
+        std::vector<float> b(ref.begin() + t * row, ref.begin() + (t + 1) * row);
+        worst = std::max(worst, rel_error(a, b));
+    }
+    return worst;
+}
+
+void run_case(CudaBackend& gpu, CpuBackend& cpu, const AttnCase& c, std::mt19937& rng) {
+    Problem p = make_problem(gpu, c, rng);
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    poison(gpu, p.dout.tensor);
+    gpu.paged_attention(p.dq.tensor, {p.dk.tensor, p.dv.tensor},
+                        device_args(p, static_cast<int>(c.seqs.size()), scale), p.dout.tensor);
+    const std::vector<float> got = download(gpu, p.dout.tensor);
+    const std::vector<float> ref = cpu_reference(cpu, p, c, scale);
+    EXPECT_LT(rel_error(got, ref), kBf16Tolerance) << c.name;
+    EXPECT_LT(worst_row_error(got, ref, p.n, std::int64_t{c.heads} * c.head_dim), 2 * kBf16Tolerance)
+        << c.name;
+}
+
+// A mix of every row kind: a whole prompt, a chunk starting mid-sequence, decode rows with
+// full and partial last pages, a two-row sequence, and a chunk longer than one query tile.
+std::vector<Seq> ragged_mix() {
+    return {{37, 37}, {1, 300}, {64, 200}, {1, 17}, {130, 1000}, {1, 16}, {2, 50}, {1, 1}};
+}
+
+class CudaAttentionTest : public CudaTest, public ::testing::WithParamInterface<AttnCase> {};
+
+TEST_P(CudaAttentionTest, MatchesCpu) { run_case(*gpu_, cpu_, GetParam(), rng_); }
+
+INSTANTIATE_TEST_SUITE_P(
+    Cases, CudaAttentionTest,
+    ::testing::Values(
+        AttnCase{"prefill_only_d128", 8, 2, 128, 16, {{100, 100}}},
+        AttnCase{"ragged_d128_gqa4", 8, 2, 128, 16, ragged_mix()},
+        AttnCase{"ragged_d64_mha", 4, 4, 64, 16, ragged_mix()},
+        AttnCase{"ragged_d256_gqa2", 4, 2, 256, 16, ragged_mix()},
+        AttnCase{"ragged_d128_gqa8_bs8", 16, 2, 128, 8, ragged_mix()},
+        AttnCase{"ragged_d64_gqa7_bs32", 14, 2, 64, 32, ragged_mix()},
+        AttnCase{"decode_only_many", 8, 8, 128, 16,
+                 {{1, 5}, {1, 33}, {1, 64}, {1, 65}, {1, 129}, {1, 700}, {1, 2}, {1, 31}}},
+        AttnCase{"long_decode_4k_split", 32, 8, 128, 16,
+                 {{1, 4096}, {1, 4000}, {1, 1234}, {1, 3}, {50, 4096}}},
+        AttnCase{"fallback_d16", 4, 2, 16, 16, ragged_mix()},
+        AttnCase{"fallback_d96", 6, 3, 96, 16, ragged_mix()},
+        AttnCase{"fallback_d80_long", 4, 1, 80, 16, {{1, 2100}, {40, 600}}}),
+    [](const ::testing::TestParamInfo<AttnCase>& info) { return std::string(info.param.name); });
+
+// A small workspace forces fewer splits than the heuristic wants; results must not change.
+class CudaAttentionSmallWorkspaceTest : public CudaTest {
+  protected:
+    CudaBackendOptions options() const override {
+        CudaBackendOptions o;
+        o.attention_workspace_bytes = 3 * 4 * 32 * (128 + 2) * 4;  // 3 splits of 4 seqs
+        return o;
+    }
+};
+
+TEST_F(CudaAttentionSmallWorkspaceTest, LongDecodeWithFewSplits) {
+    run_case(*gpu_, cpu_,
+             AttnCase{"few_splits", 32, 8, 128, 16, {{1, 4096}, {1, 777}, {1, 4095}, {7, 3000}}},
+             rng_);
+}
+
+// The attention launches (prefill + split decode + merge) captured into a CUDA graph and
+// replayed give the eager result: no host sync or allocation hides inside the ops.
+TEST_F(CudaAttentionSmallWorkspaceTest, CapturesInCudaGraph) {
+    const AttnCase c{"graph", 8, 2, 128, 16, {{1, 3000}, {33, 80}, {1, 10}}};
+    Problem p = make_problem(*gpu_, c, rng_);
+    const float scale = 1.0f / std::sqrt(128.0f);
+    const auto args = device_args(p, 3, scale);
+    gpu_->paged_attention(p.dq.tensor, {p.dk.tensor, p.dv.tensor}, args, p.dout.tensor);
+    const std::vector<float> eager = download(*gpu_, p.dout.tensor);
+    poison(*gpu_, p.dout.tensor);
+
+    cudaStream_t stream = gpu_->stream();
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    gpu_->paged_attention(p.dq.tensor, {p.dk.tensor, p.dv.tensor}, args, p.dout.tensor);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    EXPECT_EQ(download(*gpu_, p.dout.tensor), eager);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+}
+
+}  // namespace
+}  // namespace inferscale::cuda_test

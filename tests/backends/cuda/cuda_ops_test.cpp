@@ -1,0 +1,184 @@
+// CUDA element-wise, norm, RoPE, gather, linear, KV write and argmax ops against the CPU
+// backend fed the same bf16-rounded inputs.
+
+#include <algorithm>
+#include <numeric>
+
+#include "cuda_test_util.h"
+
+namespace inferscale::cuda_test {
+namespace {
+
+class CudaOpsTest : public CudaTest {};
+
+TEST_F(CudaOpsTest, FactoryReportsBackend) {
+    auto be = backends::cuda::make_cuda_backend(0);
+    ASSERT_TRUE(be.ok()) << be.error().message;
+    EXPECT_EQ((*be)->name(), "cuda");
+    EXPECT_EQ((*be)->activation_dtype(), DType::BF16);
+    EXPECT_EQ((*be)->kv_dtype(), DType::BF16);
+    EXPECT_FALSE(backends::cuda::make_cuda_backend(1 << 20).ok());
+}
+
+TEST_F(CudaOpsTest, UploadWeightConvertsToBf16) {
+    for (DType from : {DType::F32, DType::F16, DType::BF16}) {
+        std::vector<float> w = random_bf16(37 * 11, rng_);  // bf16-exact, so f16 is close
+        std::vector<std::uint16_t> narrow(w.size());
+        Tensor host = host_view(w, {37, 11});
+        if (from != DType::F32) {
+            tensor::convert_from_f32(from, w.data(), narrow.data(), w.size());
+            host = Tensor(narrow.data(), from, {37, 11});
+        }
+        auto dw = gpu_->upload_weight(host);
+        ASSERT_TRUE(dw.ok()) << dw.error().message;
+        EXPECT_EQ(dw->tensor.dtype, DType::BF16);
+        EXPECT_EQ(dw->tensor.device, tensor::Device::Cuda);
+        EXPECT_LT(rel_error(download(*gpu_, dw->tensor), w), from == DType::F16 ? 1e-2 : 1e-7);
+    }
+}
+
+TEST_F(CudaOpsTest, EmbeddingAndGatherRows) {
+    const std::int64_t vocab = 50, hidden = 96, n = 13;
+    std::vector<float> table = random_bf16(vocab * hidden, rng_);
+    std::vector<std::int32_t> ids(n);
+    for (auto& id : ids) id = static_cast<std::int32_t>(rng_() % vocab);
+    auto dw = gpu_->upload_weight(host_view(table, {vocab, hidden}));
+    ASSERT_TRUE(dw.ok());
+    DeviceTensor d_ids = device_ints(*gpu_, ids);
+    std::vector<float> ref(n * hidden);
+    cpu_.embedding(host_view(table, {vocab, hidden}), host_view(ids, {n}), host_view(ref, {n, hidden}));
+    for (DType out_dtype : {DType::BF16, DType::F32}) {
+        DeviceTensor out = device_empty(*gpu_, out_dtype, {n, hidden});
+        poison(*gpu_, out.tensor);
+        gpu_->embedding(dw->tensor, d_ids.tensor, out.tensor);
+        EXPECT_EQ(rel_error(download(*gpu_, out.tensor), ref), 0.0);
+    }
+
+    // gather_rows on bf16 rows (16-byte path) and on odd-width f32 rows (4-byte path).
+    for (auto [k, dtype] : {std::pair{std::int64_t{72}, DType::BF16}, std::pair{std::int64_t{5}, DType::F32}}) {
+        const std::int64_t rows_in = 20, m = 9;
+        std::vector<float> x = random_bf16(rows_in * k, rng_);
+        std::vector<std::int32_t> rows(m);
+        for (auto& r : rows) r = static_cast<std::int32_t>(rng_() % rows_in);
+        DeviceTensor dx = device_from(*gpu_, x, dtype, {rows_in, k});
+        DeviceTensor dr = device_ints(*gpu_, rows);
+        DeviceTensor out = device_empty(*gpu_, dtype, {m, k});
+        poison(*gpu_, out.tensor);
+        gpu_->gather_rows(dx.tensor, dr.tensor, out.tensor);
+        std::vector<float> g(m * k);
+        cpu_.gather_rows(host_view(x, {rows_in, k}), host_view(rows, {m}), host_view(g, {m, k}));
+        EXPECT_EQ(rel_error(download(*gpu_, out.tensor), g), 0.0);
+    }
+}
+
+TEST_F(CudaOpsTest, RmsNormMatchesCpu) {
+    for (std::int64_t hidden : {64, 896, 4096}) {
+        const std::int64_t n = 7;
+        std::vector<float> x = random_bf16(n * hidden, rng_, 3.0f), w = random_bf16(hidden, rng_);
+        auto dw = gpu_->upload_weight(host_view(w, {hidden}));
+        ASSERT_TRUE(dw.ok());
+        std::vector<float> ref(n * hidden);
+        cpu_.rms_norm(host_view(x, {n, hidden}), host_view(w, {hidden}), 1e-6f, host_view(ref, {n, hidden}));
+        for (DType dtype : {DType::BF16, DType::F32}) {
+            DeviceTensor dx = device_from(*gpu_, x, dtype, {n, hidden});
+            DeviceTensor out = device_empty(*gpu_, dtype, {n, hidden});
+            poison(*gpu_, out.tensor);
+            gpu_->rms_norm(dx.tensor, dw->tensor, 1e-6f, out.tensor);
+            EXPECT_LT(rel_error(download(*gpu_, out.tensor), ref), kBf16Tolerance) << hidden;
+            gpu_->rms_norm(dx.tensor, dw->tensor, 1e-6f, dx.tensor);  // in place
+            EXPECT_EQ(download(*gpu_, dx.tensor), download(*gpu_, out.tensor));
+        }
+    }
+}
+
+TEST_F(CudaOpsTest, AddAndSwigluMatchCpu) {
+    const std::int64_t n = 5, k = 1000;
+    std::vector<float> a = random_bf16(n * k, rng_, 2.0f), b = random_bf16(n * k, rng_, 2.0f);
+    std::vector<float> sum = a, act(n * k);
+    cpu_.add(host_view(sum, {n, k}), host_view(b, {n, k}));
+    cpu_.swiglu(host_view(a, {n, k}), host_view(b, {n, k}), host_view(act, {n, k}));
+    for (DType dtype : {DType::BF16, DType::F32}) {
+        const double tol = dtype == DType::F32 ? 1e-6 : kBf16Tolerance;
+        DeviceTensor da = device_from(*gpu_, a, dtype, {n, k});
+        DeviceTensor db = device_from(*gpu_, b, dtype, {n, k});
+        DeviceTensor out = device_empty(*gpu_, dtype, {n, k});
+        poison(*gpu_, out.tensor);
+        gpu_->swiglu(da.tensor, db.tensor, out.tensor);
+        EXPECT_LT(rel_error(download(*gpu_, out.tensor), act), tol);
+        gpu_->swiglu(da.tensor, db.tensor, da.tensor);  // out aliasing gate, as the model does
+        EXPECT_LT(rel_error(download(*gpu_, da.tensor), act), tol);
+        DeviceTensor dx = device_from(*gpu_, a, dtype, {n, k});
+        gpu_->add(dx.tensor, db.tensor);
+        EXPECT_LT(rel_error(download(*gpu_, dx.tensor), sum), tol);
+    }
+}
+
+TEST_F(CudaOpsTest, RopeMatchesCpu) {
+    const std::int64_t n = 9, heads = 4, d = 128, max_pos = 512;
+    std::vector<float> cos_t(max_pos * d / 2), sin_t(max_pos * d / 2);
+    for (std::int64_t p = 0; p < max_pos; ++p)
+        for (std::int64_t i = 0; i < d / 2; ++i) {
+            const double angle = p * std::pow(10000.0, -2.0 * i / d);
+            cos_t[p * d / 2 + i] = static_cast<float>(std::cos(angle));
+            sin_t[p * d / 2 + i] = static_cast<float>(std::sin(angle));
+        }
+    std::vector<std::int32_t> pos(n);
+    for (auto& p : pos) p = static_cast<std::int32_t>(rng_() % max_pos);
+    pos[0] = 0;
+    pos[1] = max_pos - 1;
+    std::vector<float> x = random_bf16(n * heads * d, rng_), ref = x;
+    cpu_.rope(host_view(ref, {n, heads, d}), host_view(pos, {n}),
+              {host_view(cos_t, {max_pos, d / 2}), host_view(sin_t, {max_pos, d / 2})});
+    DeviceTensor dcos = device_from(*gpu_, cos_t, DType::F32, {max_pos, d / 2});
+    DeviceTensor dsin = device_from(*gpu_, sin_t, DType::F32, {max_pos, d / 2});
+    DeviceTensor dpos = device_ints(*gpu_, pos);
+    for (DType dtype : {DType::BF16, DType::F32}) {
+        DeviceTensor dx = device_from(*gpu_, x, dtype, {n, heads, d});
+        gpu_->rope(dx.tensor, dpos.tensor, {dcos.tensor, dsin.tensor});
+        EXPECT_LT(rel_error(download(*gpu_, dx.tensor), ref), dtype == DType::F32 ? 1e-6 : kBf16Tolerance);
+    }
+}
+
+TEST_F(CudaOpsTest, ArgmaxMatchesMaxElement) {
+    const std::int64_t rows = 6, vocab = 32003;
+    std::vector<float> logits = random_bf16(rows * vocab, rng_, 4.0f);
+    logits[2 * vocab + 7] = 100.0f;          // a clear winner early in a row
+    logits[3 * vocab + vocab - 1] = 100.0f;  // and at the very end
+    logits[4 * vocab + 10] = 50.0f;          // a tie: the first one wins
+    logits[4 * vocab + 20000] = 50.0f;
+    DeviceTensor dl = device_from(*gpu_, logits, DType::F32, {rows, vocab});
+    DeviceTensor ids = device_empty(*gpu_, DType::I32, {rows});
+    poison(*gpu_, ids.tensor);
+    gpu_->argmax(dl.tensor, ids.tensor);
+    std::vector<std::int32_t> got(rows);
+    gpu_->copy_to_host(got.data(), ids.tensor, rows * 4);
+    gpu_->synchronize();
+    for (std::int64_t r = 0; r < rows; ++r) {
+        const auto begin = logits.begin() + r * vocab;
+        EXPECT_EQ(got[r], std::max_element(begin, begin + vocab) - begin) << "row " << r;
+    }
+}
+
+TEST_F(CudaOpsTest, WriteKvScattersToSlots) {
+    const std::int64_t blocks = 10, bs = 16, kvh = 2, d = 64, n = 23;
+    const std::int64_t page_elems = blocks * bs * kvh * d;
+    std::vector<float> k_pages = random_bf16(page_elems, rng_), v_pages = random_bf16(page_elems, rng_);
+    std::vector<float> k = random_bf16(n * kvh * d, rng_), v = random_bf16(n * kvh * d, rng_);
+    std::vector<std::int32_t> all(blocks * bs);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), rng_);
+    std::vector<std::int32_t> slots(all.begin(), all.begin() + n);
+    DeviceTensor dk = device_from(*gpu_, k_pages, DType::BF16, {blocks, bs, kvh, d});
+    DeviceTensor dv = device_from(*gpu_, v_pages, DType::BF16, {blocks, bs, kvh, d});
+    DeviceTensor k_new = device_from(*gpu_, k, DType::BF16, {n, kvh, d});
+    DeviceTensor v_new = device_from(*gpu_, v, DType::BF16, {n, kvh, d});
+    DeviceTensor dslots = device_ints(*gpu_, slots);
+    gpu_->write_kv(k_new.tensor, v_new.tensor, dslots.tensor, {dk.tensor, dv.tensor});
+    cpu_.write_kv(host_view(k, {n, kvh, d}), host_view(v, {n, kvh, d}), host_view(slots, {n}),
+                  {host_view(k_pages, {blocks, bs, kvh, d}), host_view(v_pages, {blocks, bs, kvh, d})});
+    EXPECT_EQ(download(*gpu_, dk.tensor), k_pages);
+    EXPECT_EQ(download(*gpu_, dv.tensor), v_pages);
+}
+
+}  // namespace
+}  // namespace inferscale::cuda_test

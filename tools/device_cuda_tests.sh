@@ -1,0 +1,164 @@
+#!/usr/bin/env bash
+# Runs the CUDA backend's `cuda`-label tests on a GPU machine from a build made elsewhere.
+#
+#   Here (no GPU), after building with -DINFERSCALE_CUDA=ON:
+#     tools/device_cuda_tests.sh bundle [BUILD_DIR] [BUNDLE_DIR]
+#   copies the test binaries that ctest labels `cuda` into BUNDLE_DIR/bin and the non-system
+#   shared libraries they need (OpenBLAS, libgomp, libstdc++, ...) into BUNDLE_DIR/lib.
+#   Defaults: BUILD_DIR=build-cuda, BUNDLE_DIR=build-cuda-device (ignored by git via /build*/,
+#   so it can be carried to the device machine).
+#
+#   On the GPU machine, from the repository root, carrying BUNDLE_DIR:
+#     tools/device_cuda_tests.sh run [BUNDLE_DIR]
+#   runs every bundled test, writes one log per test plus summary.txt and env.txt to $OUT
+#   (or ./cuda-test-logs when OUT is unset), prints a summary, and exits non-zero when any
+#   test failed or could not start.
+#
+# The driver (libcuda), the CUDA runtime and cuBLAS/cuBLASLt are never bundled: they come from
+# the GPU machine's CUDA install, which must match the toolkit the build used (13.x). Bundled
+# libraries are only put on the library path for names the machine cannot resolve itself, so
+# its own newer libstdc++ or libgomp win.
+set -euo pipefail
+
+die() { echo "device_cuda_tests: $*" >&2; exit 2; }
+
+# Libraries the GPU machine provides itself: glibc's family, the driver and CUDA's libraries.
+is_system_lib() {
+    case "$1" in
+        linux-vdso.so* | ld-linux*.so* | libc.so* | libm.so* | libdl.so* | libpthread.so* | \
+            librt.so* | libresolv.so* | libutil.so*) return 0 ;;
+        libcuda.so* | libcudart.so* | libcublas.so* | libcublasLt.so* | libnvidia*.so* | \
+            libnvrtc*.so* | libnvJitLink*.so*) return 0 ;;
+    esac
+    return 1
+}
+
+bundle() {
+    local build=${1:-build-cuda} out=${2:-build-cuda-device}
+    [[ -d $build ]] || die "no build dir $build"
+    command -v ctest >/dev/null || die "ctest not found"
+    local tests
+    tests=$(ctest --test-dir "$build" -L cuda --show-only=json-v1 |
+        python3 -c 'import json, sys
+for t in json.load(sys.stdin)["tests"]:
+    print(t["command"][0])')
+    [[ -n $tests ]] || die "ctest lists no cuda-label tests in $build (configured with -DINFERSCALE_CUDA=ON?)"
+    rm -rf "$out"
+    mkdir -p "$out/bin" "$out/lib"
+    local exe lib path
+    for exe in $tests; do
+        [[ -x $exe ]] || die "$exe is not built (ninja -C $build <test targets>)"
+        cp "$exe" "$out/bin/"
+        strip --strip-unneeded "$out/bin/$(basename "$exe")" 2>/dev/null || true
+        # ldd resolves the whole dependency tree, so indirect needs (libgfortran) come too.
+        while read -r lib path; do
+            is_system_lib "$lib" && continue
+            [[ -f $path ]] || die "$exe needs $lib, which does not resolve here"
+            [[ -f $out/lib/$lib ]] || cp -L "$path" "$out/lib/$lib"
+        done < <(ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
+    done
+    echo "bundled into $out:"
+    ls -l "$out/bin" "$out/lib"
+    du -sh "$out"
+}
+
+# Directories on the GPU machine that may hold the CUDA 13 runtime and cuBLASLt.
+cuda_lib_dirs() {
+    local d
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib \
+        /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib; do
+        [[ -e $d/libcublasLt.so.13 || -e $d/libcudart.so.13 ]] && echo "$d"
+    done
+    # PyTorch's wheels carry the same libraries when the toolkit's are missing.
+    for d in /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib \
+        /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
+        /usr/local/lib/python3*/dist-packages/nvidia/*/lib; do
+        [[ -e $d/libcublasLt.so.13 || -e $d/libcudart.so.13 ]] && echo "$d"
+    done
+    return 0
+}
+
+run() {
+    local bundle_dir=${1:-build-cuda-device}
+    [[ -d $bundle_dir/bin ]] || die "no bundle at $bundle_dir (run '$0 bundle' where it was built)"
+    bundle_dir=$(cd "$bundle_dir" && pwd)
+    local logs=${OUT:-$PWD/cuda-test-logs}
+    mkdir -p "$logs"
+    local env_log=$logs/env.txt summary=$logs/summary.txt
+
+    local cuda_path
+    cuda_path=$(cuda_lib_dirs | awk '!seen[$0]++' | paste -sd: -)
+    # Only the bundled libraries this machine lacks go on the path (through a links folder).
+    local links
+    links=$(mktemp -d)
+    local exe lib
+    for exe in "$bundle_dir"/bin/*; do
+        while read -r lib; do
+            [[ -f $bundle_dir/lib/$lib ]] && ln -sf "$bundle_dir/lib/$lib" "$links/$lib"
+        done < <(LD_LIBRARY_PATH=$cuda_path ldd "$exe" | awk '/not found/ {print $1}')
+    done
+    # Linking a library in can surface its own missing needs (libgfortran for OpenBLAS).
+    for lib in "$links"/*; do
+        [[ -e $lib ]] || continue
+        while read -r dep; do
+            [[ -f $bundle_dir/lib/$dep ]] && ln -sf "$bundle_dir/lib/$dep" "$links/$dep"
+        done < <(LD_LIBRARY_PATH=$links:$cuda_path ldd "$lib" | awk '/not found/ {print $1}')
+    done
+    # The model test reads the golden checkpoints from the checkout (run from its root).
+    export INFERSCALE_FIXTURES=${INFERSCALE_FIXTURES:-$PWD/tests/fixtures}
+    export LD_LIBRARY_PATH=$links${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+    {
+        echo "date: $(date -u)"
+        echo "host: $(uname -a)"
+        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || true
+        echo "cuda lib dirs: ${cuda_path:-<none found>}"
+        echo "bundled libs used: $(ls "$links" | paste -sd' ' -)"
+        for exe in "$bundle_dir"/bin/*; do
+            echo "== ldd $(basename "$exe")"
+            ldd "$exe" 2>&1
+        done
+    } >"$env_log" 2>&1
+
+    local failed=0 status name
+    : >"$summary"
+    for exe in "$bundle_dir"/bin/*; do
+        name=$(basename "$exe")
+        echo "== $name"
+        set +e
+        "$exe" --gtest_color=no >"$logs/$name.log" 2>&1
+        status=$?
+        set -e
+        # gtest's own tally, or the crash reason when the binary died (IS_CHECK aborts).
+        local tally
+        tally=$(grep -E '^\[  (PASSED|FAILED|SKIPPED) +\]' "$logs/$name.log" | grep -v '\] [A-Za-z_/]*\.' || true)
+        # On the GPU machine a binary that passed nothing skipped everything: no device seen.
+        if [[ $status -eq 0 ]] && grep -qE '^\[  PASSED  \] 0 tests' "$logs/$name.log"; then
+            status=77
+            echo "    every test skipped: the CUDA device was not visible" >>"$logs/$name.log"
+        fi
+        if [[ $status -eq 0 ]]; then
+            echo "PASS $name" | tee -a "$summary"
+        else
+            failed=1
+            echo "FAIL $name (exit $status)" | tee -a "$summary"
+            grep -E '^\[  FAILED  \]|Check failed|CHECK|Failure|error' "$logs/$name.log" | head -40 |
+                sed 's/^/    /' | tee -a "$summary" || true
+            tail -5 "$logs/$name.log" | sed 's/^/    | /' | tee -a "$summary" || true
+        fi
+        if [[ -n $tally ]]; then echo "$tally" | sed 's/^/    /' | tee -a "$summary"; fi
+    done
+    rm -rf "$links"
+    echo "logs in $logs"
+    if [[ $failed -ne 0 ]]; then
+        echo "SOME CUDA TESTS FAILED" | tee -a "$summary"
+        return 1
+    fi
+    echo "ALL CUDA TESTS PASSED" | tee -a "$summary"
+}
+
+case "${1:-}" in
+    bundle) shift; bundle "$@" ;;
+    run) shift; run "$@" ;;
+    *) die "usage: $0 bundle [BUILD_DIR] [BUNDLE_DIR] | run [BUNDLE_DIR]" ;;
+esac
