@@ -49,9 +49,11 @@ Result<std::unique_ptr<engine::LocalModel>> load_model(const ModelArgs& args) {
     const bool tty = isatty(STDERR_FILENO) != 0;
     model::LoadProgress progress;
     if (tty) {
-        progress = [](std::size_t done, std::size_t total) {
+        progress = [last = -1](std::size_t done, std::size_t total) mutable {
             const int width = 30;
             const int filled = total ? static_cast<int>(width * done / total) : width;
+            if (filled == last && done != total) return;  // redraw only when the bar moves
+            last = filled;
             std::fprintf(stderr, "\rloading model [%.*s%*s] %zu/%zu tensors", filled,
                          "##############################", width - filled, "", done, total);
             if (done == total) std::fputc('\n', stderr);

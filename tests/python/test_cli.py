@@ -1,0 +1,134 @@
+"""The inferscale CLI as a user runs it: the bundled model answers, and bad model files or bad
+flags end in a one-line error and a non-zero exit, never a crash."""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+BIN = os.path.join(os.environ.get("INFERSCALE_BIN", "build/bin"), "inferscale")
+MODEL = os.path.join(os.environ.get("INFERSCALE_MODELS", "models"), "SmolLM2-135M-Instruct.Q4_1.gguf")
+GOLDEN = os.path.join(os.environ.get("INFERSCALE_FIXTURES", "tests/fixtures"), "golden", "llama_gqa")
+
+needs_model = pytest.mark.skipif(not os.path.exists(MODEL), reason="run scripts/setup.sh first")
+
+
+def run(*args, timeout=120):
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=timeout)
+
+
+def assert_clean_failure(res, fragment):
+    assert res.returncode == 1, (res.returncode, res.stderr)  # 1: our error, not a signal
+    assert res.stderr.startswith("error: "), res.stderr
+    assert fragment in res.stderr, res.stderr
+
+
+@needs_model
+def test_generate_json_is_greedy_and_repeatable():
+    args = ("generate", "--model", MODEL, "--prompt", "The capital of France is",
+            "--max-tokens", "8", "--json")
+    a, b = run(*args), run(*args)
+    assert a.returncode == 0, a.stderr
+    out = json.loads(a.stdout)
+    assert out == json.loads(b.stdout)
+    assert len(out["token_ids"]) == 8 and out["finish_reason"] == "length"
+    assert "Paris" in out["text"]
+
+
+@needs_model
+def test_chat_one_shot_answers():
+    res = run("chat", "--model", MODEL, "--message", "What is the capital of France?",
+              "--max-tokens", "32")
+    assert res.returncode == 0, res.stderr
+    assert "Paris" in res.stdout
+
+
+@needs_model
+def test_chat_interactive_reads_stdin():
+    res = subprocess.run([BIN, "chat", "--model", MODEL, "--max-tokens", "16"],
+                         input="Say hello.\n\n", capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.strip()
+
+
+@needs_model
+def test_tokenize_prints_ids():
+    res = run("tokenize", "--model", MODEL, "Hello world")
+    assert res.returncode == 0, res.stderr
+    assert [int(x) for x in res.stdout.split()] == [19556, 905]
+
+
+@needs_model
+def test_stop_string_cuts_output():
+    res = run("generate", "--model", MODEL, "--prompt", "Count: 1, 2, 3, 4,", "--max-tokens", "24",
+              "--stop", "7", "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert "7" not in out["text"] and out["finish_reason"] == "stop"
+
+
+def test_missing_model_file():
+    assert_clean_failure(run("generate", "--model", "/nonexistent/model.gguf", "--prompt", "x"),
+                         "/nonexistent/model.gguf")
+
+
+@needs_model
+@pytest.mark.parametrize("fraction", [0.0001, 0.01, 0.5, 0.999])
+def test_truncated_gguf(tmp_path, fraction):
+    data = open(MODEL, "rb").read()
+    bad = tmp_path / "truncated.gguf"
+    bad.write_bytes(data[: int(len(data) * fraction)])
+    res = run("generate", "--model", str(bad), "--prompt", "x")
+    assert res.returncode == 1 and res.stderr.startswith("error: "), res.stderr
+
+
+def test_corrupt_gguf(tmp_path):
+    bad = tmp_path / "corrupt.gguf"
+    bad.write_bytes(b"GGUF" + os.urandom(4096))
+    res = run("generate", "--model", str(bad), "--prompt", "x")
+    assert res.returncode == 1 and res.stderr.startswith("error: "), res.stderr
+
+
+def copy_golden(tmp_path):
+    model = tmp_path / "model"
+    shutil.copytree(GOLDEN, model)
+    return model
+
+
+def test_unknown_architecture(tmp_path):
+    model = copy_golden(tmp_path)
+    cfg = json.loads((model / "config.json").read_text())
+    cfg["architectures"] = ["GPTNeoXForCausalLM"]
+    cfg["model_type"] = "gpt_neox"
+    (model / "config.json").write_text(json.dumps(cfg))
+    assert_clean_failure(run("generate", "--model", str(model), "--prompt", "x"), "GPTNeoX")
+
+
+def test_bad_config_field(tmp_path):
+    model = copy_golden(tmp_path)
+    cfg = json.loads((model / "config.json").read_text())
+    cfg["hidden_size"] = "wide"
+    (model / "config.json").write_text(json.dumps(cfg))
+    assert_clean_failure(run("generate", "--model", str(model), "--prompt", "x"), "hidden_size")
+
+
+def test_config_not_json(tmp_path):
+    model = copy_golden(tmp_path)
+    (model / "config.json").write_text("{ not json")
+    res = run("generate", "--model", str(model), "--prompt", "x")
+    assert res.returncode == 1 and res.stderr.startswith("error: "), res.stderr
+
+
+def test_truncated_safetensors(tmp_path):
+    model = copy_golden(tmp_path)
+    st = model / "model.safetensors"
+    st.write_bytes(st.read_bytes()[:-100])
+    res = run("generate", "--model", str(model), "--prompt", "x")
+    assert res.returncode == 1 and res.stderr.startswith("error: "), res.stderr
+
+
+@needs_model
+def test_bad_sampling_flag():
+    assert_clean_failure(run("generate", "--model", MODEL, "--prompt", "x", "--top-p", "0"),
+                         "top_p")
