@@ -18,7 +18,9 @@ Result<tokenizer::Tokenizer> load_tokenizer(const model::ModelFiles& files) {
 
 Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& options,
                                                      const model::LoadProgress& progress) {
-    model::ModelFiles files = IS_TRY(model::load_model_files(options.model_path, progress));
+    // The CPU backend multiplies GGUF Q8_0/Q4_0/Q4_1 blocks directly (as llama.cpp does).
+    model::ModelFiles files = IS_TRY(model::load_model_files(
+        options.model_path, progress, model::LoadOptions{.keep_quantized = true}));
     tokenizer::Tokenizer tok = IS_TRY(load_tokenizer(files));
 
     backends::cpu::CpuBackendOptions cpu_options;

@@ -1,57 +1,16 @@
-// Built with -ffp-contract=off (see CMakeLists.txt): Q4_1's d * q + m must round twice like the
-// reference, not once as a fused multiply-add, or values differ in the last bit.
-
 #include "model/gguf_dequant.h"
 
 #include <cstring>
 
 #include "base/check.h"
 #include "tensor/dtype.h"
+#include "tensor/quantized.h"
 
 namespace inferscale::model {
 namespace {
 
-constexpr std::size_t kQBlock = 32;  // elements per Q4_0 / Q4_1 / Q8_0 block
-
 std::uint16_t load_u16(const std::uint8_t* p) {
     return static_cast<std::uint16_t>(p[0] | (p[1] << 8));
-}
-
-float load_half(const std::uint8_t* p) { return tensor::f16_to_f32(load_u16(p)); }
-
-// Block: f16 scale d, 32 int8 quants. x = q * d.
-void dequant_q8_0(const std::uint8_t* src, float* dst, std::size_t blocks) {
-    for (std::size_t b = 0; b < blocks; ++b, src += 34, dst += kQBlock) {
-        const float d = load_half(src);
-        for (std::size_t j = 0; j < kQBlock; ++j)
-            dst[j] = static_cast<float>(static_cast<std::int8_t>(src[2 + j])) * d;
-    }
-}
-
-// Block: f16 scale d, 16 bytes of nibbles; byte j holds element j (low) and j + 16 (high).
-// x = (nibble - 8) * d.
-void dequant_q4_0(const std::uint8_t* src, float* dst, std::size_t blocks) {
-    for (std::size_t b = 0; b < blocks; ++b, src += 18, dst += kQBlock) {
-        const float d = load_half(src);
-        const std::uint8_t* qs = src + 2;
-        for (std::size_t j = 0; j < kQBlock / 2; ++j) {
-            dst[j] = d * static_cast<float>(static_cast<int>(qs[j] & 0x0f) - 8);
-            dst[j + kQBlock / 2] = d * static_cast<float>(static_cast<int>(qs[j] >> 4) - 8);
-        }
-    }
-}
-
-// Block: f16 scale d, f16 minimum m, 16 bytes of nibbles as in Q4_0. x = nibble * d + m.
-void dequant_q4_1(const std::uint8_t* src, float* dst, std::size_t blocks) {
-    for (std::size_t b = 0; b < blocks; ++b, src += 20, dst += kQBlock) {
-        const float d = load_half(src);
-        const float m = load_half(src + 2);
-        const std::uint8_t* qs = src + 4;
-        for (std::size_t j = 0; j < kQBlock / 2; ++j) {
-            dst[j] = d * static_cast<float>(qs[j] & 0x0f) + m;
-            dst[j + kQBlock / 2] = d * static_cast<float>(qs[j] >> 4) + m;
-        }
-    }
 }
 
 struct TypeRow {
@@ -107,24 +66,34 @@ bool ggml_type_supported(std::uint32_t type) {
     return false;
 }
 
+std::optional<tensor::DType> block_dtype(std::uint32_t type) {
+    switch (static_cast<GgmlType>(type)) {
+        case GgmlType::Q8_0: return tensor::DType::Q8_0;
+        case GgmlType::Q4_0: return tensor::DType::Q4_0;
+        case GgmlType::Q4_1: return tensor::DType::Q4_1;
+        default: return std::nullopt;
+    }
+}
+
 void dequantize_to_f32(std::uint32_t type, const std::uint8_t* src, float* dst, std::size_t n) {
     const GgmlTypeSize size = ggml_type_size(type);
     IS_CHECK(ggml_type_supported(type)) << ggml_type_name(type);
     IS_CHECK(n % size.block_elems == 0) << n << " elements of " << ggml_type_name(type);
-    const std::size_t blocks = n / size.block_elems;
     switch (static_cast<GgmlType>(type)) {
         case GgmlType::F32:
             std::memcpy(dst, src, n * sizeof(float));
             return;
         case GgmlType::F16:
-            for (std::size_t i = 0; i < n; ++i) dst[i] = load_half(src + 2 * i);
+            for (std::size_t i = 0; i < n; ++i) dst[i] = tensor::f16_to_f32(load_u16(src + 2 * i));
             return;
         case GgmlType::BF16:
             for (std::size_t i = 0; i < n; ++i) dst[i] = tensor::bf16_to_f32(load_u16(src + 2 * i));
             return;
-        case GgmlType::Q8_0: dequant_q8_0(src, dst, blocks); return;
-        case GgmlType::Q4_0: dequant_q4_0(src, dst, blocks); return;
-        case GgmlType::Q4_1: dequant_q4_1(src, dst, blocks); return;
+        case GgmlType::Q8_0:
+        case GgmlType::Q4_0:
+        case GgmlType::Q4_1:
+            tensor::dequantize_blocks(*block_dtype(type), src, dst, n);
+            return;
     }
     IS_UNREACHABLE() << ggml_type_name(type);
 }

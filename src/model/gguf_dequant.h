@@ -1,11 +1,15 @@
 #pragma once
 // ggml tensor types: their block geometry, and conversion to f32 for the types we load
 // (F32, F16, BF16, Q8_0, Q4_0, Q4_1). Dequantization is the exact f32 arithmetic of the
-// reference (gguf-py's quants.py), so results match it bit for bit.
+// reference (gguf-py's quants.py), so results match it bit for bit; the block formats
+// themselves live in tensor/quantized.h.
 
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <string>
+
+#include "tensor/dtype.h"
 
 namespace inferscale::model {
 
@@ -25,6 +29,9 @@ GgmlTypeSize ggml_type_size(std::uint32_t type);
 std::string ggml_type_name(std::uint32_t type);
 // Whether dequantize_to_f32 handles `type`.
 bool ggml_type_supported(std::uint32_t type);
+
+// The DType of a block-quantized ggml type we can keep in block form (Q8_0, Q4_0, Q4_1).
+std::optional<tensor::DType> block_dtype(std::uint32_t type);
 
 // Converts `n` elements of a supported type at `src` to f32 at `dst`. `n` must be a multiple
 // of the block size; `src` needs no alignment.

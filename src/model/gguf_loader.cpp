@@ -192,9 +192,19 @@ std::vector<std::int64_t> read_eos_ids(const GgufFile& g, const tokenizer::Vocab
     return ids;
 }
 
-// Dequantizes (or views) one tensor into the store under its Hugging Face name.
+Status check_qk_rows(const GgufTensorInfo& info, std::int64_t rows, std::int64_t heads,
+                     std::int64_t head_dim) {
+    if (rows == heads * head_dim) return {};
+    return make_error("tensor '" + info.name + "' has " + std::to_string(rows) +
+                      " rows, expected " + std::to_string(heads) + " heads x " +
+                      std::to_string(head_dim));
+}
+
+// Dequantizes (or views) one tensor into the store under its Hugging Face name. With
+// `keep_quantized`, Q8_0/Q4_0/Q4_1 matrices stay in block form: a view into the map, or an
+// owned copy when Q/K rows must be reordered (a row is whole blocks, so rows move as bytes).
 Status load_tensor(const GgufTensorInfo& info, const std::uint8_t* src, const ModelConfig& c,
-                   WeightStore& store) {
+                   bool keep_quantized, WeightStore& store) {
     HfName hf = IS_TRY(to_hf_name(info.name));
     // Only llama-style (NORM) rotary is converted with interleaved rows; qwen2 uses NeoX rotary,
     // which already pairs the rotate_half halves, so its rows are stored in HF order.
@@ -207,6 +217,26 @@ Status load_tensor(const GgufTensorInfo& info, const std::uint8_t* src, const Mo
     t.rank = static_cast<int>(info.ne.size());
     for (int i = 0; i < t.rank; ++i) t.shape[i] = info.ne[info.ne.size() - 1 - i];  // HF order
     const std::size_t n = static_cast<std::size_t>(info.numel());
+    const std::int64_t heads = hf.permute == QkPermute::Q ? c.num_heads : c.num_kv_heads;
+    const std::int64_t rows = t.rank == 0 ? 0 : t.shape[0];
+    if (hf.permute != QkPermute::None) IS_RETURN_IF_ERROR(check_qk_rows(info, rows, heads, c.head_dim));
+
+    const std::optional<tensor::DType> block = block_dtype(info.type);
+    if (keep_quantized && block.has_value() && t.rank == 2) {
+        t.dtype = *block;
+        if (hf.permute == QkPermute::None) {
+            t.data = const_cast<std::uint8_t*>(src);  // read-only map; weights are never written
+        } else {
+            const std::size_t bytes = t.nbytes();
+            auto* dst = static_cast<std::uint8_t*>(store.allocate(bytes));
+            std::memcpy(dst, src, bytes);
+            unpermute_qk_row_bytes(dst, rows, bytes / static_cast<std::size_t>(rows), heads);
+            t.data = dst;
+        }
+        store.add(std::move(hf.name), t);
+        return {};
+    }
+
     const bool aligned = reinterpret_cast<std::uintptr_t>(src) % alignof(float) == 0;
     if (info.type == static_cast<std::uint32_t>(GgmlType::F32) && hf.permute == QkPermute::None &&
         aligned) {
@@ -217,12 +247,6 @@ Status load_tensor(const GgufTensorInfo& info, const std::uint8_t* src, const Mo
     float* dst = static_cast<float*>(store.allocate(n * sizeof(float)));
     dequantize_to_f32(info.type, src, dst, n);
     if (hf.permute != QkPermute::None) {
-        const std::int64_t heads = hf.permute == QkPermute::Q ? c.num_heads : c.num_kv_heads;
-        const std::int64_t rows = t.shape[0];
-        if (rows != heads * c.head_dim)
-            return make_error("tensor '" + info.name + "' has " + std::to_string(rows) +
-                              " rows, expected " + std::to_string(heads) + " heads x " +
-                              std::to_string(c.head_dim));
         unpermute_qk_rows(dst, rows, rows == 0 ? 0 : static_cast<std::int64_t>(n) / rows, heads);
     }
     t.data = dst;
@@ -232,25 +256,31 @@ Status load_tensor(const GgufTensorInfo& info, const std::uint8_t* src, const Mo
 
 }  // namespace
 
-void unpermute_qk_rows(float* data, std::int64_t rows, std::int64_t row_len, std::int64_t n_heads) {
+void unpermute_qk_row_bytes(std::uint8_t* data, std::int64_t rows, std::size_t row_bytes,
+                            std::int64_t n_heads) {
     IS_CHECK(n_heads > 0 && rows % (2 * n_heads) == 0) << rows << " rows, " << n_heads << " heads";
     const std::int64_t head_dim = rows / n_heads;
     const std::int64_t half = head_dim / 2;
-    const std::size_t row_bytes = static_cast<std::size_t>(row_len) * sizeof(float);
-    std::vector<float> head(static_cast<std::size_t>(head_dim * row_len));
+    std::vector<std::uint8_t> head(static_cast<std::size_t>(head_dim) * row_bytes);
     for (std::int64_t h = 0; h < n_heads; ++h) {
-        float* base = data + h * head_dim * row_len;
-        std::memcpy(head.data(), base, head.size() * sizeof(float));
+        std::uint8_t* base = data + static_cast<std::size_t>(h * head_dim) * row_bytes;
+        std::memcpy(head.data(), base, head.size());
         // GGUF row 2i + s holds HF row s * half + i (s = which rotate_half half, i = pair index).
         for (std::int64_t i = 0; i < half; ++i)
             for (std::int64_t s = 0; s < 2; ++s)
-                std::memcpy(base + (s * half + i) * row_len, head.data() + (2 * i + s) * row_len,
+                std::memcpy(base + static_cast<std::size_t>(s * half + i) * row_bytes,
+                            head.data() + static_cast<std::size_t>(2 * i + s) * row_bytes,
                             row_bytes);
     }
 }
 
+void unpermute_qk_rows(float* data, std::int64_t rows, std::int64_t row_len, std::int64_t n_heads) {
+    unpermute_qk_row_bytes(reinterpret_cast<std::uint8_t*>(data), rows,
+                           static_cast<std::size_t>(row_len) * sizeof(float), n_heads);
+}
+
 Result<GgufModel> load_gguf_model(const std::string& path, WeightStore& store,
-                                  const GgufProgress& progress) {
+                                  const GgufProgress& progress, bool keep_quantized) {
     GgufFile g = IS_TRY(GgufFile::open(path));
     auto fail = [&](const Error& e) { return make_error(path + ": " + e.message); };
 
@@ -301,7 +331,8 @@ Result<GgufModel> load_gguf_model(const std::string& path, WeightStore& store,
     const MappedFile& kept = store.keep_file(g.release_file());
     const std::size_t total = infos.size();
     for (std::size_t i = 0; i < total; ++i) {
-        Status s = load_tensor(infos[i], kept.data() + data_start + infos[i].offset, c, store);
+        Status s = load_tensor(infos[i], kept.data() + data_start + infos[i].offset, c,
+                               keep_quantized, store);
         if (!s.ok()) return fail(s.error());
         if (progress) progress(i + 1, total);
     }

@@ -2,7 +2,8 @@
 // GGUF model loading: llama / mistral / qwen2 GGUF files (v2, v3) -> ModelConfig, VocabData and
 // a WeightStore in the Hugging Face layout. Every tensor is converted to F32 (quantized types
 // dequantized) in store-owned memory, except unpermuted F32 tensors, which stay zero-copy views
-// into the mapped file. For llama-style rotary (llama, mistral) the converter's interleaving of
+// into the mapped file; with `keep_quantized`, Q8_0/Q4_0/Q4_1 matrices keep their blocks
+// (DType::Q8_0 ...), as views or, for permuted Q/K, as store-owned copies. For llama-style rotary (llama, mistral) the converter's interleaving of
 // Q/K rows is undone so that rows are in Hugging Face rotate_half order.
 
 #include <cstddef>
@@ -29,10 +30,13 @@ using GgufProgress = std::function<void(std::size_t done, std::size_t total)>;
 
 // Loads the GGUF file at `path` into `store`. An Error names the file and the problem.
 Result<GgufModel> load_gguf_model(const std::string& path, WeightStore& store,
-                                  const GgufProgress& progress = {});
+                                  const GgufProgress& progress = {}, bool keep_quantized = false);
 
 // Converts rows of a llama-arch GGUF attn_q/attn_k weight (or bias, row_len 1) from the
 // converter's interleaved order back to rotate_half order, in place. `rows` = n_heads * head_dim.
 void unpermute_qk_rows(float* data, std::int64_t rows, std::int64_t row_len, std::int64_t n_heads);
+// The same on rows of `row_bytes` bytes of any layout (block-quantized rows included).
+void unpermute_qk_row_bytes(std::uint8_t* data, std::int64_t rows, std::size_t row_bytes,
+                            std::int64_t n_heads);
 
 }  // namespace inferscale::model

@@ -29,9 +29,8 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 
 }  // namespace
 
-Result<LlamaModel> LlamaModel::create(tensor::Backend& backend, const ModelConfig& c,
-                                      const WeightStore& weights,
-                                      const LlamaModelOptions& options) {
+Result<LlamaModel> LlamaModel::create_shell(tensor::Backend& backend, const ModelConfig& c,
+                                            const LlamaModelOptions& options) {
     if (c.num_layers <= 0 || c.hidden_size <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 ||
         c.head_dim <= 0 || c.head_dim % 2 != 0 || c.num_heads % c.num_kv_heads != 0 ||
         c.vocab_size <= 0 || c.intermediate_size <= 0) {
@@ -44,6 +43,24 @@ Result<LlamaModel> LlamaModel::create(tensor::Backend& backend, const ModelConfi
         options.max_positions > 0 ? options.max_positions : c.max_position_embeddings;
     if (m.max_positions_ <= 0) return make_error("llama model: no maximum position");
 
+    const HostRopeTables host = make_rope_tables(rope_params(c), m.max_positions_);
+    const std::size_t table_bytes = host.cos.size() * sizeof(float);
+    tensor::Arena arena;
+    const std::size_t cos_off = arena.reserve(DType::F32, {m.max_positions_, host.half_dim});
+    const std::size_t sin_off = arena.reserve(DType::F32, {m.max_positions_, host.half_dim});
+    m.rope_buffer_ = IS_TRY(backend.allocate(arena.bytes()));
+    m.rope_.cos = m.rope_buffer_.view(DType::F32, {m.max_positions_, host.half_dim}, cos_off);
+    m.rope_.sin = m.rope_buffer_.view(DType::F32, {m.max_positions_, host.half_dim}, sin_off);
+    backend.copy_from_host(m.rope_.cos, host.cos.data(), table_bytes);
+    backend.copy_from_host(m.rope_.sin, host.sin.data(), table_bytes);
+    backend.synchronize();  // `host` dies here
+    return m;
+}
+
+Result<LlamaModel> LlamaModel::create(tensor::Backend& backend, const ModelConfig& c,
+                                      const WeightStore& weights,
+                                      const LlamaModelOptions& options) {
+    LlamaModel m = IS_TRY(create_shell(backend, c, options));
     const std::int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim,
                        kv_dim = c.num_kv_heads * c.head_dim, ffn = c.intermediate_size;
     m.embed_ = IS_TRY(upload(backend, weights, "model.embed_tokens.weight", {c.vocab_size, h}));
@@ -80,17 +97,6 @@ Result<LlamaModel> LlamaModel::create(tensor::Backend& backend, const ModelConfi
         l.down = IS_TRY(upload(backend, weights, layer_name(i, "mlp.down_proj.weight"), {h, ffn}));
     }
 
-    const HostRopeTables host = make_rope_tables(rope_params(c), m.max_positions_);
-    const std::size_t table_bytes = host.cos.size() * sizeof(float);
-    tensor::Arena arena;
-    const std::size_t cos_off = arena.reserve(DType::F32, {m.max_positions_, host.half_dim});
-    const std::size_t sin_off = arena.reserve(DType::F32, {m.max_positions_, host.half_dim});
-    m.rope_buffer_ = IS_TRY(backend.allocate(arena.bytes()));
-    m.rope_.cos = m.rope_buffer_.view(DType::F32, {m.max_positions_, host.half_dim}, cos_off);
-    m.rope_.sin = m.rope_buffer_.view(DType::F32, {m.max_positions_, host.half_dim}, sin_off);
-    backend.copy_from_host(m.rope_.cos, host.cos.data(), table_bytes);
-    backend.copy_from_host(m.rope_.sin, host.sin.data(), table_bytes);
-    backend.synchronize();  // `host` dies here
     return m;
 }
 

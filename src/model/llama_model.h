@@ -32,6 +32,15 @@ class LlamaModel {
                                      const WeightStore& weights,
                                      const LlamaModelOptions& options = {});
 
+    // Random weights made on the backend itself (no host copy, seconds for 8B on a GPU), for
+    // benchmarks at real shapes: matrices ~ U(+-1/sqrt(in_features)) so activations stay
+    // finite through any depth, the embedding ~ U(+-1), norm weights 1, biases small.
+    // Deterministic per seed. Weights are in the backend's activation dtype, a storage form
+    // every backend's ops accept (f32 on CPU, bf16 on CUDA). An Error when out of memory.
+    static Result<LlamaModel> create_random(tensor::Backend& backend, const ModelConfig& config,
+                                            std::uint64_t seed,
+                                            const LlamaModelOptions& options = {});
+
     const ModelConfig& config() const { return config_; }
     std::int64_t max_positions() const { return max_positions_; }
 
@@ -59,6 +68,9 @@ class LlamaModel {
     };
 
     LlamaModel() = default;
+    // Checks the config and builds the RoPE tables: everything but the weights.
+    static Result<LlamaModel> create_shell(tensor::Backend& backend, const ModelConfig& config,
+                                           const LlamaModelOptions& options);
     Status validate(const ForwardBatch& batch, const kv::KvStorage& kv, const ForwardWorkspace& ws,
                     std::span<float> logits) const;
     // Fills the host metadata in `ws` and copies it to the device.

@@ -71,9 +71,10 @@ Result<ModelFiles> load_hf_dir(const std::string& dir, const LoadProgress& progr
     return files;
 }
 
-Result<ModelFiles> load_gguf(const std::string& path, const LoadProgress& progress) {
+Result<ModelFiles> load_gguf(const std::string& path, const LoadProgress& progress,
+                             const LoadOptions& options) {
     ModelFiles files;
-    GgufModel gguf = IS_TRY(load_gguf_model(path, files.weights, progress));
+    GgufModel gguf = IS_TRY(load_gguf_model(path, files.weights, progress, options.keep_quantized));
     files.config = std::move(gguf.config);
     files.gguf_vocab = std::move(gguf.vocab);
     files.chat_template = std::move(gguf.chat_template);
@@ -87,14 +88,15 @@ std::string layer_name(std::int64_t layer, std::string_view suffix) {
 
 }  // namespace
 
-Result<ModelFiles> load_model_files(const std::string& path, const LoadProgress& progress) {
+Result<ModelFiles> load_model_files(const std::string& path, const LoadProgress& progress,
+                                    const LoadOptions& options) {
     std::string p = path;
     while (p.size() > 1 && p.back() == '/') p.pop_back();
     ModelFiles files;
     if (is_dir(p)) {
         files = IS_TRY(load_hf_dir(p, progress));
     } else if (is_file(p)) {
-        files = IS_TRY(load_gguf(p, progress));
+        files = IS_TRY(load_gguf(p, progress, options));
     } else {
         return make_error(path + ": no such model file or directory");
     }
@@ -113,6 +115,8 @@ Status validate_llama_weights(const ModelConfig& c, const WeightStore& weights) 
             return make_error("weight " + name + " is not in host memory");
         if (t.dtype == tensor::DType::I32)
             return make_error("weight " + name + " has integer dtype");
+        if (tensor::is_block_quantized(t.dtype) && t.rank != 2)
+            return make_error("weight " + name + " is block-quantized but not a matrix");
         return {};
     };
     IS_RETURN_IF_ERROR(check("model.embed_tokens.weight", {c.vocab_size, c.hidden_size}));

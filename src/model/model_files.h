@@ -32,12 +32,20 @@ struct ModelFiles {
 // Progress in tensors loaded: (done, total).
 using LoadProgress = std::function<void(std::size_t done, std::size_t total)>;
 
+struct LoadOptions {
+    // GGUF only: keep Q8_0/Q4_0/Q4_1 matrices in block form (tensor DType::Q8_0 ...) for a
+    // backend that computes on blocks; off dequantizes everything to f32.
+    bool keep_quantized = false;
+};
+
 // `path`: a .gguf file, or a directory holding config.json and safetensors weights. The weights
 // are validated with validate_llama_weights before returning.
-Result<ModelFiles> load_model_files(const std::string& path, const LoadProgress& progress = {});
+Result<ModelFiles> load_model_files(const std::string& path, const LoadProgress& progress = {},
+                                    const LoadOptions& options = {});
 
 // Checks that every weight the Llama-family forward pass reads is present with the shape
-// `config` implies and a floating-point host dtype: an Error naming the first bad tensor.
+// `config` implies and a floating-point host dtype (block-quantized allowed for matrices only):
+// an Error naming the first bad tensor.
 Status validate_llama_weights(const ModelConfig& config, const WeightStore& weights);
 
 }  // namespace inferscale::model

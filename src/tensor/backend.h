@@ -9,6 +9,7 @@
 // A backend is used from one thread at a time.
 
 #include <cstddef>
+#include <cstdint>
 #include <string_view>
 
 #include "base/result.h"
@@ -42,6 +43,10 @@ class Backend {
     virtual void copy_from_host(Tensor dst, const void* src, std::size_t bytes) = 0;
     virtual void copy_to_host(void* dst, const Tensor& src, std::size_t bytes) = 0;
     virtual void fill_zero(Tensor t) = 0;
+    // t[i] = offset + scale * u_i, u_i uniform in [-1, 1), a function of (seed, i) alone (see
+    // tensor/random_fill.h), rounded to t's dtype (f32, f16 or bf16; others are a bug). Makes
+    // benchmark weights where they live, without a host copy; scale 0 fills with `offset`.
+    virtual void fill_random(Tensor t, std::uint64_t seed, float scale, float offset) = 0;
     virtual void synchronize() = 0;
 
     // Converts a host weight (f32, f16 or bf16, any rank) into the backend's storage form.

@@ -1,6 +1,7 @@
 #include "tensor/dtype.h"
 
 #include "base/check.h"
+#include "tensor/quantized.h"
 
 namespace inferscale::tensor {
 
@@ -10,6 +11,9 @@ std::string_view dtype_name(DType t) {
         case DType::F16: return "f16";
         case DType::BF16: return "bf16";
         case DType::I32: return "i32";
+        case DType::Q8_0: return "q8_0";
+        case DType::Q4_0: return "q4_0";
+        case DType::Q4_1: return "q4_1";
     }
     return "?";
 }
@@ -81,6 +85,11 @@ void convert_to_f32(DType from, const void* src, float* dst, std::size_t n) {
             for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
             return;
         }
+        case DType::Q8_0:
+        case DType::Q4_0:
+        case DType::Q4_1:
+            dequantize_blocks(from, src, dst, n);
+            return;
         case DType::I32: break;
     }
     IS_CHECK(false) << "convert_to_f32: unsupported dtype " << dtype_name(from);
@@ -101,7 +110,10 @@ void convert_from_f32(DType to, const float* src, void* dst, std::size_t n) {
             for (std::size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
             return;
         }
-        case DType::I32: break;
+        case DType::I32:
+        case DType::Q8_0:
+        case DType::Q4_0:
+        case DType::Q4_1: break;
     }
     IS_CHECK(false) << "convert_from_f32: unsupported dtype " << dtype_name(to);
 }

@@ -1,6 +1,8 @@
 #pragma once
 // Element types and scalar conversions between them. bf16 and f16 are stored as raw uint16_t so
-// host code never depends on compiler half-precision extensions.
+// host code never depends on compiler half-precision extensions. Q8_0, Q4_0 and Q4_1 are ggml's
+// block-quantized types: 32 consecutive elements of a row share one block (layouts in
+// quantized.h), so a tensor of them has a last dimension that is a multiple of 32.
 
 #include <cstddef>
 #include <cstdint>
@@ -9,16 +11,36 @@
 
 namespace inferscale::tensor {
 
-enum class DType : std::uint8_t { F32, F16, BF16, I32 };
+enum class DType : std::uint8_t { F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1 };
 
-constexpr std::size_t dtype_size(DType t) {
+constexpr bool is_block_quantized(DType t) {
+    return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1;
+}
+
+// Elements per block: 32 for the block-quantized types, 1 otherwise.
+constexpr std::int64_t dtype_block_elems(DType t) { return is_block_quantized(t) ? 32 : 1; }
+
+// Bytes per block (per element for plain types): fp16 d (and m) plus the quants.
+constexpr std::size_t dtype_block_bytes(DType t) {
     switch (t) {
         case DType::F32: return 4;
         case DType::F16: return 2;
         case DType::BF16: return 2;
         case DType::I32: return 4;
+        case DType::Q8_0: return 34;
+        case DType::Q4_0: return 18;
+        case DType::Q4_1: return 20;
     }
     return 0;
+}
+
+// Bytes per element of a plain type; 0 for block-quantized types, which have no per-element
+// size (use dtype_row_bytes).
+constexpr std::size_t dtype_size(DType t) { return is_block_quantized(t) ? 0 : dtype_block_bytes(t); }
+
+// Bytes of `n` consecutive elements; `n` must be a whole number of blocks.
+constexpr std::size_t dtype_row_bytes(DType t, std::int64_t n) {
+    return static_cast<std::size_t>(n / dtype_block_elems(t)) * dtype_block_bytes(t);
 }
 
 std::string_view dtype_name(DType t);
@@ -42,7 +64,8 @@ inline std::uint16_t f32_to_bf16(float f) {
 float f16_to_f32(std::uint16_t h);
 std::uint16_t f32_to_f16(float f);
 
-// Converts n elements of type `from` at src into f32 at dst.
+// Converts n elements of type `from` at src into f32 at dst (block types: dequantizes; n must
+// then be a multiple of 32).
 void convert_to_f32(DType from, const void* src, float* dst, std::size_t n);
 // Converts n f32 elements into type `to`.
 void convert_from_f32(DType to, const float* src, void* dst, std::size_t n);

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
 #include <nlohmann/json.hpp>
 
 #include "loader_test_util.h"
@@ -16,6 +17,33 @@ namespace inferscale::model {
 namespace {
 
 using test::loader_fixture;
+
+// keep_quantized leaves Q8_0/Q4_0/Q4_1 matrices as blocks (Q/K rows un-permuted as whole block
+// rows) whose dequantization is exactly what the default mode returns.
+TEST(GgufTinyLlama, KeepQuantizedBlocksDequantizeToDefaultMode) {
+    auto plain = load_model_files(loader_fixture("tiny_llama.gguf"));
+    ASSERT_TRUE(plain.ok()) << plain.error().message;
+    auto kept = load_model_files(loader_fixture("tiny_llama.gguf"), {}, LoadOptions{.keep_quantized = true});
+    ASSERT_TRUE(kept.ok()) << kept.error().message;
+    ASSERT_EQ(kept->weights.all().size(), plain->weights.all().size());
+    std::set<tensor::DType> block_types;
+    for (const auto& [name, want] : plain->weights.all()) {
+        SCOPED_TRACE(name);
+        const tensor::Tensor* got = kept->weights.find(name);
+        ASSERT_NE(got, nullptr);
+        ASSERT_EQ(got->shape, want.shape);
+        ASSERT_EQ(want.dtype, tensor::DType::F32);
+        std::vector<float> deq(static_cast<std::size_t>(got->numel()));
+        tensor::convert_to_f32(got->dtype, got->data, deq.data(), deq.size());
+        if (tensor::is_block_quantized(got->dtype)) block_types.insert(got->dtype);
+        EXPECT_EQ(std::memcmp(deq.data(), want.data, deq.size() * sizeof(float)), 0);
+    }
+    EXPECT_EQ(block_types, (std::set<tensor::DType>{tensor::DType::Q8_0, tensor::DType::Q4_0,
+                                                    tensor::DType::Q4_1}));
+    // The permuted ones (q: Q8_0, k: Q4_1) stayed blocks too.
+    EXPECT_EQ(kept->weights.find("model.layers.0.self_attn.q_proj.weight")->dtype, tensor::DType::Q8_0);
+    EXPECT_EQ(kept->weights.find("model.layers.0.self_attn.k_proj.weight")->dtype, tensor::DType::Q4_1);
+}
 
 TEST(GgufTinyLlama, DequantizedValuesMatchReferenceBitForBit) {
     WeightStore store;

@@ -38,7 +38,8 @@ def test_generate_json_is_greedy_and_repeatable():
 
 @needs_model
 def test_chat_one_shot_answers():
-    res = run("chat", "--model", MODEL, "--message", "What is the capital of France?",
+    res = run("chat", "--model", MODEL, "--message",
+              "What is the capital of France? Answer in one word.",
               "--max-tokens", "32")
     assert res.returncode == 0, res.stderr
     assert "Paris" in res.stdout

@@ -27,8 +27,11 @@ void check_host(const Tensor& t, DType dtype, int rank, const char* what) {
 void check_weight(const Tensor& w, int rank, const char* what) {
     IS_CHECK(w.device == tensor::Device::Cpu) << what;
     IS_CHECK(w.rank == rank) << what << " rank " << w.rank;
-    IS_CHECK(w.dtype == DType::F32 || w.dtype == DType::BF16 || w.dtype == DType::F16)
+    IS_CHECK(w.dtype == DType::F32 || w.dtype == DType::BF16 || w.dtype == DType::F16 ||
+             tensor::is_block_quantized(w.dtype))
         << what << " dtype " << tensor::dtype_name(w.dtype);
+    IS_CHECK(!tensor::is_block_quantized(w.dtype) || w.shape[w.rank - 1] % 32 == 0)
+        << what << " rows of " << w.shape[w.rank - 1] << " are not whole blocks";
 }
 
 PagedKvView kv_view(const tensor::KvPages& pages) {
@@ -77,12 +80,15 @@ void CpuBackend::fill_zero(Tensor t) {
 Result<tensor::DeviceWeight> CpuBackend::upload_weight(const Tensor& host) {
     IS_CHECK(host.device == tensor::Device::Cpu) << "weights arrive in host memory";
     IS_CHECK(host.rank >= 1 && host.rank <= 2) << "weight rank " << host.rank;
-    // Matrices keep their stored precision; everything else is read as f32 by the kernels.
+    // Matrices keep their stored precision (block-quantized ones their blocks); everything else
+    // is read as f32 by the kernels.
     DType dtype = host.rank == 2 ? host.dtype : DType::F32;
     if (dtype == DType::F32 && host.rank == 2 && options_.narrow_f32_matrices) {
         dtype = DType::BF16;
     }
-    const std::size_t bytes = static_cast<std::size_t>(host.numel()) * tensor::dtype_size(dtype);
+    tensor::Tensor shaped = host;
+    shaped.dtype = dtype;
+    const std::size_t bytes = shaped.nbytes();
     tensor::DeviceWeight w;
     w.storage = IS_TRY(allocate(bytes));
     w.tensor = host;
@@ -138,6 +144,11 @@ void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Te
         check_host(bias, DType::F32, 1, "linear bias");
         IS_CHECK_EQ(bias.shape[0], w.shape[0]);
         b = bias.as<float>();
+    }
+    if (tensor::is_block_quantized(w.dtype)) {
+        cpu::linear_quantized(x.as<float>(), x.shape[0], x.shape[1], w.data, w.dtype, w.shape[0],
+                              b, y.as<float>(), quant_scratch_);
+        return;
     }
     cpu::linear(x.as<float>(), x.shape[0], x.shape[1], w.data, w.dtype, w.shape[0], b,
                 y.as<float>(), convert_scratch_);

@@ -1,9 +1,12 @@
 #pragma once
 // CpuBackend: the Backend on host memory. Activations and KV pages are f32; matrix weights keep
 // the precision their checkpoint stored (f32, bf16 or f16: widening is exact, and 16-bit
-// weights halve the bandwidth of memory-bound decode); vectors (norms, biases) become f32.
+// weights halve the bandwidth of memory-bound decode; ggml Q8_0/Q4_0/Q4_1 blocks stay blocks
+// and multiply as llama.cpp's CPU backend does, see matmul_quantized.cpp); vectors (norms,
+// biases) become f32.
 // Ops run eagerly on the calling thread plus an OpenMP team; `synchronize` is a no-op.
 
+#include <cstdint>
 #include <vector>
 
 #include "tensor/backend.h"
@@ -32,6 +35,7 @@ class CpuBackend final : public tensor::Backend {
     void copy_from_host(tensor::Tensor dst, const void* src, std::size_t bytes) override;
     void copy_to_host(void* dst, const tensor::Tensor& src, std::size_t bytes) override;
     void fill_zero(tensor::Tensor t) override;
+    void fill_random(tensor::Tensor t, std::uint64_t seed, float scale, float offset) override;
     void synchronize() override {}
     Result<tensor::DeviceWeight> upload_weight(const tensor::Tensor& host) override;
 
@@ -56,6 +60,8 @@ class CpuBackend final : public tensor::Backend {
     CpuBackendOptions options_;
     // Widened weight rows for sgemm on 16-bit weights; grows to its largest size once.
     std::vector<float> convert_scratch_;
+    // Activation rows quantized to Q8_0 / Q8_1 blocks for block-quantized weights.
+    std::vector<std::uint8_t> quant_scratch_;
 };
 
 }  // namespace inferscale::backends::cpu

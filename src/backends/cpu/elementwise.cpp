@@ -11,7 +11,7 @@ namespace inferscale::backends::cpu {
 
 void embedding(const void* table, tensor::DType dtype, std::int64_t vocab, std::int64_t hidden,
                const std::int32_t* ids, std::int64_t n, float* out) {
-    const std::size_t row_bytes = static_cast<std::size_t>(hidden) * tensor::dtype_size(dtype);
+    const std::size_t row_bytes = tensor::dtype_row_bytes(dtype, hidden);
     for (std::int64_t i = 0; i < n; ++i) {
         IS_CHECK(ids[i] >= 0 && ids[i] < vocab) << "token id " << ids[i] << " vocab " << vocab;
         const void* row = static_cast<const char*>(table) + ids[i] * row_bytes;

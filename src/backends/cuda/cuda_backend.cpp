@@ -139,6 +139,13 @@ void CudaBackend::fill_zero(Tensor t) {
     IS_CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.nbytes(), stream_));
 }
 
+void CudaBackend::fill_random(Tensor t, std::uint64_t seed, float scale, float offset) {
+    IS_CHECK(t.device == tensor::Device::Cuda) << "fill_random of host memory";
+    IS_CHECK(t.data != nullptr || t.numel() == 0) << "fill_random of a null tensor";
+    activate();
+    launch_fill_random(t.data, t.dtype, t.numel(), seed, scale, offset, stream_);
+}
+
 void CudaBackend::synchronize() {
     activate();
     IS_CUDA_CHECK(cudaStreamSynchronize(stream_));

@@ -55,6 +55,7 @@ class CudaBackend final : public tensor::Backend {
     void copy_from_host(tensor::Tensor dst, const void* src, std::size_t bytes) override;
     void copy_to_host(void* dst, const tensor::Tensor& src, std::size_t bytes) override;
     void fill_zero(tensor::Tensor t) override;
+    void fill_random(tensor::Tensor t, std::uint64_t seed, float scale, float offset) override;
     void synchronize() override;
     Result<tensor::DeviceWeight> upload_weight(const tensor::Tensor& host) override;
 

@@ -21,6 +21,11 @@ using tensor::DType;
 void launch_convert(const void* src, DType from, void* dst, DType to, std::int64_t count,
                     cudaStream_t stream);
 
+// ---- random_fill.cu ----
+// out[i] = tensor::random_uniform(seed, i, scale, offset) rounded to `dtype` (F32, F16, BF16).
+void launch_fill_random(void* out, DType dtype, std::int64_t count, std::uint64_t seed,
+                        float scale, float offset, cudaStream_t stream);
+
 // ---- gather.cu ----
 // out[i, :] = table[ids[i], :] converted to out's dtype.  table [vocab, hidden], out [n, hidden]
 void launch_embedding(const void* table, DType table_dtype, std::int64_t vocab,

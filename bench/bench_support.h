@@ -1,0 +1,98 @@
+#pragma once
+// Timing helpers for gpu_bench. On CUDA a StepTimer brackets work with events on the backend's
+// stream (what the GPU saw, host launch gaps included since the stream idles while the host
+// stages); on the CPU backend (a dry run of the bench's own logic) it falls back to the steady
+// clock after Backend::synchronize.
+
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <vector>
+
+#include "backends/cuda/cuda_check.h"
+#include "base/timer.h"
+#include "tensor/backend.h"
+
+namespace inferscale::bench {
+
+class StepTimer {
+  public:
+    // `stream` null: host clock mode.
+    StepTimer(tensor::Backend& backend, cudaStream_t stream, bool use_events)
+        : backend_(backend), stream_(stream), use_events_(use_events) {
+        if (use_events_) {
+            IS_CUDA_CHECK(cudaEventCreate(&start_));
+            IS_CUDA_CHECK(cudaEventCreate(&stop_));
+        }
+    }
+    ~StepTimer() {
+        if (use_events_) {
+            cudaEventDestroy(start_);
+            cudaEventDestroy(stop_);
+        }
+    }
+    StepTimer(const StepTimer&) = delete;
+    StepTimer& operator=(const StepTimer&) = delete;
+
+    void start() {
+        if (use_events_) {
+            IS_CUDA_CHECK(cudaEventRecord(start_, stream_));
+        } else {
+            backend_.synchronize();
+            host_.reset();
+        }
+    }
+    // Waits for the bracketed work; milliseconds since start().
+    double stop_ms() {
+        if (use_events_) {
+            IS_CUDA_CHECK(cudaEventRecord(stop_, stream_));
+            IS_CUDA_CHECK(cudaEventSynchronize(stop_));
+            float ms = 0.0f;
+            IS_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+            return ms;
+        }
+        backend_.synchronize();
+        return host_.millis();
+    }
+
+  private:
+    tensor::Backend& backend_;
+    cudaStream_t stream_ = nullptr;
+    bool use_events_ = false;
+    cudaEvent_t start_ = nullptr, stop_ = nullptr;
+    Timer host_;
+};
+
+// Samples of one measurement; the median resists the odd slow step (clock ramp, page faults).
+struct Samples {
+    std::vector<double> ms;
+
+    double median() const {
+        if (ms.empty()) return 0.0;
+        std::vector<double> s = ms;
+        std::sort(s.begin(), s.end());
+        const std::size_t n = s.size();
+        return n % 2 == 1 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
+    }
+    double min() const { return ms.empty() ? 0.0 : *std::min_element(ms.begin(), ms.end()); }
+    double max() const { return ms.empty() ? 0.0 : *std::max_element(ms.begin(), ms.end()); }
+};
+
+// "[  12.3 s] message", flushed at once so a device log shows how far a run got.
+class Progress {
+  public:
+    template <class... Args>
+    void operator()(const char* format, Args... args) const {
+        std::printf("[%7.1f s] ", clock_.seconds());
+        std::printf(format, args...);
+        std::printf("\n");
+        std::fflush(stdout);
+    }
+    void operator()(const char* message) const { (*this)("%s", message); }
+
+  private:
+    Timer clock_;
+};
+
+}  // namespace inferscale::bench

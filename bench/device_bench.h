@@ -1,0 +1,31 @@
+#pragma once
+// The device's own ceilings, measured the way the model uses the device: a device-to-device
+// copy (HBM bandwidth, bytes read + written), a device-to-pinned-host copy (what the logits
+// readback costs) and one big square GEMM through Backend::linear (cuBLASLt on CUDA).
+
+#include <cstdint>
+
+#include "bench/bench_support.h"
+#include "tensor/backend.h"
+
+namespace inferscale::bench {
+
+struct DeviceRates {
+    double copy_bytes_per_s = 0.0;     // read + written
+    double d2h_bytes_per_s = 0.0;      // into pinned host memory; 0 when not measured
+    double gemm_flops_per_s = 0.0;     // bf16 (activation dtype) x W^T
+    Samples copy, d2h, gemm;
+    std::size_t copy_bytes = 0;        // one direction
+    std::size_t d2h_bytes = 0;
+    std::int64_t gemm_size = 0;        // M = N = K
+};
+
+// `cuda`: whether the backend is the CUDA one (the copies then go through the runtime on
+// `stream`; otherwise memcpy, for dry runs). Errors: out of memory.
+Result<DeviceRates> measure_copy(tensor::Backend& backend, StepTimer& timer, bool cuda,
+                                 cudaStream_t stream, std::size_t copy_bytes,
+                                 std::size_t d2h_bytes);
+Status measure_gemm(tensor::Backend& backend, StepTimer& timer, std::int64_t size,
+                    DeviceRates& rates);
+
+}  // namespace inferscale::bench

@@ -1,0 +1,324 @@
+// gpu_bench: where the CUDA backend stands against the device's own limits at 8B scale, on
+// random weights of a real config (configs/*.json). One run measures, in this order:
+//   copy  HBM bandwidth (device-to-device copy, read + write) and pinned readback rate;
+//   gemm  bf16 GEMM rate of Backend::linear on n x n x n random data;
+//   decode1  batch-1 decode ms/token at `context` KV (after a real prefill) vs the time to read
+//         the weights and KV once at the measured bandwidth;
+//   ttft  a `prompt`-token prompt, forward plus logits, vs the same read limit (the larger of
+//         read and GEMM-bound time, which is the read time at this size);
+//   prefill  1 x prefill_len and prefill_seqs x prefill_seq_len tokens/s vs the GEMM-bound
+//         rate (FLOPs counted as in model_cost.h, over the measured GEMM rate);
+//   decode  batch 64/128/256 tokens/s at `context` KV each, with the roofline
+//         max(bytes / bandwidth, FLOPs / GEMM rate) for reference.
+// Every time is the median of repeats after warm-up, bracketed by CUDA events on the
+// backend's stream. Each forward also copies its f32 logits to (pinned) host memory and
+// synchronizes, as the engine's step does today; that cost is inside the times.
+//
+//   gpu_bench --config configs/llama-3.1-8b.json [--json out.json] [--rows decode1,ttft]
+// --backend cpu runs the same logic on the CPU backend (a dry run for small configs).
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/cuda_backend.h"
+#include "bench/bench_support.h"
+#include "bench/device_bench.h"
+#include "bench/model_bench.h"
+#include "model/hf_config.h"
+
+namespace inferscale::bench {
+namespace {
+
+using nlohmann::json;
+
+struct Args {
+    std::string config_path;
+    std::string json_path;
+    std::string backend = "cuda";
+    int device = 0;
+    std::vector<std::string> rows{"copy", "gemm", "decode1", "ttft", "prefill", "decode"};
+    std::int64_t gemm_size = 8192;
+    std::int64_t copy_mib = 2048;
+    std::int64_t d2h_mib = 256;
+    ModelBenchOptions model;
+};
+
+struct TableRow {
+    std::string metric, measured, limit, ratio;
+};
+
+std::string fmt(const char* format, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, v);
+    return buf;
+}
+
+std::string pct(double limit_ms, double measured_ms) {
+    if (limit_ms <= 0.0 || measured_ms <= 0.0) return "n/a";
+    return fmt("%.0f%%", 100.0 * limit_ms / measured_ms);
+}
+
+json samples_json(const Samples& s) {
+    return json{{"median_ms", s.median()}, {"min_ms", s.min()}, {"max_ms", s.max()},
+                {"repeats", s.ms.size()}};
+}
+
+// The larger of the read-bound and GEMM-bound times of a step; 0 when a rate is missing.
+double roofline_ms(const Measurement& m, const DeviceRates& r) {
+    if (r.copy_bytes_per_s <= 0.0 || r.gemm_flops_per_s <= 0.0) return 0.0;
+    return 1e3 * std::max(m.bytes / r.copy_bytes_per_s, m.flops / r.gemm_flops_per_s);
+}
+
+int run(const Args& a) {
+    Progress progress;
+    const std::set<std::string> rows(a.rows.begin(), a.rows.end());
+    const auto want = [&rows](const char* r) { return rows.count(r) > 0; };
+
+    Result<model::HfConfig> hf = model::load_hf_config(a.config_path);
+    if (!hf.ok()) {
+        std::fprintf(stderr, "gpu_bench: %s\n", hf.error().message.c_str());
+        return 2;
+    }
+    const model::ModelConfig& config = hf.value().config;
+
+    const bool cuda = a.backend == "cuda";
+    std::unique_ptr<tensor::Backend> backend;
+    cudaStream_t stream = nullptr;
+    std::string device_name = "cpu";
+    if (cuda) {
+        auto created = backends::cuda::CudaBackend::create(a.device);
+        if (!created.ok()) {
+            std::fprintf(stderr, "gpu_bench: %s\n", created.error().message.c_str());
+            return 2;
+        }
+        stream = created.value()->stream();
+        backend = std::move(created).value();
+        cudaDeviceProp prop{};
+        IS_CUDA_CHECK(cudaGetDeviceProperties(&prop, a.device));
+        device_name = prop.name;
+        progress("device %d: %s, %d SMs, %.1f GiB", a.device, prop.name,
+                 prop.multiProcessorCount, static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+    } else {
+        backend = std::make_unique<backends::cpu::CpuBackend>();
+    }
+    StepTimer timer(*backend, stream, cuda);
+
+    json out;
+    out["config"] = a.config_path;
+    out["model"] = config.name;
+    out["device"] = device_name;
+    out["backend"] = a.backend;
+    std::vector<TableRow> table;
+
+    DeviceRates rates;
+    if (want("copy")) {
+        progress("copy bandwidth: %lld MiB device-to-device", static_cast<long long>(a.copy_mib));
+        Result<DeviceRates> r = measure_copy(*backend, timer, cuda, stream,
+                                             static_cast<std::size_t>(a.copy_mib) << 20,
+                                             static_cast<std::size_t>(a.d2h_mib) << 20);
+        if (!r.ok()) {
+            std::fprintf(stderr, "gpu_bench: copy: %s\n", r.error().message.c_str());
+            return 1;
+        }
+        rates = r.value();
+        out["copy"] = samples_json(rates.copy);
+        out["copy"]["bytes_per_s"] = rates.copy_bytes_per_s;
+        out["d2h_pinned"] = samples_json(rates.d2h);
+        out["d2h_pinned"]["bytes_per_s"] = rates.d2h_bytes_per_s;
+        progress("  copy %.2f TB/s (read + write), pinned readback %.1f GB/s",
+                 rates.copy_bytes_per_s / 1e12, rates.d2h_bytes_per_s / 1e9);
+        table.push_back({"d2d copy (read+write)", fmt("%.2f TB/s", rates.copy_bytes_per_s / 1e12),
+                         "", ""});
+    }
+    if (want("gemm")) {
+        progress("gemm: %lld^3 through Backend::linear", static_cast<long long>(a.gemm_size));
+        if (Status s = measure_gemm(*backend, timer, a.gemm_size, rates); !s.ok()) {
+            std::fprintf(stderr, "gpu_bench: gemm: %s\n", s.error().message.c_str());
+            return 1;
+        }
+        out["gemm"] = samples_json(rates.gemm);
+        out["gemm"]["size"] = rates.gemm_size;
+        out["gemm"]["flops_per_s"] = rates.gemm_flops_per_s;
+        progress("  gemm %.1f TFLOP/s", rates.gemm_flops_per_s / 1e12);
+        table.push_back({"gemm " + std::to_string(a.gemm_size) + "^3",
+                         fmt("%.1f TFLOP/s", rates.gemm_flops_per_s / 1e12), "", ""});
+    }
+
+    const bool any_model = want("decode1") || want("ttft") || want("prefill") || want("decode");
+    if (any_model) {
+        ModelBenchOptions mo = a.model;
+        mo.pinned_logits = cuda;
+        auto created = ModelBench::create(*backend, timer, config, mo, progress);
+        if (!created.ok()) {
+            std::fprintf(stderr, "gpu_bench: model: %s\n", created.error().message.c_str());
+            return 1;
+        }
+        ModelBench& mb = *created.value();
+        const ModelCost& cost = mb.cost();
+        progress("model ready in %.1f s: %.2f GB weights (%.2f GB read per step), KV %.1f GiB "
+                 "(%.0f KiB/token)",
+                 mb.create_seconds(), cost.total_weight_bytes() / 1e9,
+                 cost.step_weight_bytes() / 1e9, static_cast<double>(mb.kv_bytes()) / (1 << 30),
+                 cost.kv_bytes_per_token() / 1024);
+        out["weights_bytes"] = cost.total_weight_bytes();
+        out["step_weight_bytes"] = cost.step_weight_bytes();
+        out["kv_bytes_per_token"] = cost.kv_bytes_per_token();
+        out["matmul_params"] = cost.layer_matmul_params() + cost.head_params();
+        out["model_create_s"] = mb.create_seconds();
+        const double read_bw = rates.copy_bytes_per_s;
+        const auto fail = [](const char* what, const Error& e) {
+            std::fprintf(stderr, "gpu_bench: %s: %s\n", what, e.message.c_str());
+            return 1;
+        };
+        bool all_finite = true;
+
+        if (want("decode1")) {
+            progress("decode batch 1: prefill %lld tokens, then decode",
+                     static_cast<long long>(mo.context));
+            double prefill_ms = 0.0;
+            Result<Measurement> r = mb.decode_single(&prefill_ms);
+            if (!r.ok()) return fail("decode1", r.error());
+            const Measurement& m = r.value();
+            const double ms = m.samples.median();
+            const double limit = read_bw > 0 ? 1e3 * m.bytes / read_bw : 0.0;
+            all_finite = all_finite && m.logits_finite;
+            out["decode1"] = samples_json(m.samples);
+            out["decode1"].update({{"context", mo.context}, {"ms_per_token", ms},
+                                   {"tokens_per_s", 1e3 / ms}, {"read_limit_ms", limit},
+                                   {"bytes_per_step", m.bytes}, {"prefill_ms", prefill_ms},
+                                   {"logits_finite", m.logits_finite}});
+            progress("  %.3f ms/token (read limit %.3f ms: %s), prefill of the context %.1f ms",
+                     ms, limit, pct(limit, ms).c_str(), prefill_ms);
+            table.push_back({"decode b=1 @" + std::to_string(mo.context) + " ms/token",
+                             fmt("%.3f ms", ms), fmt("%.3f ms read", limit), pct(limit, ms)});
+        }
+        if (want("ttft")) {
+            progress("ttft: %lld-token prompt", static_cast<long long>(mo.prompt));
+            Result<Measurement> r = mb.ttft();
+            if (!r.ok()) return fail("ttft", r.error());
+            const Measurement& m = r.value();
+            const double ms = m.samples.median(), limit = roofline_ms(m, rates);
+            all_finite = all_finite && m.logits_finite;
+            out["ttft"] = samples_json(m.samples);
+            out["ttft"].update({{"prompt", mo.prompt}, {"ms", ms}, {"limit_ms", limit},
+                                {"flops", m.flops}, {"bytes", m.bytes}});
+            progress("  %.3f ms (limit %.3f ms: %s)", ms, limit, pct(limit, ms).c_str());
+            table.push_back({"TTFT " + std::to_string(mo.prompt) + " tok", fmt("%.3f ms", ms),
+                             fmt("%.3f ms read", limit), pct(limit, ms)});
+        }
+        if (want("prefill")) {
+            const std::pair<std::int64_t, std::int64_t> shapes[] = {
+                {1, mo.prefill_len}, {mo.prefill_seqs, mo.prefill_seq_len}};
+            for (const auto& [seqs, len] : shapes) {
+                progress("prefill %lld x %lld", static_cast<long long>(seqs),
+                         static_cast<long long>(len));
+                Result<Measurement> r = mb.prefill(seqs, len);
+                if (!r.ok()) return fail("prefill", r.error());
+                const Measurement& m = r.value();
+                const double ms = m.samples.median();
+                const double gemm_ms =
+                    rates.gemm_flops_per_s > 0 ? 1e3 * m.flops / rates.gemm_flops_per_s : 0.0;
+                const double tps = static_cast<double>(m.new_tokens) / (ms * 1e-3);
+                all_finite = all_finite && m.logits_finite;
+                json row = samples_json(m.samples);
+                row.update({{"seqs", seqs}, {"len", len}, {"tokens_per_s", tps},
+                            {"flops", m.flops}, {"gemm_bound_ms", gemm_ms},
+                            {"gemm_bound_tokens_per_s",
+                             gemm_ms > 0 ? static_cast<double>(m.new_tokens) / (gemm_ms * 1e-3)
+                                         : 0.0},
+                            {"achieved_flops_per_s", m.flops / (ms * 1e-3)}});
+                out["prefill"].push_back(row);
+                progress("  %.1f ms, %.0f tokens/s, %.0f TFLOP/s (GEMM-bound %.1f ms: %s)", ms,
+                         tps, m.flops / (ms * 1e-3) / 1e12, gemm_ms, pct(gemm_ms, ms).c_str());
+                table.push_back({"prefill " + std::to_string(seqs) + "x" + std::to_string(len) +
+                                     " tok/s",
+                                 fmt("%.0f", tps),
+                                 gemm_ms > 0 ? fmt("%.0f gemm-bound", m.new_tokens / (gemm_ms * 1e-3))
+                                             : "",
+                                 pct(gemm_ms, ms)});
+            }
+        }
+        if (want("decode")) {
+            for (std::int64_t b : mo.decode_batches) {
+                progress("decode batch %lld @ %lld (random KV)", static_cast<long long>(b),
+                         static_cast<long long>(mo.context));
+                Result<Measurement> r = mb.decode_batch(b);
+                if (!r.ok()) return fail("decode", r.error());
+                const Measurement& m = r.value();
+                const double ms = m.samples.median(), limit = roofline_ms(m, rates);
+                const double tps = static_cast<double>(b) / (ms * 1e-3);
+                const double logits_ms =
+                    rates.d2h_bytes_per_s > 0
+                        ? 1e3 * static_cast<double>(b * config.vocab_size * 4) / rates.d2h_bytes_per_s
+                        : 0.0;
+                all_finite = all_finite && m.logits_finite;
+                json row = samples_json(m.samples);
+                row.update({{"batch", b}, {"context", mo.context}, {"ms_per_step", ms},
+                            {"tokens_per_s", tps}, {"roofline_ms", limit}, {"flops", m.flops},
+                            {"bytes", m.bytes}, {"logits_readback_ms_est", logits_ms}});
+                out["decode"].push_back(row);
+                progress("  %.2f ms/step, %.0f tokens/s (roofline %.2f ms: %s; logits readback "
+                         "~%.2f ms of it)",
+                         ms, tps, limit, pct(limit, ms).c_str(), logits_ms);
+                table.push_back({"decode b=" + std::to_string(b) + " @" +
+                                     std::to_string(mo.context) + " tok/s",
+                                 fmt("%.0f", tps), fmt("%.2f ms roofline", limit), pct(limit, ms)});
+            }
+        }
+        out["logits_finite"] = all_finite;
+        if (!all_finite) progress("WARNING: non-finite logits (random weights overflowed?)");
+    }
+
+    std::printf("\n== gpu_bench %s on %s ==\n", a.config_path.c_str(), device_name.c_str());
+    std::printf("%-28s %16s %22s %8s\n", "metric", "measured", "limit", "% limit");
+    for (const TableRow& r : table) {
+        std::printf("%-28s %16s %22s %8s\n", r.metric.c_str(), r.measured.c_str(), r.limit.c_str(),
+                    r.ratio.c_str());
+    }
+    std::fflush(stdout);
+    if (!a.json_path.empty()) {
+        std::ofstream f(a.json_path);
+        f << out.dump(2) << "\n";
+        if (!f) {
+            std::fprintf(stderr, "gpu_bench: cannot write %s\n", a.json_path.c_str());
+            return 1;
+        }
+        progress("wrote %s", a.json_path.c_str());
+    }
+    return 0;
+}
+
+}  // namespace
+}  // namespace inferscale::bench
+
+int main(int argc, char** argv) {
+    inferscale::bench::Args a;
+    CLI::App app{"gpu_bench: the CUDA backend against the device's limits on random weights"};
+    app.add_option("--config", a.config_path, "Hugging Face config.json")->required();
+    app.add_option("--json", a.json_path, "write the results as JSON here");
+    app.add_option("--backend", a.backend, "cuda, or cpu for a dry run")
+        ->check(CLI::IsMember({"cuda", "cpu"}));
+    app.add_option("--device", a.device, "CUDA device index");
+    app.add_option("--rows", a.rows, "copy,gemm,decode1,ttft,prefill,decode")->delimiter(',');
+    app.add_option("--gemm-size", a.gemm_size, "M = N = K of the GEMM measurement");
+    app.add_option("--copy-mib", a.copy_mib, "bytes of the device-to-device copy, MiB");
+    app.add_option("--d2h-mib", a.d2h_mib, "bytes of the pinned readback, MiB");
+    app.add_option("--context", a.model.context, "KV length of the decode measurements");
+    app.add_option("--prompt", a.model.prompt, "TTFT prompt tokens");
+    app.add_option("--prefill-len", a.model.prefill_len, "single-sequence prefill tokens");
+    app.add_option("--prefill-seqs", a.model.prefill_seqs, "sequences of the batched prefill");
+    app.add_option("--prefill-seq-len", a.model.prefill_seq_len, "tokens per batched sequence");
+    app.add_option("--decode-batches", a.model.decode_batches, "e.g. 64,128,256")
+        ->delimiter(',');
+    app.add_option("--seed", a.model.seed, "weight seed");
+    CLI11_PARSE(app, argc, argv);
+    return inferscale::bench::run(a);
+}

@@ -1,0 +1,75 @@
+#pragma once
+// ModelBench: one random-weight LlamaModel plus a KV cache and a workspace sized for every
+// measurement gpu_bench makes, and the measurements themselves. Each returns per-step timings
+// plus what the timed step had to move and compute (see model_cost.h), so the caller can set
+// them against measured bandwidth and GEMM rate.
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "bench/bench_support.h"
+#include "bench/model_cost.h"
+#include "kv/kv_storage.h"
+#include "model/forward_batch.h"
+#include "model/llama_model.h"
+
+namespace inferscale::bench {
+
+struct ModelBenchOptions {
+    std::int64_t context = 1024;         // KV length the decode measurements run at
+    std::int64_t prompt = 32;            // TTFT prompt length
+    std::int64_t prefill_len = 2048;     // the single-sequence prefill
+    std::int64_t prefill_seqs = 16;      // the batched prefill: seqs x prefill_seq_len
+    std::int64_t prefill_seq_len = 1024;
+    std::vector<std::int64_t> decode_batches{64, 128, 256};
+    std::uint64_t seed = 1;
+    // Logits land in pinned host memory (CUDA): a pageable 256 x 128K f32 copy would add
+    // several ms of staging to every batched decode step.
+    bool pinned_logits = false;
+};
+
+struct Measurement {
+    Samples samples;               // ms per timed step
+    std::int64_t new_tokens = 0;   // per timed step
+    std::int64_t logit_rows = 0;   // per timed step
+    std::int64_t kv_len = 0;       // per sequence, at the first timed step
+    double flops = 0.0;            // per timed step (model_cost.h), logits included
+    double bytes = 0.0;            // per timed step: weights + KV read
+    bool logits_finite = true;     // of the last step
+};
+
+class ModelBench {
+  public:
+    // Builds the model (random weights on the device), the KV cache and the workspace.
+    static Result<std::unique_ptr<ModelBench>> create(tensor::Backend& backend, StepTimer& timer,
+                                                      const model::ModelConfig& config,
+                                                      const ModelBenchOptions& options,
+                                                      const Progress& progress);
+    ~ModelBench();
+
+    const ModelCost& cost() const { return cost_; }
+    std::int64_t kv_bytes() const;
+    double create_seconds() const { return create_seconds_; }
+
+    // Batch 1: prefills `context` tokens (timed once into `prefill_ms`), then times decode steps.
+    Result<Measurement> decode_single(double* prefill_ms);
+    // A fresh `prompt`-token sequence: the whole forward with its logits.
+    Result<Measurement> ttft();
+    // `seqs` fresh sequences of `len` tokens in one ForwardBatch.
+    Result<Measurement> prefill(std::int64_t seqs, std::int64_t len);
+    // `batch` sequences one token each at KV length `context`. The cache holds random K/V
+    // rather than prefilled ones: attention reads the same bytes either way, and prefilling
+    // 256 x 1K tokens would cost more than the whole measurement.
+    Result<Measurement> decode_batch(std::int64_t batch);
+
+  private:
+    struct Impl;
+    ModelBench(std::unique_ptr<Impl> impl, const ModelCost& cost);
+
+    std::unique_ptr<Impl> impl_;
+    ModelCost cost_;
+    double create_seconds_ = 0.0;
+};
+
+}  // namespace inferscale::bench

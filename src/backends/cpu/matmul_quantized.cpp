@@ -1,0 +1,231 @@
+// Linear layers on block-quantized weights, with ggml's CPU arithmetic so that greedy decoding
+// agrees with llama.cpp token for token. As ggml does on x86 (AVX2, quants.c):
+//   1. each activation row is quantized per 32-block: Q8_1 for Q4_1 weights, Q8_0 otherwise
+//      (tensor/quantized.h);
+//   2. a weight row dotted with an activation row keeps 8 f32 lanes, lane l holding the integer
+//      sum of elements 4l..4l+3 of each block; per block, lane = fma(d_w * d_a, lane_sum, lane);
+//   3. the lanes are summed as hsum_float_8 does, ((l0+l4)+(l2+l6)) + ((l1+l5)+(l3+l7));
+//   4. Q4_1 adds its minimum term, accumulated separately as summs = fma(m_w, s_a, summs) (ggml's
+//      binary fuses that multiply-add), after the lanes.
+// The integer block sums are exact, so only these f32 steps decide the result, and the AVX2
+// kernels and the portable fallback perform them in the same order: both give identical bits.
+// Built with -ffp-contract=off so the compiler adds no fusions of its own.
+
+#include <omp.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+
+#if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
+#include <immintrin.h>
+#define IS_QUANT_AVX2 1
+#endif
+
+#include "backends/cpu/cpu_kernels.h"
+#include "base/check.h"
+#include "tensor/quantized.h"
+
+namespace inferscale::backends::cpu {
+namespace {
+
+using tensor::DType;
+
+// Activation rows dotted per pass over a weight row: decode (1-4 rows) streams the weight once.
+constexpr int kTileRows = 4;
+constexpr std::size_t kQ8_0Bytes = 34;
+constexpr std::size_t kQ8_1Bytes = tensor::kQ8_1BlockBytes;
+
+// Where a weight row's per-block fields sit.
+struct WeightLayout {
+    std::size_t block_bytes;
+    std::size_t quant_offset;  // first quant byte
+};
+
+constexpr WeightLayout weight_layout(DType t) {
+    switch (t) {
+        case DType::Q8_0: return {34, 2};
+        case DType::Q4_0: return {18, 2};
+        case DType::Q4_1: return {20, 4};
+        default: return {0, 0};
+    }
+}
+
+// Q4_1 weights take Q8_1 activations (d, s, quants); the others Q8_0 (d, quants).
+constexpr std::size_t act_block_bytes(DType w) { return w == DType::Q4_1 ? kQ8_1Bytes : kQ8_0Bytes; }
+constexpr std::size_t act_quant_offset(DType w) { return w == DType::Q4_1 ? 4 : 2; }
+
+inline std::uint16_t load_u16(const std::uint8_t* p) {
+    std::uint16_t v;
+    std::memcpy(&v, p, 2);
+    return v;
+}
+
+#if IS_QUANT_AVX2
+
+inline float half_to_f32(const std::uint8_t* p) { return _cvtsh_ss(load_u16(p)); }
+
+inline float hsum(__m256 v) {
+    __m128 s = _mm_add_ps(_mm256_extractf128_ps(v, 1), _mm256_castps256_ps128(v));
+    s = _mm_add_ps(s, _mm_movehl_ps(s, s));
+    s = _mm_add_ss(s, _mm_movehdup_ps(s));
+    return _mm_cvtss_f32(s);
+}
+
+// The 32 weight quants of one block as signed bytes, or (Q4_1) unsigned 0..15.
+template <DType W>
+inline __m256i load_weight_quants(const std::uint8_t* q) {
+    if constexpr (W == DType::Q8_0) {
+        return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(q));
+    } else {
+        const __m128i raw = _mm_loadu_si128(reinterpret_cast<const __m128i*>(q));
+        const __m256i both = _mm256_inserti128_si256(_mm256_castsi128_si256(raw),
+                                                     _mm_srli_epi16(raw, 4), 1);
+        const __m256i nib = _mm256_and_si256(both, _mm256_set1_epi8(0x0f));
+        if constexpr (W == DType::Q4_0) return _mm256_sub_epi8(nib, _mm256_set1_epi8(8));
+        return nib;
+    }
+}
+
+// Lane sums of 4 products each, as f32. maddubs wants an unsigned first operand: Q4_1's
+// nibbles already are; signed weights move their sign onto the activation (exact, |q| <= 127,
+// so no pair of products saturates the 16-bit intermediate).
+template <DType W>
+inline __m256 lane_sums(__m256i wq, __m256i aq) {
+    __m256i prod;
+    if constexpr (W == DType::Q4_1) {
+        prod = _mm256_maddubs_epi16(wq, aq);
+    } else {
+        prod = _mm256_maddubs_epi16(_mm256_sign_epi8(wq, wq), _mm256_sign_epi8(aq, wq));
+    }
+    return _mm256_cvtepi32_ps(_mm256_madd_epi16(prod, _mm256_set1_epi16(1)));
+}
+
+template <DType W>
+void dot_tile(const std::uint8_t* w, const std::uint8_t* const* act, int rows, std::int64_t blocks,
+              float* out) {
+    constexpr WeightLayout wl = weight_layout(W);
+    constexpr std::size_t ab = act_block_bytes(W), aq = act_quant_offset(W);
+    __m256 acc[kTileRows];
+    float summs[kTileRows];
+    for (int t = 0; t < rows; ++t) acc[t] = _mm256_setzero_ps(), summs[t] = 0.0f;
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::uint8_t* wb = w + b * wl.block_bytes;
+        const float dw = half_to_f32(wb);
+        const __m256i wq = load_weight_quants<W>(wb + wl.quant_offset);
+        for (int t = 0; t < rows; ++t) {
+            const std::uint8_t* a = act[t] + b * ab;
+            if constexpr (W == DType::Q4_1) {
+                summs[t] = std::fma(half_to_f32(wb + 2), half_to_f32(a + 2), summs[t]);
+            }
+            const __m256 d = _mm256_set1_ps(dw * half_to_f32(a));
+            const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + aq));
+            acc[t] = _mm256_fmadd_ps(d, lane_sums<W>(wq, q), acc[t]);
+        }
+    }
+    for (int t = 0; t < rows; ++t) out[t] = hsum(acc[t]) + summs[t];
+}
+
+#else  // portable fallback (Debug/ASan builds without -march): the same f32 steps, lane by lane
+
+inline float half_to_f32(const std::uint8_t* p) { return tensor::f16_to_f32(load_u16(p)); }
+
+template <DType W>
+inline void unpack_weight(const std::uint8_t* q, int* out) {
+    for (int j = 0; j < 32; ++j) {
+        if constexpr (W == DType::Q8_0) {
+            out[j] = static_cast<std::int8_t>(q[j]);
+        } else {
+            const int nib = j < 16 ? (q[j] & 0x0f) : (q[j - 16] >> 4);
+            out[j] = W == DType::Q4_0 ? nib - 8 : nib;
+        }
+    }
+}
+
+template <DType W>
+void dot_tile(const std::uint8_t* w, const std::uint8_t* const* act, int rows, std::int64_t blocks,
+              float* out) {
+    constexpr WeightLayout wl = weight_layout(W);
+    constexpr std::size_t ab = act_block_bytes(W), aq = act_quant_offset(W);
+    float acc[kTileRows][8] = {};
+    float summs[kTileRows] = {};
+    int wq[32];
+    for (std::int64_t b = 0; b < blocks; ++b) {
+        const std::uint8_t* wb = w + b * wl.block_bytes;
+        const float dw = half_to_f32(wb);
+        unpack_weight<W>(wb + wl.quant_offset, wq);
+        for (int t = 0; t < rows; ++t) {
+            const std::uint8_t* a = act[t] + b * ab;
+            if constexpr (W == DType::Q4_1) {
+                summs[t] = std::fma(half_to_f32(wb + 2), half_to_f32(a + 2), summs[t]);
+            }
+            const float d = dw * half_to_f32(a);
+            const auto* q = reinterpret_cast<const std::int8_t*>(a + aq);
+            for (int l = 0; l < 8; ++l) {
+                int sum = 0;
+                for (int e = 4 * l; e < 4 * l + 4; ++e) sum += wq[e] * q[e];
+                acc[t][l] = std::fma(d, static_cast<float>(sum), acc[t][l]);
+            }
+        }
+    }
+    for (int t = 0; t < rows; ++t) {
+        const float* l = acc[t];
+        out[t] = (((l[0] + l[4]) + (l[2] + l[6])) + ((l[1] + l[5]) + (l[3] + l[7]))) + summs[t];
+    }
+}
+
+#endif
+
+template <DType W>
+void gemm_rows(const std::uint8_t* act, std::int64_t n, std::int64_t in, const std::uint8_t* w,
+               std::int64_t out, const float* bias, float* y) {
+    const std::int64_t blocks = in / tensor::kQuantBlock;
+    const std::size_t w_row = static_cast<std::size_t>(blocks) * weight_layout(W).block_bytes;
+    const std::size_t a_row = static_cast<std::size_t>(blocks) * act_block_bytes(W);
+    // Each thread owns a contiguous range of output features; every weight row is read once
+    // and dotted with all activation rows, kTileRows at a time (the rows stay in L1/L2).
+#pragma omp parallel for schedule(static)
+    for (std::int64_t o = 0; o < out; ++o) {
+        const std::uint8_t* wr = w + static_cast<std::size_t>(o) * w_row;
+        const float b = bias != nullptr ? bias[o] : 0.0f;
+        for (std::int64_t t0 = 0; t0 < n; t0 += kTileRows) {
+            const int rows = static_cast<int>(std::min<std::int64_t>(kTileRows, n - t0));
+            const std::uint8_t* tile[kTileRows];
+            for (int t = 0; t < rows; ++t) tile[t] = act + static_cast<std::size_t>(t0 + t) * a_row;
+            float dots[kTileRows];
+            dot_tile<W>(wr, tile, rows, blocks, dots);
+            for (int t = 0; t < rows; ++t) y[(t0 + t) * out + o] = dots[t] + b;
+        }
+    }
+}
+
+}  // namespace
+
+void linear_quantized(const float* x, std::int64_t n, std::int64_t in, const void* w,
+                      DType w_dtype, std::int64_t out, const float* bias, float* y,
+                      std::vector<std::uint8_t>& scratch) {
+    if (n == 0) return;
+    IS_CHECK(in % tensor::kQuantBlock == 0) << "in " << in;
+    const std::size_t a_row = static_cast<std::size_t>(in / tensor::kQuantBlock) * act_block_bytes(w_dtype);
+    if (scratch.size() < static_cast<std::size_t>(n) * a_row) scratch.resize(n * a_row);
+    std::uint8_t* act = scratch.data();
+    const bool q8_1 = w_dtype == DType::Q4_1;
+#pragma omp parallel for schedule(static) if (n > kTileRows)
+    for (std::int64_t t = 0; t < n; ++t) {
+        if (q8_1) {
+            tensor::quantize_row_q8_1(x + t * in, act + t * a_row, in);
+        } else {
+            tensor::quantize_row_q8_0(x + t * in, act + t * a_row, in);
+        }
+    }
+    const auto* wb = static_cast<const std::uint8_t*>(w);
+    switch (w_dtype) {
+        case DType::Q8_0: gemm_rows<DType::Q8_0>(act, n, in, wb, out, bias, y); return;
+        case DType::Q4_0: gemm_rows<DType::Q4_0>(act, n, in, wb, out, bias, y); return;
+        case DType::Q4_1: gemm_rows<DType::Q4_1>(act, n, in, wb, out, bias, y); return;
+        default: break;
+    }
+    IS_CHECK(false) << "linear_quantized: weight dtype " << tensor::dtype_name(w_dtype);
+}
+
+}  // namespace inferscale::backends::cpu

@@ -1,0 +1,80 @@
+// LlamaModel::create_random: benchmark weights at real shapes, made on the backend by
+// Backend::fill_random so an 8B model costs no host memory and no upload.
+
+#include <cmath>
+
+#include "model/llama_model.h"
+
+namespace inferscale::model {
+namespace {
+
+// Hands out one weight after another, each with its own seed (the stream index mixed into the
+// model seed), so adding a tensor never shifts the values of the ones before it.
+class RandomWeights {
+  public:
+    RandomWeights(tensor::Backend& backend, std::uint64_t seed) : backend_(backend), seed_(seed) {}
+
+    // U(+-scale) + offset in the backend's activation dtype.
+    Result<tensor::DeviceWeight> make(std::initializer_list<std::int64_t> shape, float scale,
+                                      float offset = 0.0f) {
+        const tensor::DType dtype = backend_.activation_dtype();
+        std::int64_t count = 1;
+        for (std::int64_t d : shape) count *= d;
+        tensor::DeviceWeight w;
+        w.storage = IS_TRY(backend_.allocate(static_cast<std::size_t>(count) *
+                                             tensor::dtype_size(dtype)));
+        w.tensor = w.storage.view(dtype, shape);
+        backend_.fill_random(w.tensor, tensor_seed(next_++), scale, offset);
+        return w;
+    }
+
+    // U(+-1/sqrt(in)): each output of x W^T keeps roughly the rms of x (times 1/sqrt(3)).
+    Result<tensor::DeviceWeight> matrix(std::int64_t out, std::int64_t in) {
+        return make({out, in}, 1.0f / std::sqrt(static_cast<float>(in)));
+    }
+
+  private:
+    std::uint64_t tensor_seed(std::uint64_t stream) const {
+        return seed_ ^ (stream * 0xD1B54A32D192ED03ull + 0x8BB84B93962EACC9ull);
+    }
+
+    tensor::Backend& backend_;
+    std::uint64_t seed_;
+    std::uint64_t next_ = 0;
+};
+
+}  // namespace
+
+Result<LlamaModel> LlamaModel::create_random(tensor::Backend& backend, const ModelConfig& c,
+                                             std::uint64_t seed,
+                                             const LlamaModelOptions& options) {
+    LlamaModel m = IS_TRY(create_shell(backend, c, options));
+    const std::int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim,
+                       kv_dim = c.num_kv_heads * c.head_dim, ffn = c.intermediate_size;
+    RandomWeights rw(backend, seed);
+    // Embedding rows of rms ~0.58; the first norm rescales them anyway.
+    m.embed_ = IS_TRY(rw.make({c.vocab_size, h}, 1.0f));
+    m.final_norm_ = IS_TRY(rw.make({h}, 0.0f, 1.0f));
+    if (!c.tie_word_embeddings) m.lm_head_ = IS_TRY(rw.matrix(c.vocab_size, h));
+    m.layers_.resize(static_cast<std::size_t>(c.num_layers));
+    for (LayerWeights& l : m.layers_) {
+        l.input_norm = IS_TRY(rw.make({h}, 0.0f, 1.0f));
+        l.q = IS_TRY(rw.matrix(q_dim, h));
+        l.k = IS_TRY(rw.matrix(kv_dim, h));
+        l.v = IS_TRY(rw.matrix(kv_dim, h));
+        l.o = IS_TRY(rw.matrix(h, q_dim));
+        if (c.attention_bias) {
+            l.q_bias = IS_TRY(rw.make({q_dim}, 0.1f));
+            l.k_bias = IS_TRY(rw.make({kv_dim}, 0.1f));
+            l.v_bias = IS_TRY(rw.make({kv_dim}, 0.1f));
+        }
+        l.post_norm = IS_TRY(rw.make({h}, 0.0f, 1.0f));
+        l.gate = IS_TRY(rw.matrix(ffn, h));
+        l.up = IS_TRY(rw.matrix(ffn, h));
+        l.down = IS_TRY(rw.matrix(h, ffn));
+    }
+    backend.synchronize();  // fills are queued; the model is ready when this returns
+    return m;
+}
+
+}  // namespace inferscale::model
