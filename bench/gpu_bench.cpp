@@ -11,10 +11,16 @@
 //   decode  batch 64/128/256 tokens/s at `context` KV each, with the roofline
 //         max(bytes / bandwidth, FLOPs / GEMM rate) for reference.
 // Every time is the median of repeats after warm-up, bracketed by CUDA events on the
-// backend's stream. Each forward also copies its f32 logits to (pinned) host memory and
-// synchronizes, as the engine's step does today; that cost is inside the times.
+// backend's stream. Decode rows run through DecodeGraphRunner: CUDA-graph replays of padded
+// batch buckets with greedy argmax on the device, so a step reads back only [batch] i32 ids
+// (one metadata upload, one replay, one readback). TTFT and prefill rows are eager forwards
+// that copy their f32 logits to pinned host memory and synchronize.
+//
+// --profile instead runs decode b=1 and b=64 at `context` and a 1 x prefill_len prefill
+// eagerly through ProfilingBackend (events around every op) and prints per-op tables.
 //
 //   gpu_bench --config configs/llama-3.1-8b.json [--json out.json] [--rows decode1,ttft]
+//   gpu_bench --config configs/llama-3.1-8b.json --profile [--json profile.json]
 // --backend cpu runs the same logic on the CPU backend (a dry run for small configs).
 
 #include <CLI/CLI.hpp>
@@ -32,6 +38,7 @@
 #include "bench/bench_support.h"
 #include "bench/device_bench.h"
 #include "bench/model_bench.h"
+#include "bench/profiling_backend.h"
 #include "model/hf_config.h"
 
 namespace inferscale::bench {
@@ -48,6 +55,8 @@ struct Args {
     std::int64_t gemm_size = 8192;
     std::int64_t copy_mib = 2048;
     std::int64_t d2h_mib = 256;
+    bool profile = false;
+    bool graphs = true;
     ModelBenchOptions model;
 };
 
@@ -75,6 +84,76 @@ json samples_json(const Samples& s) {
 double roofline_ms(const Measurement& m, const DeviceRates& r) {
     if (r.copy_bytes_per_s <= 0.0 || r.gemm_flops_per_s <= 0.0) return 0.0;
     return 1e3 * std::max(m.bytes / r.copy_bytes_per_s, m.flops / r.gemm_flops_per_s);
+}
+
+void print_profile(const std::string& title, const ProfilingBackend& prof, double step_ms,
+                   json& out) {
+    const std::vector<OpProfile> ops = prof.totals();
+    const double steps = std::max(1, prof.steps());
+    double sum_ms = 0.0;
+    for (const OpProfile& p : ops) sum_ms += p.ms / steps;
+    std::printf("\n== profile: %s: step %.3f ms (median, profiled), ops %.3f ms, other %.3f ms ==\n",
+                title.c_str(), step_ms, sum_ms, step_ms - sum_ms);
+    std::printf("%-16s %-28s %10s %9s %7s %9s %8s\n", "op", "shape", "calls/step", "ms/step",
+                "% step", "GB/s", "TFLOP/s");
+    json rows = json::array();
+    for (const OpProfile& p : ops) {
+        const double ms = p.ms / steps, sec = p.ms * 1e-3;
+        const double gbs = sec > 0 ? p.bytes / sec / 1e9 : 0.0;
+        const double tfs = sec > 0 ? p.flops / sec / 1e12 : 0.0;
+        std::printf("%-16s %-28s %10.1f %9.3f %6.1f%% %9s %8s\n", p.op.c_str(), p.shape.c_str(),
+                    p.calls / steps, ms, step_ms > 0 ? 100.0 * ms / step_ms : 0.0,
+                    p.bytes > 0 ? fmt("%.0f", gbs).c_str() : "",
+                    p.flops > 0 ? fmt("%.1f", tfs).c_str() : "");
+        rows.push_back({{"op", p.op}, {"shape", p.shape}, {"calls_per_step", p.calls / steps},
+                        {"ms_per_step", ms}, {"bytes_per_step", p.bytes / steps},
+                        {"flops_per_step", p.flops / steps}});
+    }
+    std::fflush(stdout);
+    out["profile"].push_back({{"scenario", title}, {"step_ms", step_ms}, {"ops_ms", sum_ms},
+                              {"ops", rows}});
+}
+
+// --profile: the model on a ProfilingBackend, three scenarios, one table each.
+int run_profile(const Args& a, const model::ModelConfig& config,
+                backends::cuda::CudaBackend& cuda, Progress& progress, json& out) {
+    ProfilingBackend prof(cuda, cuda.stream());
+    StepTimer timer(prof, cuda.stream(), true);
+    ModelBenchOptions mo = a.model;
+    mo.pinned_logits = true;
+    mo.decode_batches = {64};
+    auto created = ModelBench::create(prof, timer, config, mo, progress);
+    if (!created.ok()) {
+        std::fprintf(stderr, "gpu_bench: model: %s\n", created.error().message.c_str());
+        return 1;
+    }
+    ModelBench& mb = *created.value();
+    mb.set_step_hooks([&prof] { prof.begin_step(); }, [&prof] { prof.end_step(); });
+    const auto fail = [](const char* what, const Error& e) {
+        std::fprintf(stderr, "gpu_bench: profile %s: %s\n", what, e.message.c_str());
+        return 1;
+    };
+    const std::string ctx = std::to_string(mo.context);
+    progress("profile: decode b=1 @%s", ctx.c_str());
+    prof.reset();
+    double prefill_ms = 0.0;
+    Result<Measurement> d1 = mb.decode_single(&prefill_ms);
+    if (!d1.ok()) return fail("decode1", d1.error());
+    print_profile("decode b=1 @" + ctx + " (eager, device argmax)", prof, d1->samples.median(), out);
+
+    progress("profile: decode b=64 @%s", ctx.c_str());
+    prof.reset();
+    Result<Measurement> d64 = mb.decode_batch(64);
+    if (!d64.ok()) return fail("decode64", d64.error());
+    print_profile("decode b=64 @" + ctx + " (eager, device argmax)", prof, d64->samples.median(),
+                  out);
+
+    progress("profile: prefill 1x%lld", static_cast<long long>(mo.prefill_len));
+    prof.reset();
+    Result<Measurement> pf = mb.prefill(1, mo.prefill_len);
+    if (!pf.ok()) return fail("prefill", pf.error());
+    print_profile("prefill 1x" + std::to_string(mo.prefill_len), prof, pf->samples.median(), out);
+    return 0;
 }
 
 int run(const Args& a) {
@@ -118,6 +197,22 @@ int run(const Args& a) {
     out["backend"] = a.backend;
     std::vector<TableRow> table;
 
+    if (a.profile) {
+        if (!cuda) {
+            std::fprintf(stderr, "gpu_bench: --profile needs the cuda backend\n");
+            return 2;
+        }
+        const int rc = run_profile(a, config,
+                                   static_cast<backends::cuda::CudaBackend&>(*backend), progress,
+                                   out);
+        if (rc == 0 && !a.json_path.empty()) {
+            std::ofstream f(a.json_path);
+            f << out.dump(2) << "\n";
+            if (!f) return 1;
+        }
+        return rc;
+    }
+
     DeviceRates rates;
     if (want("copy")) {
         progress("copy bandwidth: %lld MiB device-to-device", static_cast<long long>(a.copy_mib));
@@ -156,6 +251,7 @@ int run(const Args& a) {
     if (any_model) {
         ModelBenchOptions mo = a.model;
         mo.pinned_logits = cuda;
+        mo.decode_runner = a.graphs;
         auto created = ModelBench::create(*backend, timer, config, mo, progress);
         if (!created.ok()) {
             std::fprintf(stderr, "gpu_bench: model: %s\n", created.error().message.c_str());
@@ -273,6 +369,11 @@ int run(const Args& a) {
                                  fmt("%.0f", tps), fmt("%.2f ms roofline", limit), pct(limit, ms)});
             }
         }
+        out["decode_graphs"] = mb.graphs_captured();
+        out["decode_graph_error"] = mb.graph_error();
+        progress("decode graphs recorded: %d%s%s", mb.graphs_captured(),
+                 mb.graph_error().empty() ? "" : ", fell back to eager: ",
+                 mb.graph_error().c_str());
         out["logits_finite"] = all_finite;
         if (!all_finite) progress("WARNING: non-finite logits (random weights overflowed?)");
     }
@@ -319,6 +420,9 @@ int main(int argc, char** argv) {
     app.add_option("--decode-batches", a.model.decode_batches, "e.g. 64,128,256")
         ->delimiter(',');
     app.add_option("--seed", a.model.seed, "weight seed");
+    app.add_flag("--profile", a.profile, "per-op profile of decode b=1, b=64 and a prefill");
+    app.add_flag("!--no-graphs", a.graphs,
+                 "decode rows as plain forwards with host logits (the first run's method)");
     CLI11_PARSE(app, argc, argv);
     return inferscale::bench::run(a);
 }

@@ -1,8 +1,10 @@
 #include "bench/model_bench.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <numeric>
+#include <optional>
 #include <span>
 #include <string>
 
@@ -102,6 +104,9 @@ struct ModelBench::Impl {
     std::int64_t pages_per_seq = 0;      // the page stride between sequences
     bool kv_random = false;
     BatchBuilder builder;
+    std::optional<model::DecodeGraphRunner> runner;  // decode rows, when options.decode_runner
+    std::vector<std::int32_t> ids;                   // [max batch] sampled by the runner
+    std::function<void()> before_step, after_step;
 
     Impl(model::LlamaModel m, kv::KvStorage k, model::ForwardWorkspace w)
         : model(std::move(m)), kv(std::move(k)), ws(std::move(w)) {}
@@ -114,12 +119,36 @@ struct ModelBench::Impl {
         return std::span<const std::int32_t>(page_ids).subspan(s * pages_per_seq, count);
     }
 
-    // One timed forward of the builder's batch.
-    Result<double> timed_forward() {
+    // One timed forward of the builder's batch; `hooked` steps run the step hooks.
+    Result<double> timed_forward(bool hooked = false) {
         const model::ForwardBatch b = builder.batch();
+        if (hooked && before_step) before_step();
         timer->start();
         IS_RETURN_IF_ERROR(model.forward(b, kv, ws, logits.span()));
-        return timer->stop_ms();
+        const double ms = timer->stop_ms();
+        if (hooked && after_step) after_step();
+        return ms;
+    }
+
+    // One timed decode step of the builder's batch: through the runner (device argmax, ids
+    // only) when there is one, else a plain forward.
+    Result<double> timed_decode(bool hooked) {
+        if (!runner) return timed_forward(hooked);
+        const model::ForwardBatch b = builder.batch();
+        if (hooked && before_step) before_step();
+        timer->start();
+        IS_RETURN_IF_ERROR(runner->decode(b, ids));
+        const double ms = timer->stop_ms();
+        if (hooked && after_step) after_step();
+        return ms;
+    }
+
+    // Reruns the last decode step (same KV slots, so idempotent) with its logits copied out,
+    // so the finiteness check sees what the timed steps computed.
+    Status refresh_decode_logits() {
+        if (!runner) return {};
+        const model::ForwardBatch b = builder.batch();
+        return runner->decode(b, ids, logits.span());
     }
 
     bool logits_finite(std::int64_t rows) const {
@@ -170,11 +199,15 @@ Result<std::unique_ptr<ModelBench>> ModelBench::create(tensor::Backend& backend,
     kv::KvStorage kv = IS_TRY(kv::KvStorage::create(backend, m.kv_layout(num_blocks, kBlockSize)));
 
     model::WorkspaceLimits lim;
+    // Decode batches run padded to the next power of two (the runner's buckets); each padding
+    // sequence takes one page entry.
+    const auto padded_batch = static_cast<std::int64_t>(
+        std::bit_ceil(static_cast<std::uint64_t>(std::max<std::int64_t>(max_batch, 1))));
     lim.max_tokens = std::max({o.prefill_seqs * o.prefill_seq_len, o.prefill_len, o.context,
-                               o.prompt, max_batch});
-    lim.max_seqs = std::max(max_batch, o.prefill_seqs);
-    lim.max_pages = std::max({max_batch * pages_per_seq, o.prefill_seqs * pages_per_seq,
-                              ceil_div(o.prefill_len, kBlockSize)});
+                               o.prompt, padded_batch});
+    lim.max_seqs = std::max(padded_batch, o.prefill_seqs);
+    lim.max_pages = std::max({max_batch * pages_per_seq + padded_batch,
+                              o.prefill_seqs * pages_per_seq, ceil_div(o.prefill_len, kBlockSize)});
     lim.max_logit_rows = lim.max_seqs;
     model::ForwardWorkspace ws = IS_TRY(m.create_workspace(lim));
     progress("workspace: %lld tokens, %lld seqs, %.2f GB", static_cast<long long>(lim.max_tokens),
@@ -190,11 +223,32 @@ Result<std::unique_ptr<ModelBench>> ModelBench::create(tensor::Backend& backend,
     IS_RETURN_IF_ERROR(impl->logits.allocate(
         static_cast<std::size_t>(lim.max_logit_rows * config.vocab_size), o.pinned_logits));
 
+    impl->ids.resize(static_cast<std::size_t>(lim.max_seqs));
+    if (o.decode_runner) {
+        model::DecodeGraphOptions go;
+        go.max_kv_len = static_cast<std::int32_t>(pages_per_seq * kBlockSize);
+        impl->runner.emplace(IS_TRY(
+            model::DecodeGraphRunner::create(impl->model, impl->kv, impl->ws, go)));
+    }
+
     const ModelCost cost(config, tensor::dtype_size(backend.activation_dtype()),
                          tensor::dtype_size(impl->kv.dtype()));
     std::unique_ptr<ModelBench> bench(new ModelBench(std::move(impl), cost));
     bench->create_seconds_ = clock.seconds();
     return bench;
+}
+
+void ModelBench::set_step_hooks(std::function<void()> before, std::function<void()> after) {
+    impl_->before_step = std::move(before);
+    impl_->after_step = std::move(after);
+}
+
+int ModelBench::graphs_captured() const {
+    return impl_->runner ? impl_->runner->graphs_captured() : 0;
+}
+
+std::string ModelBench::graph_error() const {
+    return impl_->runner ? impl_->runner->graph_error() : std::string();
 }
 
 Result<Measurement> ModelBench::decode_single(double* prefill_ms) {
@@ -214,9 +268,10 @@ Result<Measurement> ModelBench::decode_single(double* prefill_ms) {
     for (std::int64_t step = 0; step < steps; ++step) {
         im.builder.clear();
         im.builder.add(pages, 1, ctx + step + 1, vocab);
-        const double ms = IS_TRY(im.timed_forward());
+        const double ms = IS_TRY(im.timed_decode(step >= kDecodeWarmup));
         if (step >= kDecodeWarmup) m.samples.ms.push_back(ms);
     }
+    IS_RETURN_IF_ERROR(im.refresh_decode_logits());
     m.flops = cost_.sequence_flops(1, static_cast<double>(m.kv_len)) + cost_.logits_flops(1);
     m.bytes = cost_.step_weight_bytes() + cost_.kv_bytes_per_token() * static_cast<double>(m.kv_len);
     m.logits_finite = im.logits_finite(1);
@@ -233,7 +288,7 @@ Result<Measurement> ModelBench::ttft() {
     im.builder.clear();
     im.builder.add(im.pages(0, ceil_div(n, kBlockSize)), n, n, cost_.config.vocab_size);
     for (int step = 0; step < kTtftWarmup + kTtftSteps; ++step) {
-        const double ms = IS_TRY(im.timed_forward());
+        const double ms = IS_TRY(im.timed_forward(step >= kTtftWarmup));
         if (step >= kTtftWarmup) m.samples.ms.push_back(ms);
     }
     m.flops = cost_.sequence_flops(static_cast<double>(n), static_cast<double>(n)) +
@@ -261,7 +316,7 @@ Result<Measurement> ModelBench::prefill(std::int64_t seqs, std::int64_t len) {
     m.logit_rows = seqs;
     m.kv_len = len;
     for (int step = 0; step < kPrefillWarmup + kPrefillSteps; ++step) {
-        const double ms = IS_TRY(im.timed_forward());
+        const double ms = IS_TRY(im.timed_forward(step >= kPrefillWarmup));
         if (step >= kPrefillWarmup) m.samples.ms.push_back(ms);
     }
     const double s = static_cast<double>(seqs), l = static_cast<double>(len);
@@ -295,9 +350,10 @@ Result<Measurement> ModelBench::decode_batch(std::int64_t batch) {
             im.builder.add(im.pages(s, ceil_div(kv_len, kBlockSize)), 1, kv_len,
                            cost_.config.vocab_size);
         }
-        const double ms = IS_TRY(im.timed_forward());
+        const double ms = IS_TRY(im.timed_decode(step >= kDecodeWarmup));
         if (step >= kDecodeWarmup) m.samples.ms.push_back(ms);
     }
+    IS_RETURN_IF_ERROR(im.refresh_decode_logits());
     const double b = static_cast<double>(batch), kv_len = static_cast<double>(m.kv_len);
     m.flops = b * cost_.sequence_flops(1, kv_len) + cost_.logits_flops(b);
     m.bytes = cost_.step_weight_bytes() + b * kv_len * cost_.kv_bytes_per_token();

@@ -5,13 +5,16 @@
 // them against measured bandwidth and GEMM rate.
 
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "bench/bench_support.h"
 #include "bench/model_cost.h"
 #include "kv/kv_storage.h"
 #include "model/forward_batch.h"
+#include "model/decode_graphs.h"
 #include "model/llama_model.h"
 
 namespace inferscale::bench {
@@ -27,6 +30,9 @@ struct ModelBenchOptions {
     // Logits land in pinned host memory (CUDA): a pageable 256 x 128K f32 copy would add
     // several ms of staging to every batched decode step.
     bool pinned_logits = false;
+    // Decode rows run through DecodeGraphRunner (padded buckets, device argmax, only the ids
+    // read back); graphs where the backend has them. False: plain forward with host logits.
+    bool decode_runner = true;
 };
 
 struct Measurement {
@@ -62,6 +68,13 @@ class ModelBench {
     // rather than prefilled ones: attention reads the same bytes either way, and prefilling
     // 256 x 1K tokens would cost more than the whole measurement.
     Result<Measurement> decode_batch(std::int64_t batch);
+
+    // Called around every timed step (not warm-ups), e.g. to record a per-op profile.
+    void set_step_hooks(std::function<void()> before, std::function<void()> after);
+    // Buckets the decode runner has recorded as graphs (0 without graphs).
+    int graphs_captured() const;
+    // Why the runner fell back to eager steps; empty when it did not.
+    std::string graph_error() const;
 
   private:
     struct Impl;

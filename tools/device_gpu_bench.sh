@@ -4,17 +4,19 @@
 #
 #   Here (no GPU), after building gpu_bench with -DINFERSCALE_CUDA=ON:
 #     tools/device_gpu_bench.sh bundle [BUILD_DIR] [BUNDLE_DIR]
-#   copies BUILD_DIR/bin/gpu_bench into BUNDLE_DIR/bin and the non-system shared libraries it
-#   needs into BUNDLE_DIR/lib. Defaults: build-gpubench, build-gpubench-device (ignored by git
-#   via /build*/, so it can be carried).
+#   copies BUILD_DIR/bin/gpu_bench (and cuda_decode_graph_test when built) into BUNDLE_DIR/bin
+#   and the non-system shared libraries they need into BUNDLE_DIR/lib. Defaults: build-perf,
+#   build-gpubench-device (ignored by git via /build*/, so it can be carried).
 #
 #   On the GPU machine, from the repository root, carrying BUNDLE_DIR:
 #     tools/device_gpu_bench.sh run [BUNDLE_DIR]
-#   runs gpu_bench on configs/llama-3.1-8b.json, the torch peer, then the Mistral and Qwen
-#   configs; writes gpu_bench.log, torch_peer.log, results.json (everything), summary.txt and
-#   env.txt to $OUT (or ./gpu-bench-logs); prints the summary, with inferscale/PyTorch decode
-#   throughput at each batch size. Exits non-zero when a step failed (the others still run).
-# Budget: about 3-4 minutes on an H200; each step has its own timeout below.
+#   runs the graph-decode correctness test (when bundled), gpu_bench on
+#   configs/llama-3.1-8b.json, its per-op profile (gpu_bench --profile), the torch peer, then
+#   the Mistral and Qwen configs; writes gpu_bench.log, profile.log, graph_test.log,
+#   torch_peer.log, results.json (everything), summary.txt and env.txt to $OUT (or
+#   ./gpu-bench-logs); prints the summary, with inferscale/PyTorch decode throughput at each
+#   batch size. Exits non-zero when a step failed (the others still run).
+# Budget: about 4 minutes on an H200; each step has its own timeout below (worst case 7.5).
 set -euo pipefail
 
 die() { echo "device_gpu_bench: $*" >&2; exit 2; }
@@ -30,19 +32,23 @@ is_system_lib() {
 }
 
 bundle() {
-    local build=${1:-build-gpubench} out=${2:-build-gpubench-device}
+    local build=${1:-build-perf} out=${2:-build-gpubench-device}
     local exe=$build/bin/gpu_bench
     [[ -x $exe ]] || die "$exe is not built (ninja -C $build gpu_bench)"
     rm -rf "$out"
     mkdir -p "$out/bin" "$out/lib"
-    cp "$exe" "$out/bin/"
-    strip --strip-unneeded "$out/bin/gpu_bench" 2>/dev/null || true
-    local lib path
-    while read -r lib path; do
-        is_system_lib "$lib" && continue
-        [[ -f $path ]] || die "gpu_bench needs $lib, which does not resolve here"
-        cp -L "$path" "$out/lib/$lib"
-    done < <(ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
+    local exes=("$exe")
+    [[ -x $build/bin/cuda_decode_graph_test ]] && exes+=("$build/bin/cuda_decode_graph_test")
+    local e lib path
+    for e in "${exes[@]}"; do
+        cp "$e" "$out/bin/"
+        strip --strip-unneeded "$out/bin/$(basename "$e")" 2>/dev/null || true
+        while read -r lib path; do
+            is_system_lib "$lib" && continue
+            [[ -f $path ]] || die "$e needs $lib, which does not resolve here"
+            cp -L "$path" "$out/lib/$lib"
+        done < <(ldd "$e" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
+    done
     echo "bundled into $out:"
     ls -l "$out/bin" "$out/lib"
     du -sh "$out"
@@ -120,7 +126,15 @@ run() {
         step "gpu_bench $1" "$2" "$bench_log" env LD_LIBRARY_PATH="$bench_path" \
             "$bundle_dir/bin/gpu_bench" --config "$3" --json "$work/$1.json"
     }
+    if [[ -x $bundle_dir/bin/cuda_decode_graph_test ]]; then
+        step "graph decode test" 60 "$logs/graph_test.log" env LD_LIBRARY_PATH="$bench_path" \
+            INFERSCALE_FIXTURES="$PWD/tests/fixtures" "$bundle_dir/bin/cuda_decode_graph_test"
+    fi
     bench llama 100 configs/llama-3.1-8b.json
+    : >"$logs/profile.log"
+    step "gpu_bench llama --profile" 75 "$logs/profile.log" env LD_LIBRARY_PATH="$bench_path" \
+        "$bundle_dir/bin/gpu_bench" --config configs/llama-3.1-8b.json --profile \
+        --json "$work/profile.json"
     step "torch peer" 120 "$logs/torch_peer.log" env PYTHONUNBUFFERED=1 \
         python3 tools/torch_decode_peer.py --config configs/llama-3.1-8b.json \
         --batches 64,128,256 --json "$work/torch.json"
@@ -131,7 +145,7 @@ run() {
 import json, os, sys
 work, out = sys.argv[1], sys.argv[2]
 res = {}
-for name in ("llama", "mistral", "qwen", "torch"):
+for name in ("llama", "mistral", "qwen", "torch", "profile"):
     p = os.path.join(work, name + ".json")
     if os.path.exists(p):
         with open(p) as f:
@@ -165,6 +179,11 @@ for name in ("llama", "mistral", "qwen"):
     for d in r.get("decode", []):
         rows.append((name, f"decode b={d['batch']} tok/s", f"{d['tokens_per_s']:.0f}",
                      f"{d['roofline_ms']:.2f} ms", pct(d['roofline_ms'], d['ms_per_step'])))
+for name in ("llama", "mistral", "qwen"):
+    r = res.get(name)
+    if r:
+        print(f"{name}: decode graphs recorded {r.get('decode_graphs')}"
+              f"{'  GRAPH FALLBACK: ' + r['decode_graph_error'] if r.get('decode_graph_error') else ''}")
 print(f"{'model':8} {'metric':26} {'measured':>10} {'limit':>12} {'% limit':>8}")
 for row in rows:
     print(f"{row[0]:8} {row[1]:26} {row[2]:>10} {row[3]:>12} {row[4]:>8}")
@@ -184,6 +203,21 @@ else:
         ratio = f"{mine / d['tokens_per_s']:.2f}x" if mine else "n/a"
         print(f"  {d['batch']:>5} {mine:>17.0f} {d['tokens_per_s']:>14.0f} {ratio:>7}")
 PY
+    if [[ -f $work/profile.json ]]; then
+        python3 - "$work/profile.json" <<'PY' | tee -a "$logs/summary.txt"
+import json, sys
+p = json.load(open(sys.argv[1]))
+print("\nper-op profile, top ops (full tables in profile.log)")
+for sc in p.get("profile", []):
+    print(f"  {sc['scenario']}: step {sc['step_ms']:.3f} ms, ops {sc['ops_ms']:.3f} ms")
+    for o in sc["ops"][:8]:
+        ms = o["ms_per_step"]
+        gbs = o["bytes_per_step"] / (ms * 1e-3) / 1e9 if ms > 0 else 0
+        tfs = o["flops_per_step"] / (ms * 1e-3) / 1e12 if ms > 0 else 0
+        print(f"    {o['op']:16} {o['shape']:28} {o['calls_per_step']:6.1f} calls {ms:8.3f} ms"
+              f" {100 * ms / sc['step_ms']:5.1f}%  {gbs:6.0f} GB/s {tfs:6.1f} TFLOP/s")
+PY
+    fi
     rm -rf "$work"
     echo "logs in $logs"
     if [[ $failed -ne 0 ]]; then

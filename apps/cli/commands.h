@@ -14,5 +14,6 @@ Command add_generate_command(CLI::App& app);
 Command add_chat_command(CLI::App& app);
 Command add_tokenize_command(CLI::App& app);
 Command add_bench_command(CLI::App& app);
+Command add_memory_command(CLI::App& app);
 
 }  // namespace inferscale::cli

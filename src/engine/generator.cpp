@@ -14,6 +14,9 @@ namespace {
 class BlockLease {
   public:
     explicit BlockLease(kv::BlockPool& pool) : pool_(pool) {}
+    // Takes ownership of blocks already allocated from the pool.
+    BlockLease(kv::BlockPool& pool, std::vector<kv::BlockId> adopted)
+        : pool_(pool), blocks_(std::move(adopted)) {}
     ~BlockLease() { pool_.release(blocks_); }
     BlockLease(const BlockLease&) = delete;
     BlockLease& operator=(const BlockLease&) = delete;
@@ -39,6 +42,15 @@ const char* finish_reason_name(FinishReason reason) {
 
 Result<Generation> generate(LocalModel& lm, const std::vector<std::int32_t>& prompt,
                             const sampling::SamplingParams& params, const TextSink& sink) {
+    return generate(lm, prompt, params, sink, GenerateOptions{});
+}
+
+Result<Generation> generate(LocalModel& lm, const std::vector<std::int32_t>& prompt,
+                            const sampling::SamplingParams& params, const TextSink& sink,
+                            GenerateOptions options) {
+    // Adopt the prefix blocks first, so they go back to the pool whatever fails below.
+    BlockLease lease(lm.blocks(), std::move(options.prefix_blocks));
+    const std::int64_t prefix = options.prefix_tokens;
     IS_RETURN_IF_ERROR(sampling::validate(params));
     if (prompt.empty()) return make_error("the prompt is empty");
     const auto prompt_len = static_cast<std::int64_t>(prompt.size());
@@ -51,7 +63,10 @@ Result<Generation> generate(LocalModel& lm, const std::vector<std::int32_t>& pro
     const std::int64_t max_new =
         std::min<std::int64_t>(params.max_tokens, lm.max_context() - prompt_len);
 
-    BlockLease lease(lm.blocks());
+    if (prefix < 0 || prefix >= prompt_len)
+        return make_error("the KV prefix must be shorter than the prompt");
+    if (prefix > static_cast<std::int64_t>(lease.blocks().size()) * lm.block_size())
+        return make_error("the KV prefix is longer than its blocks");
     if (!lease.cover(prompt_len + 1, lm.block_size()))
         return make_error("not enough free KV cache blocks for the prompt");
 
@@ -82,11 +97,13 @@ Result<Generation> generate(LocalModel& lm, const std::vector<std::int32_t>& pro
     };
 
     const std::int64_t chunk = lm.workspace().limits.max_tokens;
-    for (std::int64_t start = 0; start < prompt_len; start += chunk) {
+    for (std::int64_t start = prefix; start < prompt_len; start += chunk) {
         const std::int64_t count = std::min(chunk, prompt_len - start);
         IS_RETURN_IF_ERROR(step(prompt.data() + start, start, count, start + count == prompt_len));
     }
     out.prefill_seconds = timer.seconds();
+    out.prefilled_tokens = prompt_len - prefix;
+    if (options.keep_prompt_logits) out.prompt_logits = logits;
     timer.reset();
 
     std::int64_t kv_len = prompt_len;

@@ -50,6 +50,7 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
         new LocalModel(std::move(backend), std::move(llama), std::move(kv), std::move(ws),
                        std::move(tok)));
     local->max_context_ = max_context;
+    local->model_name_ = options.model_path;
     local->eos_ids_ = files.eos_token_ids;
     if (!files.chat_template.empty()) {
         auto tmpl = tokenizer::ChatTemplate::detect(files.chat_template);

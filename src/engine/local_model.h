@@ -41,6 +41,8 @@ class LocalModel {
     // The model's chat template; nullopt when the files carry none we recognise.
     const std::optional<tokenizer::ChatTemplate>& chat_template() const { return chat_template_; }
     std::int64_t max_context() const { return max_context_; }
+    // The path the model was loaded from (part of memory chunk identities).
+    const std::string& model_name() const { return model_name_; }
     std::int64_t block_size() const { return kv_.layout().block_size; }
     bool is_end_of_generation(std::int32_t id) const;
 
@@ -69,6 +71,7 @@ class LocalModel {
     std::optional<tokenizer::ChatTemplate> chat_template_;
     std::vector<std::int64_t> eos_ids_;
     std::int64_t max_context_ = 0;
+    std::string model_name_;
 };
 
 }  // namespace inferscale::engine

@@ -3,6 +3,32 @@
 #include <algorithm>
 
 namespace inferscale::model {
+namespace {
+
+// Each array starts on a 16-byte boundary: vector loads of a region never straddle another.
+std::int64_t round4(std::int64_t x) { return (x + 3) / 4 * 4; }
+
+}  // namespace
+
+MetaLayout MetaLayout::make(std::int64_t n, std::int64_t s, std::int64_t rows, std::int64_t m) {
+    MetaLayout l;
+    std::int64_t at = 0;
+    const auto take = [&at](std::int64_t count) {
+        const std::int64_t off = at;
+        at += round4(count);
+        return off;
+    };
+    l.token_ids = take(n);
+    l.positions = take(n);
+    l.slots = take(n);
+    l.qo_indptr = take(s + 1);
+    l.page_indptr = take(s + 1);
+    l.last_page_len = take(s);
+    l.logit_rows = take(rows);
+    l.capture_rows = take(m);
+    l.page_indices = take(0);
+    return l;
+}
 
 Result<ForwardWorkspace> ForwardWorkspace::create(tensor::Backend& backend, const ModelConfig& c,
                                                   const WorkspaceLimits& limits) {
@@ -15,6 +41,9 @@ Result<ForwardWorkspace> ForwardWorkspace::create(tensor::Backend& backend, cons
     const std::int64_t t = limits.max_tokens, s = limits.max_seqs;
     const std::int64_t rows = std::max<std::int64_t>(1, limits.max_logit_rows);
     const std::int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+    // The largest layout: every region at its capacity (capture rows are at most T).
+    const std::int64_t meta_capacity =
+        MetaLayout::make(t, s, std::max(rows, t), t).end(limits.max_pages);
 
     // Two passes over the same list: sizes first, then views into the one allocation.
     struct Slot {
@@ -34,14 +63,8 @@ Result<ForwardWorkspace> ForwardWorkspace::create(tensor::Backend& backend, cons
         {&ws.up, act, t, c.intermediate_size},
         {&ws.final_hidden, act, rows, c.hidden_size},
         {&ws.logits, DType::F32, rows, c.vocab_size},
-        {&ws.token_ids, DType::I32, t, 0},
-        {&ws.positions, DType::I32, t, 0},
-        {&ws.slots, DType::I32, t, 0},
-        {&ws.qo_indptr, DType::I32, s + 1, 0},
-        {&ws.page_indptr, DType::I32, s + 1, 0},
-        {&ws.page_indices, DType::I32, limits.max_pages, 0},
-        {&ws.last_page_len, DType::I32, s, 0},
-        {&ws.logit_rows, DType::I32, std::max(rows, t), 0},
+        {&ws.sampled_ids, DType::I32, rows, 0},
+        {&ws.meta, DType::I32, meta_capacity, 0},
     };
     tensor::Arena arena;
     std::size_t offsets[std::size(slots)];
@@ -56,13 +79,12 @@ Result<ForwardWorkspace> ForwardWorkspace::create(tensor::Backend& backend, cons
         *sl.target = sl.d1 > 0 ? ws.buffer.view(sl.dtype, {sl.d0, sl.d1}, offsets[i])
                                : ws.buffer.view(sl.dtype, {sl.d0}, offsets[i]);
     }
+    void* host = backend.allocate_host(
+        static_cast<std::size_t>(meta_capacity + rows) * sizeof(std::int32_t));
+    if (host == nullptr) return make_error("forward workspace: out of (pinned) host memory");
+    ws.host = HostStaging(&backend, host);
+    ws.meta_capacity = meta_capacity;
     ws.limits = limits;
-    ws.host_slots.reserve(t);
-    ws.host_qo_indptr.reserve(s + 1);
-    ws.host_page_indptr.reserve(s + 1);
-    ws.host_page_indices.reserve(limits.max_pages);
-    ws.host_last_page_len.reserve(s);
-    ws.host_logit_rows.reserve(std::max(rows, t));
     return ws;
 }
 

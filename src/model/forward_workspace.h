@@ -1,11 +1,11 @@
 #pragma once
 // ForwardWorkspace: every buffer one LlamaModel::forward needs, allocated once for the largest
 // batch (WorkspaceLimits) in one backend allocation, so steps allocate nothing. Tensors are
-// capacity-sized; forward slices the leading rows it uses. Host staging vectors are reserved
-// to capacity as well. Move-only; the backend must outlive it.
+// capacity-sized; forward slices the leading rows it uses. All batch metadata of a step is
+// packed into one i32 array (MetaLayout) staged in pinned host memory and uploaded with one
+// copy. Move-only; the backend must outlive it.
 
 #include <cstdint>
-#include <vector>
 
 #include "base/result.h"
 #include "model/model_config.h"
@@ -20,12 +20,73 @@ struct WorkspaceLimits {
     std::int64_t max_logit_rows = 64;  // rows of logits per forward
 };
 
+// Where each metadata array of a step sits in the packed i32 array, in elements. Offsets
+// depend only on (tokens, seqs, logit rows, capture rows), never on the page count: the page
+// indices come last, so a replayed decode step finds every array where its capture did.
+struct MetaLayout {
+    std::int64_t token_ids = 0;      // [n]
+    std::int64_t positions = 0;      // [n]
+    std::int64_t slots = 0;          // [n] block * block_size + offset; -1 for padding rows
+    std::int64_t qo_indptr = 0;      // [s + 1]
+    std::int64_t page_indptr = 0;    // [s + 1]
+    std::int64_t last_page_len = 0;  // [s]
+    std::int64_t logit_rows = 0;     // [rows]
+    std::int64_t capture_rows = 0;   // [m]
+    std::int64_t page_indices = 0;   // [p]
+    std::int64_t end(std::int64_t pages) const { return page_indices + pages; }
+
+    static MetaLayout make(std::int64_t n, std::int64_t s, std::int64_t rows, std::int64_t m);
+};
+
+// Pinned (where the backend has it) host memory, freed through the backend. Move-only.
+class HostStaging {
+  public:
+    HostStaging() = default;
+    HostStaging(tensor::Backend* backend, void* data) : backend_(backend), data_(data) {}
+    ~HostStaging() { reset(); }
+    HostStaging(HostStaging&& o) noexcept { *this = static_cast<HostStaging&&>(o); }
+    HostStaging& operator=(HostStaging&& o) noexcept {
+        if (this != &o) {
+            reset();
+            backend_ = o.backend_;
+            data_ = o.data_;
+            o.backend_ = nullptr;
+            o.data_ = nullptr;
+        }
+        return *this;
+    }
+    HostStaging(const HostStaging&) = delete;
+    HostStaging& operator=(const HostStaging&) = delete;
+
+    std::int32_t* i32() const { return static_cast<std::int32_t*>(data_); }
+    void reset() {
+        if (data_ != nullptr) backend_->free_host(data_);
+        data_ = nullptr;
+    }
+
+  private:
+    tensor::Backend* backend_ = nullptr;
+    void* data_ = nullptr;
+};
+
+// What stage() decided about the step that enqueue() runs.
+struct StagedStep {
+    std::int64_t num_tokens = 0;    // rows of the batch, padding included
+    std::int64_t num_seqs = 0;      // sequences, padding included
+    std::int64_t logit_rows = 0;    // rows of ws.logits the step produces
+    std::int64_t capture_rows = 0;  // KvCapture rows (0 without a capture)
+    std::int64_t num_pages = 0;     // page-table entries
+    std::int32_t fixed_max_kv_len = 0;  // see PagedAttentionArgs
+    MetaLayout layout;
+    tensor::Tensor capture_k, capture_v;  // the batch's KvCapture targets, or empty
+};
+
 struct ForwardWorkspace {
     static Result<ForwardWorkspace> create(tensor::Backend& backend, const ModelConfig& config,
                                            const WorkspaceLimits& limits);
 
     WorkspaceLimits limits;
-    tensor::Buffer buffer;  // owns everything below
+    tensor::Buffer buffer;  // owns every tensor below
 
     // Activations (T = max_tokens, act = backend activation dtype).
     tensor::Tensor hidden;        // [T, hidden] act: the residual stream
@@ -38,24 +99,18 @@ struct ForwardWorkspace {
     tensor::Tensor up;            // [T, ffn] act
     tensor::Tensor final_hidden;  // [max_logit_rows, hidden] act
     tensor::Tensor logits;        // [max_logit_rows, vocab] f32
+    tensor::Tensor sampled_ids;   // [max_logit_rows] i32: device argmax of the logits
 
-    // Batch metadata on the device.
-    tensor::Tensor token_ids;      // [T] i32
-    tensor::Tensor positions;      // [T] i32
-    tensor::Tensor slots;          // [T] i32: block * block_size + offset of each new token
-    tensor::Tensor qo_indptr;      // [max_seqs + 1] i32
-    tensor::Tensor page_indptr;    // [max_seqs + 1] i32
-    tensor::Tensor page_indices;   // [max_pages] i32
-    tensor::Tensor last_page_len;  // [max_seqs] i32
-    tensor::Tensor logit_rows;     // [max(max_logit_rows, T)] i32: also capture rows
+    // Batch metadata on the device: one packed array, laid out per step by MetaLayout.
+    tensor::Tensor meta;  // [meta_capacity] i32
+    std::int64_t meta_capacity = 0;
 
-    // Host staging of the same metadata.
-    std::vector<std::int32_t> host_slots;
-    std::vector<std::int32_t> host_qo_indptr;
-    std::vector<std::int32_t> host_page_indptr;
-    std::vector<std::int32_t> host_page_indices;
-    std::vector<std::int32_t> host_last_page_len;
-    std::vector<std::int32_t> host_logit_rows;
+    // Host side: the packed metadata staged for upload, then room for the sampled ids.
+    HostStaging host;  // [meta_capacity + max_logit_rows] i32
+    std::int32_t* host_meta() const { return host.i32(); }
+    std::int32_t* host_ids() const { return host.i32() + meta_capacity; }
+
+    StagedStep step;  // the step last staged
 };
 
 }  // namespace inferscale::model

@@ -1,5 +1,6 @@
 #include "model/llama_model.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 
@@ -24,6 +25,7 @@ Result<tensor::DeviceWeight> upload(tensor::Backend& backend, const WeightStore&
     Tensor host = IS_TRY(weights.get(name, shape));
     return backend.upload_weight(host);
 }
+
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
@@ -122,7 +124,7 @@ std::int64_t LlamaModel::num_logit_rows(const ForwardBatch& batch) {
 }
 
 Status LlamaModel::validate(const ForwardBatch& batch, const kv::KvStorage& kv,
-                            const ForwardWorkspace& ws, std::span<float> logits) const {
+                            const ForwardWorkspace& ws) const {
     const WorkspaceLimits& lim = ws.limits;
     const auto n = static_cast<std::int64_t>(batch.token_ids.size());
     const auto num_seqs = static_cast<std::int64_t>(batch.sequences.size());
@@ -175,9 +177,6 @@ Status LlamaModel::validate(const ForwardBatch& batch, const kv::KvStorage& kv,
     const std::int64_t rows = num_logit_rows(batch);
     if (rows > lim.max_logit_rows)
         return make_error("forward: too many logit rows for the workspace");
-    if (static_cast<std::int64_t>(logits.size()) < rows * config_.vocab_size) {
-        return make_error("forward: logits span too small");
-    }
     if (const KvCapture* cap = batch.capture) {
         const auto m = static_cast<std::int64_t>(cap->rows.size());
         for (std::int32_t r : cap->rows) {
@@ -194,95 +193,102 @@ Status LlamaModel::validate(const ForwardBatch& batch, const kv::KvStorage& kv,
     return {};
 }
 
-void LlamaModel::stage_metadata(const ForwardBatch& batch, const kv::KvStorage& kv,
-                                ForwardWorkspace& ws) {
-    const std::int64_t bs = kv.layout().block_size;
-    ws.host_slots.clear();
-    ws.host_qo_indptr.assign(1, 0);
-    ws.host_page_indptr.assign(1, 0);
-    ws.host_page_indices.clear();
-    ws.host_last_page_len.clear();
-    ws.host_logit_rows.clear();
-    for (const BatchSequence& s : batch.sequences) {
-        const std::int64_t needed = ceil_div(s.kv_len, bs);
-        const std::int64_t first = s.kv_len - s.num_tokens;
-        for (std::int64_t j = first; j < s.kv_len; ++j) {
-            ws.host_slots.push_back(static_cast<std::int32_t>(s.pages[j / bs] * bs + j % bs));
-        }
-        ws.host_page_indices.insert(ws.host_page_indices.end(), s.pages.begin(),
-                                    s.pages.begin() + needed);
-        ws.host_qo_indptr.push_back(ws.host_qo_indptr.back() + s.num_tokens);
-        ws.host_page_indptr.push_back(static_cast<std::int32_t>(ws.host_page_indices.size()));
-        ws.host_last_page_len.push_back(static_cast<std::int32_t>(s.kv_len - (needed - 1) * bs));
-        if (batch.logits == LogitsSelection::LastPerSequence) {
-            ws.host_logit_rows.push_back(ws.host_qo_indptr.back() - 1);
-        }
-    }
-    if (batch.logits == LogitsSelection::AllTokens) {
-        for (std::int32_t i = 0; i < static_cast<std::int32_t>(batch.token_ids.size()); ++i) {
-            ws.host_logit_rows.push_back(i);
-        }
-    }
-
-    tensor::Backend& be = *backend_;
-    const auto copy = [&be](const Tensor& dst, const std::int32_t* src, std::size_t count) {
-        be.copy_from_host(leading(dst, static_cast<std::int64_t>(count)), src,
-                          count * sizeof(std::int32_t));
-    };
-    copy(ws.token_ids, batch.token_ids.data(), batch.token_ids.size());
-    copy(ws.positions, batch.positions.data(), batch.positions.size());
-    copy(ws.slots, ws.host_slots.data(), ws.host_slots.size());
-    copy(ws.qo_indptr, ws.host_qo_indptr.data(), ws.host_qo_indptr.size());
-    copy(ws.page_indptr, ws.host_page_indptr.data(), ws.host_page_indptr.size());
-    copy(ws.page_indices, ws.host_page_indices.data(), ws.host_page_indices.size());
-    copy(ws.last_page_len, ws.host_last_page_len.data(), ws.host_last_page_len.size());
-}
-
 Status LlamaModel::forward(const ForwardBatch& batch, kv::KvStorage& kv, ForwardWorkspace& ws,
                            std::span<float> logits) {
-    IS_RETURN_IF_ERROR(validate(batch, kv, ws, logits));
-    stage_metadata(batch, kv, ws);
-    tensor::Backend& be = *backend_;
-    const auto n = static_cast<std::int64_t>(batch.token_ids.size());
-    const auto num_seqs = static_cast<int>(batch.sequences.size());
-
-    tensor::PagedAttentionArgs args;
-    args.qo_indptr = leading(ws.qo_indptr, num_seqs + 1);
-    args.indptr = leading(ws.page_indptr, num_seqs + 1);
-    args.indices = leading(ws.page_indices, static_cast<std::int64_t>(ws.host_page_indices.size()));
-    args.last_page_len = leading(ws.last_page_len, num_seqs);
-    args.host_qo_indptr = ws.host_qo_indptr.data();
-    args.host_indptr = ws.host_page_indptr.data();
-    args.num_seqs = num_seqs;
-    args.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
-
-    be.embedding(embed_.tensor, leading(ws.token_ids, n), leading(ws.hidden, n));
-    for (std::int64_t layer = 0; layer < config_.num_layers; ++layer) {
-        run_layer(layer, n, batch, args, kv, ws);
+    const std::int64_t rows = num_logit_rows(batch);
+    if (static_cast<std::int64_t>(logits.size()) < rows * config_.vocab_size) {
+        return make_error("forward: logits span too small");
     }
-
-    const auto rows = static_cast<std::int64_t>(ws.host_logit_rows.size());
-    if (rows > 0) {
-        const Tensor row_ids = leading(ws.logit_rows, rows);
-        be.copy_from_host(row_ids, ws.host_logit_rows.data(), rows * sizeof(std::int32_t));
-        const Tensor last = leading(ws.final_hidden, rows);
-        be.gather_rows(leading(ws.hidden, n), row_ids, last);
-        be.rms_norm(last, final_norm_.tensor, config_.rms_norm_eps, last);
-        const Tensor& head = config_.tie_word_embeddings ? embed_.tensor : lm_head_.tensor;
-        const Tensor out = leading(ws.logits, rows);
-        be.linear(last, head, Tensor(), out);
-        be.copy_to_host(logits.data(), out, out.nbytes());
-    }
-    be.synchronize();
+    IS_RETURN_IF_ERROR(stage(batch, kv, ws));
+    enqueue(kv, ws, /*sample=*/false);
+    read_results(ws, {}, logits.first(static_cast<std::size_t>(rows * config_.vocab_size)));
     return {};
 }
 
-void LlamaModel::run_layer(std::int64_t layer, std::int64_t n, const ForwardBatch& batch,
-                           const tensor::PagedAttentionArgs& attn_args, kv::KvStorage& kv,
-                           ForwardWorkspace& ws) {
+Status LlamaModel::forward_greedy(const ForwardBatch& batch, kv::KvStorage& kv,
+                                  ForwardWorkspace& ws, std::span<std::int32_t> ids) {
+    const std::int64_t rows = num_logit_rows(batch);
+    if (rows == 0) return make_error("forward_greedy: the batch selects no logits");
+    if (static_cast<std::int64_t>(ids.size()) < rows) {
+        return make_error("forward_greedy: ids span too small");
+    }
+    IS_RETURN_IF_ERROR(stage(batch, kv, ws));
+    enqueue(kv, ws, /*sample=*/true);
+    read_results(ws, ids.first(static_cast<std::size_t>(rows)), {});
+    return {};
+}
+
+void LlamaModel::enqueue(kv::KvStorage& kv, ForwardWorkspace& ws, bool sample) {
+    const StagedStep& st = ws.step;
+    IS_CHECK(st.num_tokens > 0) << "enqueue without a staged step";
+    tensor::Backend& be = *backend_;
+    const MetaLayout& l = st.layout;
+    const auto meta = [&ws](std::int64_t offset, std::int64_t count) {
+        return Tensor(ws.meta.as<std::int32_t>() + offset, DType::I32, {count}, ws.meta.device);
+    };
+    const std::int32_t* host = ws.host_meta();
+
+    tensor::PagedAttentionArgs args;
+    const auto s = static_cast<int>(st.num_seqs);
+    args.qo_indptr = meta(l.qo_indptr, s + 1);
+    args.indptr = meta(l.page_indptr, s + 1);
+    // A replayable step reads as many pages as its replays stage: give it the capacity.
+    args.indices = meta(l.page_indices, st.fixed_max_kv_len > 0
+                                            ? ws.meta_capacity - l.page_indices
+                                            : st.num_pages);
+    args.last_page_len = meta(l.last_page_len, s);
+    // The staged host copies; a fixed-size launch must not depend on them (they change
+    // between replays), and the CUDA backend does not read them then.
+    args.host_qo_indptr = host + l.qo_indptr;
+    args.host_indptr = host + l.page_indptr;
+    args.num_seqs = s;
+    args.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+    args.fixed_max_kv_len = st.fixed_max_kv_len;
+
+    const std::int64_t n = st.num_tokens;
+    be.embedding(embed_.tensor, meta(l.token_ids, n), leading(ws.hidden, n));
+    for (std::int64_t layer = 0; layer < config_.num_layers; ++layer) {
+        run_layer(layer, args, kv, ws);
+    }
+
+    const std::int64_t rows = st.logit_rows;
+    if (rows == 0) return;
+    const Tensor last = leading(ws.final_hidden, rows);
+    be.gather_rows(leading(ws.hidden, n), meta(l.logit_rows, rows), last);
+    be.rms_norm(last, final_norm_.tensor, config_.rms_norm_eps, last);
+    const Tensor& head = config_.tie_word_embeddings ? embed_.tensor : lm_head_.tensor;
+    const Tensor out = leading(ws.logits, rows);
+    be.linear(last, head, Tensor(), out);
+    if (sample) be.argmax(out, leading(ws.sampled_ids, rows));
+}
+
+void LlamaModel::read_results(ForwardWorkspace& ws, std::span<std::int32_t> ids,
+                              std::span<float> logits) {
+    tensor::Backend& be = *backend_;
+    const auto id_rows = static_cast<std::int64_t>(ids.size());
+    IS_CHECK(id_rows <= ws.step.logit_rows) << id_rows << " ids of " << ws.step.logit_rows;
+    IS_CHECK(static_cast<std::int64_t>(logits.size()) <= ws.step.logit_rows * config_.vocab_size)
+        << "more logits than the step made";
+    if (id_rows > 0) {
+        be.copy_to_host(ws.host_ids(), leading(ws.sampled_ids, id_rows),
+                        static_cast<std::size_t>(id_rows) * sizeof(std::int32_t));
+    }
+    if (!logits.empty()) be.copy_to_host(logits.data(), ws.logits, logits.size_bytes());
+    be.synchronize();
+    std::copy_n(ws.host_ids(), id_rows, ids.begin());
+}
+
+void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs& attn_args,
+                           kv::KvStorage& kv, ForwardWorkspace& ws) {
     tensor::Backend& be = *backend_;
     const LayerWeights& w = layers_[layer];
     const ModelConfig& c = config_;
+    const StagedStep& st = ws.step;
+    const MetaLayout& l = st.layout;
+    const std::int64_t n = st.num_tokens;
+    const auto meta = [&ws](std::int64_t offset, std::int64_t count) {
+        return Tensor(ws.meta.as<std::int32_t>() + offset, DType::I32, {count}, ws.meta.device);
+    };
     const Tensor hidden = leading(ws.hidden, n);  // [n, hidden]
     const Tensor normed = leading(ws.normed, n);  // [n, hidden]
     const Tensor q = leading(ws.q, n);            // [n, heads * d]
@@ -291,21 +297,19 @@ void LlamaModel::run_layer(std::int64_t layer, std::int64_t n, const ForwardBatc
     const Tensor attn = leading(ws.attn, n);      // [n, heads * d]
     const Tensor gate = leading(ws.gate, n);      // [n, ffn]
     const Tensor up = leading(ws.up, n);          // [n, ffn]
-    const Tensor positions = leading(ws.positions, n);
+    const Tensor positions = meta(l.positions, n);  // [n] i32
 
     be.rms_norm(hidden, w.input_norm.tensor, c.rms_norm_eps, normed);
     be.linear(normed, w.q.tensor, w.q_bias.tensor, q);
     be.linear(normed, w.k.tensor, w.k_bias.tensor, k);
     be.linear(normed, w.v.tensor, w.v_bias.tensor, v);
 
-    if (const KvCapture* cap = batch.capture; cap != nullptr && !cap->rows.empty()) {
+    if (const std::int64_t m = st.capture_rows; m > 0) {
         // K is still unrotated here: the memory-injection chunk format wants it that way.
-        const auto m = static_cast<std::int64_t>(cap->rows.size());
-        const Tensor rows = leading(ws.logit_rows, m);
-        be.copy_from_host(rows, cap->rows.data(), m * sizeof(std::int32_t));
+        const Tensor rows = meta(l.capture_rows, m);
         const std::int64_t kv_dim = c.num_kv_heads * c.head_dim;
-        be.gather_rows(k, rows, reshaped(tensor::index0(cap->k, layer), {m, kv_dim}));
-        be.gather_rows(v, rows, reshaped(tensor::index0(cap->v, layer), {m, kv_dim}));
+        be.gather_rows(k, rows, reshaped(tensor::index0(st.capture_k, layer), {m, kv_dim}));
+        be.gather_rows(v, rows, reshaped(tensor::index0(st.capture_v, layer), {m, kv_dim}));
     }
 
     const Tensor q3 = reshaped(q, {n, c.num_heads, c.head_dim});
@@ -314,7 +318,7 @@ void LlamaModel::run_layer(std::int64_t layer, std::int64_t n, const ForwardBatc
     be.rope(q3, positions, rope_);
     be.rope(k3, positions, rope_);
     const tensor::KvPages pages = kv.pages(layer);
-    be.write_kv(k3, v3, leading(ws.slots, n), pages);
+    be.write_kv(k3, v3, meta(l.slots, n), pages);
     be.paged_attention(q3, pages, attn_args, reshaped(attn, {n, c.num_heads, c.head_dim}));
 
     be.linear(attn, w.o.tensor, Tensor(), normed);

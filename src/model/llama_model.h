@@ -24,6 +24,17 @@ struct LlamaModelOptions {
     std::int64_t max_positions = 0;
 };
 
+// How LlamaModel::stage lays out a step (see there).
+struct StageOptions {
+    // > 0: pad a decode batch (one token per sequence, LastPerSequence, no capture) with
+    // dummy sequences up to this many; their K/V writes are skipped (slot -1), their logit
+    // rows are computed and ignored.
+    std::int64_t pad_to = 0;
+    // > 0: decode batches only; every kv_len must be <= this, and attention sizes its
+    // launch from it (PagedAttentionArgs::fixed_max_kv_len).
+    std::int32_t fixed_max_kv_len = 0;
+};
+
 class LlamaModel {
   public:
     // Uploads every weight through `backend` (which must outlive the model); `weights` is only
@@ -42,7 +53,11 @@ class LlamaModel {
                                             const LlamaModelOptions& options = {});
 
     const ModelConfig& config() const { return config_; }
+    tensor::Backend& backend() const { return *backend_; }
     std::int64_t max_positions() const { return max_positions_; }
+    // The device RoPE tables forward rotates with (memory injection rotates chunks with the
+    // same ones, so injected keys match prefilled keys bit for bit).
+    const tensor::RopeTables& rope_tables() const { return rope_; }
 
     // The KV layout this model needs for a cache of `num_blocks` pages.
     kv::KvLayout kv_layout(std::int64_t num_blocks, std::int64_t block_size = 16) const;
@@ -53,9 +68,31 @@ class LlamaModel {
 
     // Runs one step: writes the new tokens' K/V into `kv` and f32 logits
     // [num_logit_rows(batch), vocab] into `logits`. An Error (and no KV written) when the batch
-    // is malformed or exceeds the workspace limits, the KV pages, or the RoPE table.
+    // is malformed or exceeds the workspace limits, the KV pages, or the RoPE table. Returns
+    // once the device has finished.
     Status forward(const ForwardBatch& batch, kv::KvStorage& kv, ForwardWorkspace& ws,
                    std::span<float> logits);
+    // The same step with greedy sampling on the backend: ids[r] = argmax of logit row r, and
+    // only the ids [num_logit_rows(batch)] i32 come back to the host (a decode step of a 128K
+    // vocabulary otherwise copies 512 KB of f32 logits per sequence).
+    Status forward_greedy(const ForwardBatch& batch, kv::KvStorage& kv, ForwardWorkspace& ws,
+                          std::span<std::int32_t> ids);
+
+    // ---- step pieces (forward is stage + enqueue + read_results; DecodeGraphRunner records
+    // enqueue once per batch bucket and replays it) -----------------------------------------
+    // Validates `batch`, packs its metadata into ws's pinned staging and uploads it with one
+    // copy; remembers the step in ws.step. An Error (nothing enqueued) as for forward. The
+    // staging is rewritten by the next stage: callers finish a step (read_results) first.
+    Status stage(const ForwardBatch& batch, const kv::KvStorage& kv, ForwardWorkspace& ws,
+                 const StageOptions& options = {});
+    // Enqueues the staged step: every layer, then the head into ws.logits [ws.step.logit_rows,
+    // vocab] f32 and, when `sample`, the argmax of each row into ws.sampled_ids. Reads only
+    // device memory and ws.step: no allocation, no host copy, no synchronization, so it can be
+    // recorded as a graph and replayed after any stage() with the same options and row count.
+    void enqueue(kv::KvStorage& kv, ForwardWorkspace& ws, bool sample);
+    // Waits for the device and copies out the first ids.size() sampled ids (a pinned bounce)
+    // and the first logits.size() / vocab logit rows; either span may be empty.
+    void read_results(ForwardWorkspace& ws, std::span<std::int32_t> ids, std::span<float> logits);
 
   private:
     struct LayerWeights {
@@ -71,13 +108,10 @@ class LlamaModel {
     // Checks the config and builds the RoPE tables: everything but the weights.
     static Result<LlamaModel> create_shell(tensor::Backend& backend, const ModelConfig& config,
                                            const LlamaModelOptions& options);
-    Status validate(const ForwardBatch& batch, const kv::KvStorage& kv, const ForwardWorkspace& ws,
-                    std::span<float> logits) const;
-    // Fills the host metadata in `ws` and copies it to the device.
-    void stage_metadata(const ForwardBatch& batch, const kv::KvStorage& kv, ForwardWorkspace& ws);
-    void run_layer(std::int64_t layer, std::int64_t n, const ForwardBatch& batch,
-                   const tensor::PagedAttentionArgs& attn_args, kv::KvStorage& kv,
-                   ForwardWorkspace& ws);
+    Status validate(const ForwardBatch& batch, const kv::KvStorage& kv,
+                    const ForwardWorkspace& ws) const;
+    void run_layer(std::int64_t layer, const tensor::PagedAttentionArgs& attn_args,
+                   kv::KvStorage& kv, ForwardWorkspace& ws);
 
     tensor::Backend* backend_ = nullptr;
     ModelConfig config_;

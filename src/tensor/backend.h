@@ -10,6 +10,8 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
+#include <new>
 #include <string_view>
 
 #include "base/result.h"
@@ -23,6 +25,13 @@ namespace inferscale::tensor {
 struct DeviceWeight {
     Buffer storage;
     Tensor tensor;
+};
+
+// A recorded sequence of ops that Backend::replay runs again as one unit (a CUDA graph). It
+// bakes in every address and launch size it saw; the backend must outlive it.
+class CapturedGraph {
+  public:
+    virtual ~CapturedGraph() = default;
 };
 
 class Backend {
@@ -48,6 +57,12 @@ class Backend {
     // benchmark weights where they live, without a host copy; scale 0 fills with `offset`.
     virtual void fill_random(Tensor t, std::uint64_t seed, float scale, float offset) = 0;
     virtual void synchronize() = 0;
+    // Host memory that copy_from_host/copy_to_host move without an extra staging copy (pinned
+    // on CUDA, plain elsewhere), 64-byte aligned; null when none is left. Free with free_host.
+    virtual void* allocate_host(std::size_t bytes) {
+        return ::operator new(bytes, std::align_val_t{64}, std::nothrow);
+    }
+    virtual void free_host(void* p) { ::operator delete(p, std::align_val_t{64}); }
 
     // Converts a host weight (f32, f16 or bf16, any rank) into the backend's storage form.
     // `host` is only read during the call.
@@ -80,8 +95,8 @@ class Backend {
     //   x [n, heads, d], positions [n] i32
     virtual void rope(Tensor x, const Tensor& positions, const RopeTables& tables) = 0;
 
-    // Writes token i's K and V into flat slot slots[i] = block * bs + offset of the pages.
-    //   k, v [n, kvh, d], slots [n] i32
+    // Writes token i's K and V into flat slot slots[i] = block * bs + offset of the pages;
+    // slot -1 marks a padding row and writes nothing.  k, v [n, kvh, d], slots [n] i32
     virtual void write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
                           const KvPages& pages) = 0;
 
@@ -89,6 +104,31 @@ class Backend {
     // head j reads kv head j / (h / kvh).  q [n, h, d], out [n, h, d]
     virtual void paged_attention(const Tensor& q, const KvPages& pages,
                                  const PagedAttentionArgs& args, Tensor out) = 0;
+
+    // Memory injection, all layers in one op: for every token i of `args` and layer l, reads
+    // row src_row[i] of chunk src_chunk[i], rotates its K to positions[i] (the same math as
+    // `rope`, f32) and writes K and V to slot slots[i] of layer l's pages. Indices outside the
+    // chunks, pages or tables are bugs.
+    virtual void inject_chunks(const InjectArgs& args, const RopeTables& tables) = 0;
+
+    // Greedy sampling where the logits are: ids[r] = index of the largest logits[r, :], the
+    // first on ties; NaNs never win (a row of NaNs gives 0).  logits [rows, vocab] f32, ids [rows] i32
+    virtual void argmax(const Tensor& logits, Tensor ids) = 0;
+
+    // ---- graph capture (optional) ------------------------------------------------------
+    // Between begin_capture and end_capture ops are recorded, not run; replay then runs the
+    // recording with whatever the captured buffers hold at that time. Inside a capture no op
+    // may allocate, synchronize or copy from the host. Backends without graphs return Errors
+    // (and replay is a bug).
+    virtual bool supports_graphs() const { return false; }
+    virtual Status begin_capture() { return make_error(std::string(name()) + ": no graphs"); }
+    virtual Result<std::unique_ptr<CapturedGraph>> end_capture() {
+        return make_error(std::string(name()) + ": no graphs");
+    }
+    virtual void replay(const CapturedGraph& graph) {
+        (void)graph;
+        IS_CHECK(false) << name() << " cannot replay graphs";
+    }
 };
 
 }  // namespace inferscale::tensor

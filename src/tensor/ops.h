@@ -36,6 +36,28 @@ struct PagedAttentionArgs {
     const std::int32_t* host_indptr = nullptr;     // [s + 1]
     int num_seqs = 0;
     float scale = 0.0f;  // softmax scale, usually 1 / sqrt(d)
+    // Replayable decode: when > 0, every sequence has exactly one query row and a KV length of
+    // at most this many tokens, and a GPU backend sizes its launches from this bound and
+    // num_seqs alone, so one recorded launch serves every step with the same num_seqs.
+    std::int32_t fixed_max_kv_len = 0;
+};
+
+// Memory injection: copy pre-RoPE K and V rows of several chunks into paged slots of every
+// layer, rotating K to its target position on the way (Backend::inject_chunks). A chunk is one
+// contiguous tensor [num_layers][2][t_c][kvh][d] in the kv dtype (index 0 of dim 1 is K before
+// RoPE, 1 is V); it may live anywhere on the device, hence the address table. Per layer the
+// pages are at layer0 + l * layer_stride elements (K and V alike), as KvStorage lays them out.
+// Sizes are small (one entry per token or chunk); the KV rows are the traffic.
+struct InjectArgs {
+    Tensor chunk_addrs;   // [c, 2] i32: each chunk's device address, low word first
+    Tensor chunk_tokens;  // [c] i32: t_c, rows of chunk c
+    Tensor src_chunk;     // [n] i32: chunk of injected token i
+    Tensor src_row;       // [n] i32: row of token i inside its chunk
+    Tensor positions;     // [n] i32: RoPE position token i is rotated to
+    Tensor slots;         // [n] i32: flat page slot (block * bs + offset) token i goes to
+    KvPages layer0;       // pages of layer 0
+    std::int64_t layer_stride = 0;  // elements from layer l's pages to layer l + 1's
+    std::int64_t num_layers = 0;
 };
 
 }  // namespace inferscale::tensor

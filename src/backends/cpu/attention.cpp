@@ -31,6 +31,7 @@ void write_kv(const float* k, const float* v, std::int64_t n, const std::int32_t
     const std::int64_t row = pages.kv_heads * pages.head_dim;
     const std::int64_t num_slots = pages.num_blocks * pages.block_size;
     for (std::int64_t t = 0; t < n; ++t) {
+        if (slots[t] == -1) continue;  // a padding row (replayable decode batches)
         IS_CHECK(slots[t] >= 0 && slots[t] < num_slots) << "slot " << slots[t];
         std::memcpy(pages.k + slots[t] * row, k + t * row, row * sizeof(float));
         std::memcpy(pages.v + slots[t] * row, v + t * row, row * sizeof(float));

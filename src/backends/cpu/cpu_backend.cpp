@@ -3,6 +3,7 @@
 #include <cblas.h>
 #include <omp.h>
 
+#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -210,6 +211,22 @@ void CpuBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
                        args.num_seqs,
                        args.scale};
     cpu::paged_attention(q.as<float>(), q.shape[0], q.shape[1], view, meta, out.as<float>());
+}
+
+void CpuBackend::argmax(const Tensor& logits, Tensor ids) {
+    check_host(logits, DType::F32, 2, "argmax logits");
+    check_host(ids, DType::I32, 1, "argmax ids");
+    IS_CHECK_EQ(ids.shape[0], logits.shape[0]);
+    const std::int64_t vocab = logits.shape[1];
+    for (std::int64_t r = 0; r < logits.shape[0]; ++r) {
+        const float* row = logits.as<float>() + r * vocab;
+        std::int64_t best = -1;
+        for (std::int64_t i = 0; i < vocab; ++i) {
+            // Strict >: the first maximum wins; NaN compares false and never wins.
+            if (!std::isnan(row[i]) && (best < 0 || row[i] > row[best])) best = i;
+        }
+        ids.as<std::int32_t>()[r] = static_cast<std::int32_t>(best < 0 ? 0 : best);
+    }
 }
 
 }  // namespace inferscale::backends::cpu

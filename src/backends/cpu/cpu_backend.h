@@ -55,6 +55,10 @@ class CpuBackend final : public tensor::Backend {
                   const tensor::KvPages& pages) override;
     void paged_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
                          const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
+    // In inject.cpp.
+    void inject_chunks(const tensor::InjectArgs& args,
+                       const tensor::RopeTables& tables) override;
+    void argmax(const tensor::Tensor& logits, tensor::Tensor ids) override;
 
   private:
     CpuBackendOptions options_;

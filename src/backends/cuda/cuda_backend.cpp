@@ -72,7 +72,8 @@ Status CudaBackend::init() {
     }
     cublasLtHandle_t handle = nullptr;
     IS_CUBLAS_CHECK(cublasLtCreate(&handle));
-    matmul_ = std::make_unique<LtMatmul>(handle, cublas_workspace_, options_.cublas_workspace_bytes);
+    matmul_ = std::make_unique<LtMatmul>(handle, cublas_workspace_, options_.cublas_workspace_bytes,
+                                         options_.autotune_matmul);
     init_prefill_attention();
     return {};
 }

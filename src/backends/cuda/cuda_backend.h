@@ -34,6 +34,9 @@ struct CudaBackendOptions {
     // Fuse linear's bias into the cuBLASLt epilogue when it can; false always uses the
     // separate bias kernel (tests use it to cover both paths).
     bool fuse_bias = true;
+    // Time cuBLASLt's top heuristic candidates once per new GEMM shape (outside graph capture)
+    // and keep the fastest; false takes the heuristic's first choice.
+    bool autotune_matmul = true;
 };
 
 class CudaBackend final : public tensor::Backend {
@@ -76,10 +79,22 @@ class CudaBackend final : public tensor::Backend {
                   const tensor::KvPages& pages) override;
     void paged_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
                          const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
+    // In inject.cu.
+    void inject_chunks(const tensor::InjectArgs& args,
+                       const tensor::RopeTables& tables) override;
 
     // Greedy sampling on the device: ids[r] = argmax of logits row r (first on ties).
     //   logits [rows, vocab] f32, ids [rows] i32
-    void argmax(const tensor::Tensor& logits, tensor::Tensor ids);
+    void argmax(const tensor::Tensor& logits, tensor::Tensor ids) override;
+
+    // Pinned host memory and CUDA graphs of the backend's stream (cuda_graph.cpp). Capture is
+    // thread-local: other threads may keep using the runtime meanwhile.
+    void* allocate_host(std::size_t bytes) override;
+    void free_host(void* p) override;
+    bool supports_graphs() const override { return true; }
+    Status begin_capture() override;
+    Result<std::unique_ptr<tensor::CapturedGraph>> end_capture() override;
+    void replay(const tensor::CapturedGraph& graph) override;
 
     int device_index() const { return device_; }
     // The stream every op is enqueued on (for graph capture and interop).
@@ -90,6 +105,8 @@ class CudaBackend final : public tensor::Backend {
     Status init();
     // Makes this backend's device current for the calling thread.
     void activate() const;
+    // True while begin_capture has recorded and end_capture not yet closed the stream.
+    bool capturing_ = false;
 
     int device_ = 0;
     CudaBackendOptions options_;

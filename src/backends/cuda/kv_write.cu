@@ -1,5 +1,6 @@
 // KV page write: token t's K and V rows ([kv_heads, head_dim], contiguous) go to flat slot
-// slots[t] = block * block_size + offset of the bf16 pages. One block per token.
+// slots[t] = block * block_size + offset of the bf16 pages (slot -1: padding, skipped). One
+// block per token.
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
@@ -14,6 +15,7 @@ __global__ void write_kv_kernel(const T* k, const T* v, const std::int32_t* slot
                                 bf16* v_pages) {
     const std::int64_t t = blockIdx.x;
     const std::int32_t slot = slots[t];
+    if (slot == -1) return;  // a padding row of a replayable decode batch: nothing to write
     if (slot < 0 || slot >= num_slots) __trap();  // slot outside the pages: a bug upstream
     const T* ks = k + t * row;
     const T* vs = v + t * row;

@@ -27,6 +27,8 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
 
 LtMatmul::~LtMatmul() {
     for (auto& [key, plan] : plans_) destroy(plan);
+    if (start_ != nullptr) cudaEventDestroy(start_);
+    if (stop_ != nullptr) cudaEventDestroy(stop_);
     if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
@@ -39,7 +41,8 @@ void LtMatmul::destroy(Plan& plan) {
     plan = Plan{};
 }
 
-LtMatmul::Plan LtMatmul::make_plan(const Key& key, const void* bias) const {
+LtMatmul::Plan LtMatmul::make_plan(const Key& key, const void* bias,
+                                   std::vector<cublasLtMatmulAlgo_t>& candidates) const {
     const auto [n, in, out, y_dtype_int, has_bias, align_x, align_w, align_y, align_bias] = key;
     const auto y_type =
         static_cast<tensor::DType>(y_dtype_int) == tensor::DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
@@ -69,16 +72,56 @@ LtMatmul::Plan LtMatmul::make_plan(const Key& key, const void* bias) const {
     set_pref(pref, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES, static_cast<std::uint32_t>(align_y));
     (void)align_bias;  // part of the key only: the epilogue's needs are checked by the heuristic
 
-    cublasLtMatmulHeuristicResult_t result{};
+    cublasLtMatmulHeuristicResult_t results[kCandidates]{};
     int found = 0;
     const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
-        handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, 1, &result, &found);
+        handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, kCandidates, results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    if (status == CUBLAS_STATUS_SUCCESS && found > 0 && result.state == CUBLAS_STATUS_SUCCESS) {
-        plan.algo = result.algo;
+    candidates.clear();
+    if (status == CUBLAS_STATUS_SUCCESS) {
+        for (int i = 0; i < found; ++i) {
+            if (results[i].state == CUBLAS_STATUS_SUCCESS) candidates.push_back(results[i].algo);
+        }
+    }
+    if (!candidates.empty()) {
+        plan.algo = candidates.front();
         plan.usable = true;
     }
     return plan;
+}
+
+cublasLtMatmulAlgo_t LtMatmul::pick_fastest(const Plan& plan,
+                                            const std::vector<cublasLtMatmulAlgo_t>& candidates,
+                                            const void* x, const void* w, void* y,
+                                            cudaStream_t stream) {
+    if (start_ == nullptr) IS_CUDA_CHECK(cudaEventCreate(&start_));
+    if (stop_ == nullptr) IS_CUDA_CHECK(cudaEventCreate(&stop_));
+    const float alpha = 1.0f, beta = 0.0f;
+    cublasLtMatmulAlgo_t best = candidates.front();
+    float best_ms = 0.0f;
+    bool have_best = false;
+    for (const cublasLtMatmulAlgo_t& algo : candidates) {
+        // One untimed run (first-launch costs), then kTimedRuns between events. A candidate
+        // the library refuses at run time is skipped: the heuristic only estimates.
+        const auto launch = [&] {
+            return cublasLtMatmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, y,
+                                  plan.c, y, plan.c, &algo, workspace_, workspace_bytes_, stream);
+        };
+        if (launch() != CUBLAS_STATUS_SUCCESS) continue;
+        IS_CUDA_CHECK(cudaEventRecord(start_, stream));
+        bool ok = true;
+        for (int r = 0; r < kTimedRuns && ok; ++r) ok = launch() == CUBLAS_STATUS_SUCCESS;
+        IS_CUDA_CHECK(cudaEventRecord(stop_, stream));
+        IS_CUDA_CHECK(cudaEventSynchronize(stop_));
+        float ms = 0.0f;
+        IS_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
+        if (ok && (!have_best || ms < best_ms)) {
+            best = algo;
+            best_ms = ms;
+            have_best = true;
+        }
+    }
+    return best;
 }
 
 bool LtMatmul::run(const void* x, const void* w, void* y, tensor::DType y_dtype, const void* bias,
@@ -99,7 +142,16 @@ bool LtMatmul::run(const void* x, const void* w, void* y, tensor::DType y_dtype,
             for (auto& [k, plan] : plans_) destroy(plan);
             plans_.clear();
         }
-        it = plans_.emplace(key, make_plan(key, bias)).first;
+        std::vector<cublasLtMatmulAlgo_t> candidates;
+        it = plans_.emplace(key, make_plan(key, bias, candidates)).first;
+        Plan& fresh = it->second;
+        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+        IS_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+        if (fresh.usable && autotune_ && candidates.size() > 1 &&
+            capture == cudaStreamCaptureStatusNone) {
+            if (bias != nullptr) set_desc(fresh.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+            fresh.algo = pick_fastest(fresh, candidates, x, w, y, stream);
+        }
     }
     Plan& plan = it->second;
     if (!plan.usable) return false;

@@ -70,7 +70,8 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
     IS_CHECK(args.qo_indptr.shape[0] >= num_seqs + 1 && args.indptr.shape[0] >= num_seqs + 1 &&
              args.last_page_len.shape[0] >= num_seqs)
         << "attention metadata sizes";
-    IS_CHECK(args.host_qo_indptr != nullptr && args.host_indptr != nullptr)
+    const bool fixed = args.fixed_max_kv_len > 0;
+    IS_CHECK(fixed || (args.host_qo_indptr != nullptr && args.host_indptr != nullptr))
         << "the CUDA backend sizes its launches from the host metadata";
     const std::int64_t n = q.shape[0], heads = q.shape[1], d = view.head_dim;
     IS_CHECK(heads % view.kv_heads == 0) << heads << " heads, " << view.kv_heads << " kv heads";
@@ -78,15 +79,17 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
         << "attention supports GQA groups up to " << kMaxDecodeGroup << " and head_dim up to "
         << kMaxDecodeHeadDim << " (got group " << heads / view.kv_heads << ", head_dim " << d
         << ")";
-    IS_CHECK_EQ(args.host_qo_indptr[num_seqs], n);
+    IS_CHECK_EQ(fixed ? num_seqs : args.host_qo_indptr[num_seqs], n);
     IS_CHECK(n <= 0x7fffffff && heads <= 65535) << "attention batch too large";
     if (n == 0 || num_seqs == 0) return;
 
-    // Launch sizes from the host copies of the metadata.
-    int max_q_tiles = 0, decode_seqs = 0;
-    std::int64_t max_decode_kv = 0;
+    // Launch sizes from the host copies of the metadata, or (replayable decode) from the bound
+    // alone: the same grid then serves every step, and splits past a shorter sequence's end
+    // merge as empty.
+    int max_q_tiles = 0, decode_seqs = fixed ? num_seqs : 0;
+    std::int64_t max_decode_kv = fixed ? args.fixed_max_kv_len : 0;
     const int tile_rows = prefill_tile_rows();
-    for (int s = 0; s < num_seqs; ++s) {
+    for (int s = 0; s < (fixed ? 0 : num_seqs); ++s) {
         const int q_len = args.host_qo_indptr[s + 1] - args.host_qo_indptr[s];
         const std::int64_t num_pages = args.host_indptr[s + 1] - args.host_indptr[s];
         IS_CHECK(q_len >= 0 && (q_len == 0 || num_pages > 0)) << "sequence " << s << " has "

@@ -1,0 +1,193 @@
+#include "bench/profiling_backend.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "backends/cuda/cuda_check.h"
+
+namespace inferscale::bench {
+namespace {
+
+using tensor::Tensor;
+
+double bytes_of(const Tensor& t) { return t.empty() ? 0.0 : static_cast<double>(t.nbytes()); }
+
+// "[out x in] n=rows"; snprintf rather than string concatenation, which trips GCC 12's
+// -Wrestrict false positive.
+std::string linear_shape(std::int64_t out, std::int64_t in, std::int64_t rows) {
+    char buf[96];
+    std::snprintf(buf, sizeof buf, "[%lld x %lld] n=%lld", static_cast<long long>(out),
+                  static_cast<long long>(in), static_cast<long long>(rows));
+    return buf;
+}
+
+}  // namespace
+
+ProfilingBackend::ProfilingBackend(tensor::Backend& inner, cudaStream_t stream)
+    : inner_(inner), stream_(stream) {}
+
+ProfilingBackend::~ProfilingBackend() {
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+}
+
+void ProfilingBackend::begin_step() {
+    IS_CHECK(!recording_) << "begin_step twice";
+    pending_.clear();
+    recording_ = true;
+}
+
+void ProfilingBackend::end_step() {
+    IS_CHECK(recording_) << "end_step without begin_step";
+    recording_ = false;
+    if (pending_.empty()) return;
+    IS_CUDA_CHECK(cudaEventSynchronize(events_[pending_.back().event + 1]));
+    for (const Pending& p : pending_) {
+        float ms = 0.0f;
+        IS_CUDA_CHECK(cudaEventElapsedTime(&ms, events_[p.event], events_[p.event + 1]));
+        OpProfile& k = keys_[p.key];
+        k.calls += 1.0;
+        k.ms += ms;
+        k.bytes += p.bytes;
+        k.flops += p.flops;
+    }
+    ++steps_;
+}
+
+std::vector<OpProfile> ProfilingBackend::totals() const {
+    std::vector<OpProfile> out = keys_;
+    out.erase(std::remove_if(out.begin(), out.end(), [](const OpProfile& p) { return p.calls == 0; }),
+              out.end());
+    std::sort(out.begin(), out.end(), [](const OpProfile& a, const OpProfile& b) { return a.ms > b.ms; });
+    return out;
+}
+
+void ProfilingBackend::reset() {
+    IS_CHECK(!recording_) << "reset while recording";
+    key_index_.clear();
+    keys_.clear();
+    steps_ = 0;
+}
+
+int ProfilingBackend::open(const std::string& op, const std::string& shape, double bytes,
+                           double flops) {
+    if (!recording_) return -1;
+    auto [it, fresh] = key_index_.try_emplace({op, shape}, static_cast<int>(keys_.size()));
+    if (fresh) keys_.push_back(OpProfile{op, shape});
+    const int event = static_cast<int>(pending_.size()) * 2;
+    while (static_cast<int>(events_.size()) < event + 2) {
+        cudaEvent_t e = nullptr;
+        IS_CUDA_CHECK(cudaEventCreate(&e));
+        events_.push_back(e);
+    }
+    IS_CUDA_CHECK(cudaEventRecord(events_[event], stream_));
+    pending_.push_back(Pending{it->second, event, bytes, flops});
+    return static_cast<int>(pending_.size()) - 1;
+}
+
+void ProfilingBackend::close(int slot) {
+    if (slot < 0) return;
+    IS_CUDA_CHECK(cudaEventRecord(events_[pending_[slot].event + 1], stream_));
+}
+
+void ProfilingBackend::copy_from_host(Tensor dst, const void* src, std::size_t bytes) {
+    const int s = open("copy h2d", "", static_cast<double>(bytes), 0.0);
+    inner_.copy_from_host(dst, src, bytes);
+    close(s);
+}
+
+void ProfilingBackend::copy_to_host(void* dst, const Tensor& src, std::size_t bytes) {
+    const int s = open("copy d2h", "", static_cast<double>(bytes), 0.0);
+    inner_.copy_to_host(dst, src, bytes);
+    close(s);
+}
+
+void ProfilingBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) {
+    const int s = open("embedding", "", 2.0 * bytes_of(out), 0.0);
+    inner_.embedding(table, ids, out);
+    close(s);
+}
+
+void ProfilingBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor out) {
+    const int s = open("gather_rows", "", 2.0 * bytes_of(out), 0.0);
+    inner_.gather_rows(x, rows, out);
+    close(s);
+}
+
+void ProfilingBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) {
+    const int s = open("rms_norm", "", bytes_of(x) + bytes_of(out) + bytes_of(weight), 0.0);
+    inner_.rms_norm(x, weight, eps, out);
+    close(s);
+}
+
+void ProfilingBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
+    const double flops = 2.0 * static_cast<double>(x.shape[0]) * static_cast<double>(w.shape[0]) *
+                         static_cast<double>(w.shape[1]);
+    const int s = open("linear", linear_shape(w.shape[0], w.shape[1], x.shape[0]),
+                       bytes_of(x) + bytes_of(w) + bytes_of(bias) + bytes_of(y), flops);
+    inner_.linear(x, w, bias, y);
+    close(s);
+}
+
+void ProfilingBackend::add(Tensor x, const Tensor& y) {
+    const int s = open("add", "", 3.0 * bytes_of(x), 0.0);
+    inner_.add(x, y);
+    close(s);
+}
+
+void ProfilingBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
+    const int s = open("swiglu", "", bytes_of(gate) + bytes_of(up) + bytes_of(out), 0.0);
+    inner_.swiglu(gate, up, out);
+    close(s);
+}
+
+void ProfilingBackend::rope(Tensor x, const Tensor& positions, const tensor::RopeTables& tables) {
+    const int s = open("rope", "", 2.0 * bytes_of(x), 0.0);
+    inner_.rope(x, positions, tables);
+    close(s);
+}
+
+void ProfilingBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
+                                const tensor::KvPages& pages) {
+    const int s = open("write_kv", "", 2.0 * (bytes_of(k) + bytes_of(v)), 0.0);
+    inner_.write_kv(k, v, slots, pages);
+    close(s);
+}
+
+void ProfilingBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
+                                       const tensor::PagedAttentionArgs& args, Tensor out) {
+    // KV bytes and FLOPs from the staged host metadata (every page read once; causal FLOPs).
+    double kv_bytes = 0.0, flops = 0.0;
+    const double page_bytes = 2.0 * static_cast<double>(pages.k.shape[1] * pages.k.shape[2] *
+                                                        pages.k.shape[3]) *
+                              static_cast<double>(tensor::dtype_size(pages.k.dtype));
+    const double bs = static_cast<double>(pages.k.shape[1]);
+    const double hd = static_cast<double>(q.shape[1] * q.shape[2]);
+    if (args.host_indptr != nullptr && args.host_qo_indptr != nullptr) {
+        for (int i = 0; i < args.num_seqs; ++i) {
+            const double np = args.host_indptr[i + 1] - args.host_indptr[i];
+            const double ql = args.host_qo_indptr[i + 1] - args.host_qo_indptr[i];
+            kv_bytes += np * page_bytes;
+            flops += 4.0 * hd * ql * std::max(1.0, np * bs - ql / 2.0);
+        }
+    }
+    const bool decode = q.shape[0] == args.num_seqs;
+    const int s = open("paged_attention", decode ? "decode" : "prefill/mixed",
+                       bytes_of(q) + bytes_of(out) + kv_bytes, flops);
+    inner_.paged_attention(q, pages, args, out);
+    close(s);
+}
+
+void ProfilingBackend::inject_chunks(const tensor::InjectArgs& args,
+                                     const tensor::RopeTables& tables) {
+    const int s = open("inject_chunks", "", 0.0, 0.0);
+    inner_.inject_chunks(args, tables);
+    close(s);
+}
+
+void ProfilingBackend::argmax(const Tensor& logits, Tensor ids) {
+    const int s = open("argmax", "", bytes_of(logits), 0.0);
+    inner_.argmax(logits, ids);
+    close(s);
+}
+
+}  // namespace inferscale::bench

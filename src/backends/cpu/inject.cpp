@@ -1,0 +1,85 @@
+// CpuBackend::inject_chunks: gathers chunk rows, rotates K to the target positions and writes
+// K and V into every layer's pages. The rotation is the same expression, in the same f32
+// order, as rope() in elementwise.cpp, so an injected key is bit-identical to the key a
+// prefill at that position computes from the same pre-RoPE row.
+
+#include <cstdint>
+
+#include "backends/cpu/cpu_backend.h"
+
+namespace inferscale::backends::cpu {
+namespace {
+
+const float* chunk_base(const std::int32_t* addrs, std::int32_t chunk) {
+    const auto lo = static_cast<std::uint32_t>(addrs[2 * chunk]);
+    const auto hi = static_cast<std::uint32_t>(addrs[2 * chunk + 1]);
+    return reinterpret_cast<const float*>((static_cast<std::uintptr_t>(hi) << 32) | lo);
+}
+
+}  // namespace
+
+void CpuBackend::inject_chunks(const tensor::InjectArgs& args, const tensor::RopeTables& tables) {
+    using tensor::DType;
+    const tensor::Tensor& kp = args.layer0.k;
+    IS_CHECK(kp.dtype == DType::F32 && args.layer0.v.dtype == DType::F32 && kp.rank == 4)
+        << "inject_chunks: pages must be f32 [blocks, bs, kvh, d]";
+    const std::int64_t n = args.slots.rank == 1 ? args.slots.shape[0] : 0;
+    const std::int64_t c = args.chunk_tokens.rank == 1 ? args.chunk_tokens.shape[0] : 0;
+    IS_CHECK(args.src_chunk.numel() == n && args.src_row.numel() == n &&
+             args.positions.numel() == n && args.chunk_addrs.numel() == 2 * c)
+        << "inject_chunks: metadata sizes disagree";
+    if (n == 0 || args.num_layers == 0) return;
+
+    const std::int64_t num_slots = kp.shape[0] * kp.shape[1];
+    const std::int64_t heads = kp.shape[2], d = kp.shape[3], half = d / 2;
+    const std::int64_t row = heads * d;
+    const std::int64_t max_pos = tables.cos.shape[0];
+    const auto* addrs = args.chunk_addrs.as<const std::int32_t>();
+    const auto* chunk_tokens = args.chunk_tokens.as<const std::int32_t>();
+    const auto* src_chunk = args.src_chunk.as<const std::int32_t>();
+    const auto* src_row = args.src_row.as<const std::int32_t>();
+    const auto* positions = args.positions.as<const std::int32_t>();
+    const auto* slots = args.slots.as<const std::int32_t>();
+    const auto* cos_table = tables.cos.as<const float>();
+    const auto* sin_table = tables.sin.as<const float>();
+    auto* k0 = kp.as<float>();
+    auto* v0 = args.layer0.v.as<float>();
+
+    // Validate once, outside the parallel region: an IS_CHECK inside it could not abort cleanly.
+    for (std::int64_t i = 0; i < n; ++i) {
+        IS_CHECK(src_chunk[i] >= 0 && src_chunk[i] < c) << "inject_chunks: chunk " << src_chunk[i];
+        IS_CHECK(src_row[i] >= 0 && src_row[i] < chunk_tokens[src_chunk[i]])
+            << "inject_chunks: row " << src_row[i];
+        IS_CHECK(positions[i] >= 0 && positions[i] < max_pos)
+            << "inject_chunks: position " << positions[i] << " table " << max_pos;
+        IS_CHECK(slots[i] >= 0 && slots[i] < num_slots) << "inject_chunks: slot " << slots[i];
+    }
+
+    const std::int64_t layers = args.num_layers;
+#pragma omp parallel for collapse(2) schedule(static)
+    for (std::int64_t l = 0; l < layers; ++l) {
+        for (std::int64_t i = 0; i < n; ++i) {
+            const std::int64_t t_c = chunk_tokens[src_chunk[i]];
+            // Chunk layout [layers][2][t_c][kvh][d]: K of layer l, then V of layer l.
+            const float* ks = chunk_base(addrs, src_chunk[i]) + (l * 2 * t_c + src_row[i]) * row;
+            const float* vs = ks + t_c * row;
+            float* kd = k0 + l * args.layer_stride + slots[i] * row;
+            float* vd = v0 + l * args.layer_stride + slots[i] * row;
+            const float* cs = cos_table + positions[i] * half;
+            const float* sn = sin_table + positions[i] * half;
+            for (std::int64_t h = 0; h < heads; ++h) {
+                const float* src = ks + h * d;
+                float* dst = kd + h * d;
+#pragma omp simd
+                for (std::int64_t j = 0; j < half; ++j) {
+                    const float a = src[j], b = src[j + half];
+                    dst[j] = a * cs[j] - b * sn[j];
+                    dst[j + half] = b * cs[j] + a * sn[j];
+                }
+            }
+            for (std::int64_t j = 0; j < row; ++j) vd[j] = vs[j];
+        }
+    }
+}
+
+}  // namespace inferscale::backends::cpu

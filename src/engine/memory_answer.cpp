@@ -1,0 +1,188 @@
+#include "engine/memory_answer.h"
+
+#include <unordered_map>
+
+#include "base/timer.h"
+#include "inject/inject_plan.h"
+
+namespace inferscale::engine {
+namespace {
+
+const tokenizer::ChatTemplate* template_of(const LocalModel& lm) {
+    return lm.chat_template() ? &*lm.chat_template() : nullptr;
+}
+
+// A scaffold piece as a chunk: encoded alone from position 0 (the header with its BOS, so its
+// KV is exactly what a normal prefill of the prompt computes).
+inject::ChunkRequest scaffold_request(const LocalModel& lm, const char* name,
+                                      const std::vector<std::int32_t>& tokens) {
+    inject::ChunkRequest r;
+    r.identity.fact_id = std::string("scaffold:") + name;
+    r.identity.model = lm.model_name();
+    r.identity.text_hash = inject::text_hash(
+        std::string_view(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 4));
+    r.fact_tokens = tokens;
+    return r;
+}
+
+}  // namespace
+
+const char* memory_mode_name(MemoryMode mode) {
+    switch (mode) {
+        case MemoryMode::Kv:
+            return "kv";
+        case MemoryMode::Prompt:
+            return "prompt";
+        case MemoryMode::None:
+            return "none";
+    }
+    return "?";
+}
+
+Result<MemoryMode> parse_memory_mode(std::string_view name) {
+    if (name == "kv") return MemoryMode::Kv;
+    if (name == "prompt") return MemoryMode::Prompt;
+    if (name == "none") return MemoryMode::None;
+    return make_error("unknown memory mode '" + std::string(name) + "' (kv, prompt or none)");
+}
+
+Result<std::unique_ptr<MemoryRuntime>> MemoryRuntime::create(LocalModel& lm,
+                                                             const MemoryOptions& options) {
+    inject::MemoryScaffold scaffold =
+        IS_TRY(inject::build_memory_scaffold(lm.tokenizer(), template_of(lm), lm.block_size()));
+    inject::ChunkEncoder encoder = IS_TRY(inject::ChunkEncoder::create(
+        lm.backend(), lm.model(), lm.kv(), lm.blocks(), lm.workspace()));
+    std::unique_ptr<MemoryRuntime> rt(
+        new MemoryRuntime(lm, options, std::move(scaffold), std::move(encoder)));
+    const inject::ChunkRequest reqs[] = {
+        scaffold_request(lm, "header", rt->scaffold_.header),
+        scaffold_request(lm, "footer", rt->scaffold_.footer),
+        scaffold_request(lm, "empty", rt->scaffold_.empty_memory),
+    };
+    std::vector<inject::KvChunk> chunks = IS_TRY(rt->encoder_.encode(reqs));
+    rt->header_ = std::move(chunks[0]);
+    rt->footer_ = std::move(chunks[1]);
+    rt->empty_ = std::move(chunks[2]);
+    return rt;
+}
+
+inject::ChunkIdentity MemoryRuntime::identity_of(const MemoryFact& fact) const {
+    inject::ChunkIdentity id;
+    id.fact_id = fact.id;
+    id.text_hash = fact.text_hash.empty() ? inject::text_hash(fact.text) : fact.text_hash;
+    id.model = lm_->model_name();
+    id.window = fact.window;
+    id.mode = options_.encoding;
+    return id;
+}
+
+Result<std::vector<const inject::KvChunk*>> MemoryRuntime::chunks_for(
+    std::span<const MemoryFact> facts) {
+    std::vector<const inject::KvChunk*> out(facts.size(), nullptr);
+    std::vector<inject::ChunkRequest> misses;
+    std::vector<std::size_t> miss_index;
+    for (std::size_t i = 0; i < facts.size(); ++i) {
+        inject::ChunkIdentity id = identity_of(facts[i]);
+        if (const inject::KvChunk* hit = cache_.find(id)) {
+            out[i] = hit;
+            continue;
+        }
+        inject::ChunkRequest r;
+        r.identity = std::move(id);
+        r.fact_tokens = IS_TRY(inject::fact_token_ids(lm_->tokenizer(), facts[i].text));
+        if (options_.encoding == inject::EncodingMode::AfterHeader)
+            r.context_tokens = scaffold_.header;
+        r.context_tokens.insert(r.context_tokens.end(), facts[i].context_tokens.begin(),
+                                facts[i].context_tokens.end());
+        misses.push_back(std::move(r));
+        miss_index.push_back(i);
+    }
+    if (misses.empty()) return out;
+    std::vector<inject::KvChunk> encoded = IS_TRY(encoder_.encode(misses));
+    for (std::size_t j = 0; j < encoded.size(); ++j)
+        out[miss_index[j]] = &cache_.insert(std::move(encoded[j]));
+    return out;
+}
+
+Result<std::vector<MemoryFact>> prompt_order(std::span<const MemoryFact> ranked) {
+    std::vector<MemoryFact> out;
+    std::unordered_map<std::string, const MemoryFact*> seen;
+    for (const MemoryFact& f : ranked) {
+        auto [it, inserted] = seen.emplace(f.id, &f);
+        if (!inserted) {
+            if (it->second->text != f.text)
+                return make_error("memory fact '" + f.id + "' appears twice with different text");
+            continue;
+        }
+        out.push_back(f);
+    }
+    return std::vector<MemoryFact>(out.rbegin(), out.rend());
+}
+
+Result<std::vector<std::int32_t>> build_memory_prompt(const LocalModel& lm,
+                                                      const inject::MemoryScaffold& scaffold,
+                                                      std::span<const MemoryFact> facts,
+                                                      std::string_view question, MemoryMode mode) {
+    const tokenizer::ChatTemplate* tmpl = template_of(lm);
+    if (mode == MemoryMode::None)
+        return inject::query_token_ids(lm.tokenizer(), tmpl, question, std::nullopt);
+    std::vector<std::vector<std::int32_t>> fact_tokens;
+    fact_tokens.reserve(facts.size());
+    for (const MemoryFact& f : facts)
+        fact_tokens.push_back(IS_TRY(inject::fact_token_ids(lm.tokenizer(), f.text)));
+    std::vector<std::int32_t> prompt = inject::memory_stream(scaffold, fact_tokens);
+    const std::vector<std::int32_t> query =
+        inject::query_token_ids(lm.tokenizer(), tmpl, question, prompt.front());
+    prompt.insert(prompt.end(), query.begin(), query.end());
+    return prompt;
+}
+
+Result<MemoryAnswer> answer_with_memory(LocalModel& lm, MemoryRuntime& runtime,
+                                        std::span<const MemoryFact> ranked,
+                                        std::string_view question, MemoryMode mode,
+                                        const sampling::SamplingParams& params,
+                                        const TextSink& sink, const AnswerOptions& options) {
+    const std::vector<MemoryFact> facts = IS_TRY(prompt_order(ranked));
+    MemoryAnswer answer;
+    GenerateOptions gen;
+    gen.keep_prompt_logits = options.keep_prompt_logits;
+    std::vector<std::int32_t> prompt;
+
+    if (mode != MemoryMode::Kv) {
+        prompt = IS_TRY(build_memory_prompt(lm, runtime.scaffold(), facts, question, mode));
+        if (mode == MemoryMode::Prompt)
+            answer.memory_tokens =
+                static_cast<std::int64_t>(prompt.size()) -
+                static_cast<std::int64_t>(inject::query_token_ids(lm.tokenizer(), template_of(lm),
+                                                                  question, prompt.front())
+                                              .size());
+    } else {
+        Timer timer;
+        const std::vector<const inject::KvChunk*> chunks = IS_TRY(runtime.chunks_for(facts));
+        answer.encode_seconds = timer.seconds();
+        timer.reset();
+        std::vector<const inject::KvChunk*> body = chunks;
+        if (body.empty()) body.push_back(&runtime.empty_memory_chunk());
+        const inject::InjectPlan plan = IS_TRY(inject::make_memory_plan(
+            runtime.header_chunk(), body, runtime.footer_chunk(), lm.block_size()));
+        if (!lm.blocks().allocate(static_cast<std::int32_t>(plan.num_blocks()), gen.prefix_blocks))
+            return make_error("not enough free KV cache blocks for the memory");
+        gen.prefix_tokens = plan.loaded_tokens;
+        if (Status st = runtime.injector().inject(plan, gen.prefix_blocks, lm.kv()); !st.ok()) {
+            lm.blocks().release(gen.prefix_blocks);
+            return st.error();
+        }
+        answer.inject_seconds = timer.seconds();
+        answer.memory_tokens = plan.memory_tokens;
+        answer.injected_tokens = plan.loaded_tokens;
+        prompt = plan.token_ids;
+        const std::vector<std::int32_t> query =
+            inject::query_token_ids(lm.tokenizer(), template_of(lm), question, prompt.front());
+        prompt.insert(prompt.end(), query.begin(), query.end());
+    }
+    answer.prompt_tokens = static_cast<std::int64_t>(prompt.size());
+    answer.generation = IS_TRY(generate(lm, prompt, params, sink, std::move(gen)));
+    return answer;
+}
+
+}  // namespace inferscale::engine

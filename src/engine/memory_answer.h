@@ -1,0 +1,121 @@
+#pragma once
+// Answering a question with a user's memory facts, in one of three modes of the same engine:
+//   kv      the facts' pre-encoded KV chunks are injected (rotated to their positions) and only
+//           the footer tail and the question are prefilled;
+//   prompt  the same facts as text in the system prompt, the identical token stream, all of it
+//           prefilled (the Mem0 way);
+//   none    the question alone.
+// MemoryRuntime holds what kv mode needs per model: the scaffold and its chunks, the encoder,
+// the injector and a chunk cache keyed by fact identity (a stand-in for the chunk pool).
+// Facts are given best-ranked first, as retrieval returns them; the prompt puts the best last.
+
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "engine/generator.h"
+#include "engine/local_model.h"
+#include "inject/chunk_cache.h"
+#include "inject/chunk_encoder.h"
+#include "inject/injector.h"
+#include "inject/memory_prompt.h"
+
+namespace inferscale::engine {
+
+enum class MemoryMode { Kv, Prompt, None };
+
+const char* memory_mode_name(MemoryMode mode);
+// "kv", "prompt" or "none"; an Error otherwise.
+Result<MemoryMode> parse_memory_mode(std::string_view name);
+
+struct MemoryFact {
+    std::string id;
+    std::string text;
+    std::string text_hash;  // empty: inject::text_hash(text)
+    // The w turns before the fact's source turn, tokenized and truncated by the caller; only
+    // used to encode the chunk (its KV is discarded). `window` is w, part of the identity.
+    std::vector<std::int32_t> context_tokens;
+    std::int32_t window = 0;
+};
+
+struct MemoryOptions {
+    // Standalone (the reference) or after the memory header, so chunks carry no sink of their own.
+    inject::EncodingMode encoding = inject::EncodingMode::Standalone;
+};
+
+class MemoryRuntime {
+  public:
+    // Builds the scaffold from the model's chat template and encodes its chunks. `lm` must
+    // outlive the runtime. An Error from the scaffold, or when the backend is out of memory.
+    static Result<std::unique_ptr<MemoryRuntime>> create(LocalModel& lm,
+                                                         const MemoryOptions& options = {});
+
+    const inject::MemoryScaffold& scaffold() const { return scaffold_; }
+    const inject::KvChunk& header_chunk() const { return header_; }
+    const inject::KvChunk& footer_chunk() const { return footer_; }
+    const inject::KvChunk& empty_memory_chunk() const { return empty_; }
+    inject::ChunkCache& cache() { return cache_; }
+    inject::ChunkEncoder& encoder() { return encoder_; }
+    inject::Injector& injector() { return injector_; }
+    const MemoryOptions& options() const { return options_; }
+
+    inject::ChunkIdentity identity_of(const MemoryFact& fact) const;
+    // Each fact's chunk, in order: cache hits as they are, the misses encoded together in one
+    // batched pass and cached. Pointers stay valid while the cache keeps the entries.
+    Result<std::vector<const inject::KvChunk*>> chunks_for(std::span<const MemoryFact> facts);
+
+  private:
+    MemoryRuntime(LocalModel& lm, const MemoryOptions& options, inject::MemoryScaffold scaffold,
+                  inject::ChunkEncoder encoder)
+        : lm_(&lm),
+          options_(options),
+          scaffold_(std::move(scaffold)),
+          encoder_(std::move(encoder)),
+          injector_(lm.backend(), lm.model().rope_tables()) {}
+
+    LocalModel* lm_;
+    MemoryOptions options_;
+    inject::MemoryScaffold scaffold_;
+    inject::ChunkEncoder encoder_;
+    inject::Injector injector_;
+    inject::ChunkCache cache_;
+    inject::KvChunk header_, footer_, empty_;
+};
+
+// Dedups by id (the same id with another text is an Error) and reverses: best-ranked last.
+Result<std::vector<MemoryFact>> prompt_order(std::span<const MemoryFact> ranked);
+
+// The full prompt of a mode: none: query; prompt and kv: M ‖ query (identical token ids).
+// `facts` in prompt order (see prompt_order).
+Result<std::vector<std::int32_t>> build_memory_prompt(const LocalModel& lm,
+                                                      const inject::MemoryScaffold& scaffold,
+                                                      std::span<const MemoryFact> facts,
+                                                      std::string_view question, MemoryMode mode);
+
+struct MemoryAnswer {
+    Generation generation;
+    std::int64_t prompt_tokens = 0;    // M ‖ query (or the query alone)
+    std::int64_t memory_tokens = 0;    // |M|; 0 in none mode
+    std::int64_t injected_tokens = 0;  // kv mode: tokens whose KV was injected, not computed
+    double encode_seconds = 0.0;       // kv mode: encoding chunks missing from the cache
+    double inject_seconds = 0.0;       // kv mode: planning plus the inject op
+};
+
+struct AnswerOptions {
+    bool keep_prompt_logits = false;  // see GenerateOptions
+};
+
+// `ranked`: the retrieved facts, best first. An Error from encoding, planning (e.g. the footer
+// cannot cover the tail), the KV pool (too few blocks) or generation.
+Result<MemoryAnswer> answer_with_memory(LocalModel& lm, MemoryRuntime& runtime,
+                                        std::span<const MemoryFact> ranked,
+                                        std::string_view question, MemoryMode mode,
+                                        const sampling::SamplingParams& params,
+                                        const TextSink& sink = {},
+                                        const AnswerOptions& options = {});
+
+}  // namespace inferscale::engine

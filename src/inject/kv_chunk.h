@@ -1,0 +1,79 @@
+#pragma once
+// KvChunk: one memory fact's KV, captured once and injected into many requests. K is kept
+// before RoPE so it can be rotated to whatever position the fact lands at; V as computed.
+// Only the fact's own tokens are kept, whatever context they were encoded after. The identity
+// names everything the KV depends on, so it is part of any cache key: two users (or two
+// encodings of the same text) never share a chunk by accident.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "tensor/buffer.h"
+#include "tensor/tensor.h"
+
+namespace inferscale::inject {
+
+// What preceded the fact's tokens when it was encoded (their KV is thrown away).
+enum class EncodingMode : std::uint8_t {
+    Standalone,   // the w context turns only (w = 0: the fact alone from position 0, no BOS)
+    AfterHeader,  // the memory header (system prompt with its BOS), then the w turns
+};
+
+const char* encoding_mode_name(EncodingMode mode);
+
+struct ChunkIdentity {
+    std::string fact_id;
+    std::string text_hash;    // of the fact text, hex
+    std::string model;        // model name or path
+    std::int32_t window = 0;  // w: context turns encoded before the fact
+    EncodingMode mode = EncodingMode::Standalone;
+
+    // A stable string over every field, for cache maps and file names.
+    std::string key() const;
+    bool operator==(const ChunkIdentity&) const = default;
+};
+
+// A 64-bit FNV-1a hash of `text` as 16 hex digits: cheap and stable, used when the caller has
+// no stronger hash of its own.
+std::string text_hash(std::string_view text);
+
+class KvChunk {
+  public:
+    KvChunk() = default;
+    // Takes `kv`, which must hold [num_layers][2][token_ids.size()][kvh][d] in `dtype`.
+    KvChunk(ChunkIdentity identity, std::vector<std::int32_t> token_ids, std::int64_t num_layers,
+            std::int64_t num_kv_heads, std::int64_t head_dim, tensor::DType dtype,
+            tensor::Buffer kv);
+    KvChunk(KvChunk&&) noexcept = default;
+    KvChunk& operator=(KvChunk&&) noexcept = default;
+
+    const ChunkIdentity& identity() const { return identity_; }
+    const std::vector<std::int32_t>& token_ids() const { return token_ids_; }
+    std::int64_t num_tokens() const { return static_cast<std::int64_t>(token_ids_.size()); }
+    std::int64_t num_layers() const { return num_layers_; }
+    std::int64_t num_kv_heads() const { return num_kv_heads_; }
+    std::int64_t head_dim() const { return head_dim_; }
+    tensor::DType dtype() const { return dtype_; }
+    std::size_t bytes() const { return kv_.bytes(); }
+    const void* data() const { return kv_.data(); }
+
+    // Layer `layer`'s K before RoPE and its V.  [num_tokens, kvh, d] dtype, on the backend.
+    tensor::Tensor k(std::int64_t layer) const;
+    tensor::Tensor v(std::int64_t layer) const;
+
+    // Same shape and dtype of KV per token (chunks of one model).
+    bool same_layout(const KvChunk& other) const;
+
+  private:
+    ChunkIdentity identity_;
+    std::vector<std::int32_t> token_ids_;  // [t]
+    std::int64_t num_layers_ = 0;
+    std::int64_t num_kv_heads_ = 0;
+    std::int64_t head_dim_ = 0;
+    tensor::DType dtype_ = tensor::DType::F32;
+    tensor::Buffer kv_;  // [num_layers][2][t][kvh][d] dtype; index 0 of dim 1 is K, 1 is V
+};
+
+}  // namespace inferscale::inject

@@ -1,0 +1,68 @@
+#pragma once
+// Bm25Index: Okapi BM25 over each user's facts, in memory, updated one fact at a time.
+//
+//   score(q, d) = sum over query terms t (repeats counted) of
+//                 idf(t) * tf(t,d) * (k1 + 1) / (tf(t,d) + k1 * (1 - b + b * |d| / avgdl))
+//   idf(t)      = ln(1 + (N - n(t) + 0.5) / (n(t) + 0.5))
+//
+// N, n(t) and avgdl are per user: one user's facts never change another user's scores. The idf
+// is Lucene's (and Elasticsearch's) rather than Robertson's ln((N - n + 0.5) / (n + 0.5)): a
+// user's memory is a small corpus in which the user's own name appears in most facts, and the
+// classic idf goes negative there, ranking a fact that matches such a term below one that
+// matches nothing. Defaults k1 = 1.2, b = 0.75 (Lucene, Elasticsearch, Robertson & Zaragoza).
+// Terms come from lexical_terms(). Only facts that share a term with the query are returned.
+
+#include <cstddef>
+#include <shared_mutex>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "retrieval/hit.h"
+
+namespace inferscale::retrieval {
+
+struct Bm25Params {
+    double k1 = 1.2;
+    double b = 0.75;
+};
+
+class Bm25Index final : public Retriever {
+  public:
+    explicit Bm25Index(Bm25Params params = {});
+
+    // Adds the fact, or replaces its text (and user) when the id is already indexed.
+    void upsert(std::string_view user, FactId fact_id, std::string_view text);
+    // Returns false when the id was not indexed.
+    bool remove(FactId fact_id);
+    // Drops every fact of `user`; returns how many there were.
+    std::size_t remove_user(std::string_view user);
+
+    std::size_t size() const;                       // facts over all users
+    std::size_t size(std::string_view user) const;  // facts of one user
+
+    std::vector<Hit> search(std::string_view user, std::string_view query,
+                            std::size_t k) const override;
+
+  private:
+    struct Doc {
+        std::unordered_map<std::string, int> term_freq;
+        std::size_t length = 0;  // terms, repeats counted
+    };
+    struct UserIndex {
+        std::unordered_map<FactId, Doc> docs;
+        // term -> facts containing it (with the term frequency there)
+        std::unordered_map<std::string, std::unordered_map<FactId, int>> postings;
+        std::size_t total_length = 0;
+    };
+
+    void remove_locked(FactId fact_id);
+
+    Bm25Params params_;
+    mutable std::shared_mutex mutex_;
+    std::unordered_map<std::string, UserIndex> users_;
+    std::unordered_map<FactId, std::string> owner_;  // fact id -> user
+};
+
+}  // namespace inferscale::retrieval
