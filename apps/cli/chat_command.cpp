@@ -9,6 +9,10 @@
 #include "apps/cli/cli_support.h"
 #include "apps/cli/commands.h"
 #include "engine/generator.h"
+#include "engine/memory_answer.h"
+#include "engine/memory_retrieval.h"
+#include "memory/fact_indexer.h"
+#include "retrieval/bm25_index.h"
 
 namespace inferscale::cli {
 namespace {
@@ -30,6 +34,74 @@ Status reply(engine::LocalModel& lm, std::vector<tokenizer::ChatMessage>& messag
     return {};
 }
 
+struct MemoryArgs {
+    std::string user;
+    std::string mode;  // empty: kv with --user, none without
+    DbArgs db;
+    engine::RetrievalOptions retrieval;
+    std::string encoding = "after-header";
+};
+
+// A user's memory, opened once for the whole chat: the store, its BM25 index kept in step, and
+// the chunk runtime (scaffold chunks encoded, fact chunks cached across questions).
+class MemorySession {
+  public:
+    static Result<std::unique_ptr<MemorySession>> open(engine::LocalModel& lm,
+                                                       const MemoryArgs& args) {
+        auto s = std::unique_ptr<MemorySession>(new MemorySession(args));
+        s->mode_ = IS_TRY(engine::parse_memory_mode(args.mode.empty() ? "kv" : args.mode));
+        s->store_ = IS_TRY(open_store(args.db));
+        if (!IS_TRY(s->store_->has_user(args.user)))
+            return make_error("unknown user '" + args.user + "' (add memories with `inferscale memory add`)");
+        s->indexer_ = IS_TRY(memory::FactIndexer::attach(*s->store_, s->index_));
+        engine::MemoryOptions options;
+        if (args.encoding == "standalone") options.encoding = inject::EncodingMode::Standalone;
+        else if (args.encoding == "after-header") options.encoding = inject::EncodingMode::AfterHeader;
+        else return make_error("--encoding must be standalone or after-header");
+        s->runtime_ = IS_TRY(engine::MemoryRuntime::create(lm, options));
+        return s;
+    }
+
+    // Retrieves this user's facts for the question and answers with them, streaming to stdout.
+    Status answer(engine::LocalModel& lm, const std::string& question,
+                  const sampling::SamplingParams& params) {
+        const auto facts = IS_TRY(engine::retrieve_memory_facts(lm, *store_, index_, args_.user,
+                                                               question, args_.retrieval));
+        auto answer = engine::answer_with_memory(lm, *runtime_, facts, question, mode_, params,
+                                                 [](std::string_view t) {
+                                                     std::fwrite(t.data(), 1, t.size(), stdout);
+                                                     std::fflush(stdout);
+                                                 });
+        if (!answer.ok()) return std::move(answer).error();
+        std::printf("\n");
+        return {};
+    }
+
+  private:
+    explicit MemorySession(const MemoryArgs& args) : args_(args) {}
+    MemoryArgs args_;
+    engine::MemoryMode mode_ = engine::MemoryMode::Kv;
+    std::unique_ptr<memory::MemoryStore> store_;
+    retrieval::Bm25Index index_;
+    std::unique_ptr<memory::FactIndexer> indexer_;
+    std::unique_ptr<engine::MemoryRuntime> runtime_;
+};
+
+void add_memory_flags(CLI::App& cmd, MemoryArgs& args) {
+    cmd.add_option("--user", args.user, "answer with this user's memories");
+    cmd.add_option("--memory", args.mode, "kv (inject KV chunks), prompt (facts as text) or none")
+        ->check(CLI::IsMember({"kv", "prompt", "none"}));
+    cmd.add_option("--top-k", args.retrieval.top_k, "facts retrieved per question")
+        ->capture_default_str()->check(CLI::Range(0, 1000));
+    cmd.add_option("--context-window", args.retrieval.context_window,
+                   "conversation turns each fact is encoded after")
+        ->capture_default_str()->check(CLI::Range(0, 1000));
+    cmd.add_option("--encoding", args.encoding,
+                   "chunk encoding: after-header (chunks follow the memory header) or standalone")
+        ->capture_default_str();
+    add_db_flag(cmd, args.db);
+}
+
 }  // namespace
 
 Command add_chat_command(CLI::App& app) {
@@ -38,6 +110,23 @@ Command add_chat_command(CLI::App& app) {
         std::string message;
         std::string system;
         sampling::SamplingParams sampling;
+        MemoryArgs memory;
+    };
+    // With --user every message is answered as a fresh question over the user's memory (the
+    // memory prompt carries no chat history).
+    auto chat_with_memory = [](engine::LocalModel& lm, const Args& a) -> int {
+        auto session = MemorySession::open(lm, a.memory);
+        if (!session.ok()) return fail(session.error().message);
+        if (!a.message.empty()) {
+            auto st = (*session)->answer(lm, a.message, a.sampling);
+            return st.ok() ? 0 : fail(st.error().message);
+        }
+        std::string line;
+        while (std::getline(std::cin, line) && !line.empty()) {
+            auto st = (*session)->answer(lm, line, a.sampling);
+            if (!st.ok()) std::fprintf(stderr, "error: %s\n", st.error().message.c_str());
+        }
+        return 0;
     };
     auto args = std::make_shared<Args>();
     args->sampling.max_tokens = 512;
@@ -46,13 +135,17 @@ Command add_chat_command(CLI::App& app) {
     add_model_flags(*cmd, args->model);
     cmd->add_option("--message", args->message, "send one message, print the reply and exit");
     cmd->add_option("--system", args->system, "system prompt");
-    add_sampling_flags(*cmd, args->sampling);
+    add_sampling_flags(*cmd, args->sampling, "--sampling-top-k");
+    add_memory_flags(*cmd, args->memory);
 
-    return [args]() -> int {
+    return [args, chat_with_memory]() -> int {
+        if (args->memory.user.empty() && !args->memory.mode.empty() && args->memory.mode != "none")
+            return fail("--memory " + args->memory.mode + " needs --user");
         auto loaded = load_model(args->model);
         if (!loaded.ok()) return fail(loaded.error().message);
         engine::LocalModel& lm = **loaded;
         if (!lm.chat_template()) return fail("the model carries no chat template this build knows");
+        if (!args->memory.user.empty()) return chat_with_memory(lm, *args);
         std::vector<tokenizer::ChatMessage> messages;
         if (!args->system.empty()) messages.push_back({"system", args->system});
 

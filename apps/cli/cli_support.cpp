@@ -9,6 +9,8 @@
 namespace inferscale::cli {
 namespace {
 
+namespace fs = std::filesystem;
+
 constexpr const char* kBundledModel = "SmolLM2-135M-Instruct.Q4_1.gguf";
 
 std::filesystem::path executable_dir() {
@@ -46,31 +48,64 @@ Result<std::unique_ptr<engine::LocalModel>> load_model(const ModelArgs& args) {
     options.num_threads = args.threads;
     options.max_context = args.max_context;
     options.kv_tokens = args.max_context;
-    const bool tty = isatty(STDERR_FILENO) != 0;
-    model::LoadProgress progress;
-    if (tty) {
-        progress = [last = -1](std::size_t done, std::size_t total) mutable {
-            const int width = 30;
-            const int filled = total ? static_cast<int>(width * done / total) : width;
-            if (filled == last && done != total) return;  // redraw only when the bar moves
-            last = filled;
-            std::fprintf(stderr, "\rloading model [%.*s%*s] %zu/%zu tensors", filled,
-                         "##############################", width - filled, "", done, total);
-            if (done == total) std::fputc('\n', stderr);
-            std::fflush(stderr);
-        };
-    }
-    return engine::LocalModel::load(options, progress);
+    return engine::LocalModel::load(options, progress_bar("loading model"));
 }
 
-void add_sampling_flags(CLI::App& cmd, sampling::SamplingParams& p) {
+void add_sampling_flags(CLI::App& cmd, sampling::SamplingParams& p, const std::string& top_k_flag) {
     cmd.add_option("--max-tokens", p.max_tokens, "most tokens to generate")->capture_default_str();
     cmd.add_option("--temperature", p.temperature, "0 for greedy")->capture_default_str();
-    cmd.add_option("--top-k", p.top_k, "keep the k most likely tokens (0: all)");
+    cmd.add_option(top_k_flag, p.top_k, "sample from the k most likely tokens (0: all)");
     cmd.add_option("--top-p", p.top_p, "nucleus sampling mass");
     cmd.add_option("--seed", p.seed, "random seed");
     cmd.add_option("--stop", p.stop, "stop string (repeatable)");
     cmd.add_flag("--ignore-eos", p.ignore_eos, "keep generating past end-of-sequence tokens");
+}
+
+std::string default_db_path() {
+    auto env = [](const char* name) -> std::string {
+        const char* value = std::getenv(name);
+        return value != nullptr ? value : "";
+    };
+    if (auto dir = env("INFERSCALE_DATA"); !dir.empty()) return (fs::path(dir) / "memory.db").string();
+    if (auto dir = env("XDG_DATA_HOME"); !dir.empty())
+        return (fs::path(dir) / "inferscale" / "memory.db").string();
+    if (auto home = env("HOME"); !home.empty())
+        return (fs::path(home) / ".local" / "share" / "inferscale" / "memory.db").string();
+    return {};
+}
+
+void add_db_flag(CLI::App& cmd, DbArgs& args) {
+    cmd.add_option("--db", args.path, "memory database file (default: " +
+                                          (default_db_path().empty() ? std::string("none, no HOME")
+                                                                     : default_db_path()) + ")");
+}
+
+Result<std::unique_ptr<memory::MemoryStore>> open_store(const DbArgs& args) {
+    std::string path = args.path;
+    if (path.empty()) {
+        path = default_db_path();
+        if (path.empty())
+            return make_error("no --db given and none of INFERSCALE_DATA, XDG_DATA_HOME, HOME set");
+        std::error_code ec;
+        fs::create_directories(fs::path(path).parent_path(), ec);
+        if (ec) return make_error("cannot create " + fs::path(path).parent_path().string() + ": " + ec.message());
+    }
+    return memory::MemoryStore::open(path);
+}
+
+
+std::function<void(std::size_t, std::size_t)> progress_bar(const std::string& label) {
+    if (isatty(STDERR_FILENO) == 0) return {};
+    return [label, last = -1](std::size_t done, std::size_t total) mutable {
+        const int width = 30;
+        const int filled = total ? static_cast<int>(width * done / total) : width;
+        if (filled == last && done != total) return;
+        last = filled;
+        std::fprintf(stderr, "\r%s [%.*s%*s] %zu/%zu", label.c_str(), filled,
+                     "##############################", width - filled, "", done, total);
+        if (done == total) std::fputc('\n', stderr);
+        std::fflush(stderr);
+    };
 }
 
 int fail(const std::string& message) {

@@ -4,11 +4,14 @@
 
 #include <CLI/CLI.hpp>
 
+#include <cstddef>
+#include <functional>
 #include <memory>
 #include <string>
 
 #include "base/result.h"
 #include "engine/local_model.h"
+#include "memory/memory_store.h"
 #include "sampling/sampling_params.h"
 
 namespace inferscale::cli {
@@ -27,7 +30,24 @@ void add_model_flags(CLI::App& cmd, ModelArgs& args);
 // Loads the model, drawing a progress bar on stderr when it is a terminal.
 Result<std::unique_ptr<engine::LocalModel>> load_model(const ModelArgs& args);
 
-void add_sampling_flags(CLI::App& cmd, sampling::SamplingParams& params);
+// `top_k_flag` names the sampling top-k option: chat keeps --top-k for memory retrieval.
+void add_sampling_flags(CLI::App& cmd, sampling::SamplingParams& params,
+                        const std::string& top_k_flag = "--top-k");
+
+// $INFERSCALE_DATA/memory.db, else $XDG_DATA_HOME/inferscale/memory.db, else
+// ~/.local/share/inferscale/memory.db (the XDG base-directory default). Empty when no HOME.
+std::string default_db_path();
+
+struct DbArgs {
+    std::string path;  // empty: default_db_path()
+};
+void add_db_flag(CLI::App& cmd, DbArgs& args);
+// Opens the store; for the default location, creates its folder first.
+Result<std::unique_ptr<memory::MemoryStore>> open_store(const DbArgs& args);
+
+// A progress bar "label [####    ] done/total" on stderr, redrawn only when it moves; an empty
+// function when stderr is not a terminal.
+std::function<void(std::size_t done, std::size_t total)> progress_bar(const std::string& label);
 
 // Prints "error: <message>" on stderr and returns the CLI's failure exit code.
 int fail(const std::string& message);

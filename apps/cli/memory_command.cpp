@@ -34,45 +34,6 @@ namespace fs = std::filesystem;
 using memory::Fact;
 using memory::MemoryStore;
 
-// $INFERSCALE_DATA/memory.db, else $XDG_DATA_HOME/inferscale/memory.db, else
-// ~/.local/share/inferscale/memory.db (the XDG base-directory default). Empty when no HOME.
-std::string default_db_path() {
-    auto env = [](const char* name) -> std::string {
-        const char* value = std::getenv(name);
-        return value != nullptr ? value : "";
-    };
-    if (auto dir = env("INFERSCALE_DATA"); !dir.empty()) return (fs::path(dir) / "memory.db").string();
-    if (auto dir = env("XDG_DATA_HOME"); !dir.empty())
-        return (fs::path(dir) / "inferscale" / "memory.db").string();
-    if (auto home = env("HOME"); !home.empty())
-        return (fs::path(home) / ".local" / "share" / "inferscale" / "memory.db").string();
-    return {};
-}
-
-struct DbArgs {
-    std::string path;
-};
-
-void add_db_flag(CLI::App& cmd, DbArgs& args) {
-    cmd.add_option("--db", args.path, "memory database file (default: " +
-                                          (default_db_path().empty() ? std::string("none, no HOME")
-                                                                     : default_db_path()) + ")");
-}
-
-// Opens the store; for the default location, creates its folder first.
-Result<std::unique_ptr<MemoryStore>> open_store(const DbArgs& args) {
-    std::string path = args.path;
-    if (path.empty()) {
-        path = default_db_path();
-        if (path.empty())
-            return make_error("no --db given and none of INFERSCALE_DATA, XDG_DATA_HOME, HOME set");
-        std::error_code ec;
-        fs::create_directories(fs::path(path).parent_path(), ec);
-        if (ec) return make_error("cannot create " + fs::path(path).parent_path().string() + ": " + ec.message());
-    }
-    return MemoryStore::open(path);
-}
-
 nlohmann::json fact_json(const Fact& fact) {
     nlohmann::json j = {{"id", fact.id},
                         {"user", fact.user},
@@ -83,21 +44,6 @@ nlohmann::json fact_json(const Fact& fact) {
         j["source"] = {{"session_id", fact.source->session_id},
                        {"turn_index", fact.source->turn_index}};
     return j;
-}
-
-// A progress bar on stderr, drawn only on a terminal and only when it moves.
-memory::ProgressFn progress_bar(const std::string& label) {
-    if (isatty(STDERR_FILENO) == 0) return {};
-    return [label, last = -1](std::size_t done, std::size_t total) mutable {
-        const int width = 30;
-        const int filled = total ? static_cast<int>(width * done / total) : width;
-        if (filled == last && done != total) return;
-        last = filled;
-        std::fprintf(stderr, "\r%s [%.*s%*s] %zu/%zu", label.c_str(), filled,
-                     "##############################", width - filled, "", done, total);
-        if (done == total) std::fputc('\n', stderr);
-        std::fflush(stderr);
-    };
 }
 
 int run_add(const DbArgs& db, const std::string& user, const std::string& text, bool from_stdin) {

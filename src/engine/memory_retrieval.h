@@ -1,0 +1,32 @@
+#pragma once
+// From a user's stored memory to the facts a request injects: retrieve the top-k facts for the
+// question, read their text, and (for context-window encoding) tokenize the w turns before each
+// fact's source turn, dropping the oldest context tokens when context + fact would not fit.
+// Only `user`'s facts and turns are ever read.
+
+#include <string_view>
+#include <vector>
+
+#include "base/result.h"
+#include "engine/local_model.h"
+#include "engine/memory_answer.h"
+#include "memory/memory_store.h"
+#include "retrieval/hit.h"
+
+namespace inferscale::engine {
+
+struct RetrievalOptions {
+    int top_k = 5;
+    int context_window = 0;  // w: preceding conversation turns each chunk is encoded after
+};
+
+// Best-ranked first, as the retriever returns them. An Error when the store fails or a hit's
+// fact is gone or belongs to someone else (a retriever bug, never served).
+Result<std::vector<MemoryFact>> retrieve_memory_facts(const LocalModel& lm,
+                                                      memory::MemoryStore& store,
+                                                      const retrieval::Retriever& retriever,
+                                                      std::string_view user,
+                                                      std::string_view question,
+                                                      const RetrievalOptions& options);
+
+}  // namespace inferscale::engine

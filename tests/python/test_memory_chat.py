@@ -1,0 +1,59 @@
+"""Chat over a user's memory with the bundled model: a fact stored for one user is answered in
+kv (injected KV chunks) and prompt (facts as text) modes, and never reaches another user."""
+import os
+import subprocess
+
+import pytest
+
+BIN = os.path.join(os.environ.get("INFERSCALE_BIN", "build/bin"), "inferscale")
+MODEL = os.path.join(os.environ.get("INFERSCALE_MODELS", "models"), "SmolLM2-135M-Instruct.Q4_1.gguf")
+QUESTION = "What is the name of my dog?"
+
+pytestmark = pytest.mark.skipif(not os.path.exists(MODEL), reason="run scripts/setup.sh first")
+
+
+def run(*args):
+    return subprocess.run([BIN, *args], capture_output=True, text=True, timeout=300)
+
+
+@pytest.fixture(scope="module")
+def db(tmp_path_factory):
+    path = str(tmp_path_factory.mktemp("memory") / "memory.db")
+    for user, text in [("alice", "Alice's dog is named Biscuit."),
+                       ("alice", "Alice works as a nurse in Boston."),
+                       ("bob", "Bob plays the violin.")]:
+        res = run("memory", "add", "--db", path, "--user", user, "--text", text)
+        assert res.returncode == 0, res.stderr
+    return path
+
+
+def ask(db, user, mode, question=QUESTION):
+    res = run("chat", "--model", MODEL, "--db", db, "--user", user, "--memory", mode,
+              "--message", question, "--max-tokens", "24")
+    assert res.returncode == 0, res.stderr
+    return res.stdout
+
+
+@pytest.mark.parametrize("mode", ["kv", "prompt"])
+def test_fact_is_answered(db, mode):
+    assert "Biscuit" in ask(db, "alice", mode)
+
+
+@pytest.mark.parametrize("mode", ["kv", "prompt", "none"])
+def test_other_user_never_sees_it(db, mode):
+    assert "Biscuit" not in ask(db, "bob", mode)
+
+
+def test_no_memory_mode_does_not_know(db):
+    assert "Biscuit" not in ask(db, "alice", "none")
+
+
+def test_unknown_user_is_an_error(db):
+    res = run("chat", "--model", MODEL, "--db", db, "--user", "carol", "--message", "hi")
+    assert res.returncode == 1 and res.stderr.startswith("error: ")
+    assert "carol" in res.stderr
+
+
+def test_memory_mode_needs_a_user(db):
+    res = run("chat", "--model", MODEL, "--db", db, "--memory", "kv", "--message", "hi")
+    assert res.returncode == 1 and res.stderr.startswith("error: ")
