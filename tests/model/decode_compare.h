@@ -101,7 +101,8 @@ inline DecodeComparison compare_decode(model::LlamaModel& m, const std::vector<i
             }
             const model::ForwardBatch b{tokens, positions, bs};
             const std::size_t n = static_cast<std::size_t>(active * vocab);
-            IS_CHECK(m.forward(b, *kv_a, *ws_a, std::span(eager).first(n)).ok()) << "eager";
+            const Status eager_status = m.forward(b, *kv_a, *ws_a, std::span(eager).first(n));
+            IS_CHECK(eager_status.ok()) << "eager: " << eager_status.error().message;
             const Status st = runner->decode(b, ids, std::span(replayed).first(n));
             IS_CHECK(st.ok()) << st.error().message;
             for (std::int64_t s = 0; s < active; ++s) {
