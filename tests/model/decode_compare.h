@@ -40,7 +40,8 @@ inline DecodeComparison compare_decode(model::LlamaModel& m, const std::vector<i
     tensor::Backend& be = m.backend();
     const std::int64_t vocab = m.config().vocab_size;
     const auto seqs = static_cast<std::int64_t>(prompt_lens.size());
-    const int max_len = *std::max_element(prompt_lens.begin(), prompt_lens.end()) + steps + 1;
+    // The first sequence decodes in both phases: 2 * steps tokens past its prompt.
+    const int max_len = *std::max_element(prompt_lens.begin(), prompt_lens.end()) + 2 * steps + 1;
     const std::int64_t pages_per_seq = (max_len + block_size - 1) / block_size;
     const std::int64_t num_blocks = pages_per_seq * seqs + 1;
     auto kv_a = kv::KvStorage::create(be, m.kv_layout(num_blocks, block_size));

@@ -1,14 +1,40 @@
-// Decode attention: one block per (query row, kv head, KV split) on CUDA cores. Decode is
-// bound by reading the KV pages once, so the block serves the whole GQA group of its kv head
-// from each K/V load, and long contexts are cut into splits that run in parallel; a second
-// kernel merges the splits' partial softmax states (max, sum, unnormalized output) exactly.
+// Decode attention: one query row per sequence against its paged KV, split over the KV so
+// that the GPU has enough blocks, with a second kernel merging the splits' partial softmax
+// states (max, sum, unnormalized output) exactly.
 //
-// Per KV tile of kTile tokens: warps score tokens against every query head of the group
-// (lanes stride over head_dim, a shuffle reduction per head), one warp per head updates the
-// online softmax, then each thread accumulates fixed (head, dim) output pairs from the V tile
-// in shared memory. head_dim is a runtime value up to kMaxD, so odd sizes (the tiny test
-// models) work too; this kernel is also the all-rows fallback when the prefill kernel has no
-// instantiation for a head_dim.
+// Two kernels:
+// - decode_fast_kernel (head_dim 64/128/256, GQA group <= 8, per-sequence decode rows): built
+//   for bandwidth. A block of 4 warps serves (sequence, kv head, split) for the whole GQA group
+//   from one K/V read. Lanes split head_dim into 16-byte chunks (d/8 lanes per token row), so
+//   each warp load instruction covers 32/(d/8) tokens and every lane has kSteps K and kSteps V
+//   16-byte loads in flight before the first use (8 tokens per warp per iteration for groups
+//   <= 4). q (pre-scaled by scale * log2 e) and the output accumulators live in registers in
+//   f32; the online softmax rescales once per iteration. Token slots are merged by shuffles
+//   and warps through shared memory once at the end. No shared memory in the main loop, no
+//   block barrier until the end. Graph-safe: the grid is (num_seqs, kv_heads, num_splits)
+//   from the host plan (or fixed_max_kv_len), splits past a sequence's end write empty states.
+// - decode_attention_kernel (generic): any head_dim up to kMaxDecodeHeadDim (the tiny test
+//   models), groups up to kMaxDecodeGroup, and the all-rows fallback when the prefill kernel
+//   has no instantiation for head_dim. Per KV tile of kTile tokens: warps score tokens against
+//   every head of the group, one warp per head updates the online softmax, then each thread
+//   accumulates fixed (head, dim) output pairs from the V tile in shared memory.
+//
+// Expected cost (Llama-3.1-8B layer: 32 q heads, 8 kv heads, d 128, bf16 pages, H200 with
+// 132 SMs, 4.8 TB/s peak, ~4 TB/s reachable for a streaming read):
+// - batch 1, 1K context: K+V = 1024 * 8 * 128 * 2 B * 2 = 4 MB, under 1 us of bandwidth. The
+//   plan (paged_attention.cpp) cuts 16 splits of 64 tokens: 128 blocks, each warp 2 iterations
+//   of 8 tokens, i.e. two dependent DRAM round trips (~1 us each with the page-id lookup) plus
+//   setup, plus the merge kernel. Predicted ~6-10 us per call; measured 9.3 us per call in a
+//   CUDA graph of 32 calls (was 220 us).
+// - batch 64, 1K context: 268 MB of K+V, floor 64 us at 4.2 TB/s. 512 (seq, kv head) blocks of
+//   128 threads at 128 registers, 4 resident per SM: 16 warps * 32 lanes * 8 loads * 16 B =
+//   64 KB in flight per SM. Predicted 70-80 us; measured 100 us per call = 2.68 TB/s (was
+//   1.05 ms). The gap is latency: each warp waits for its page ids, then its 8 tokens, then
+//   computes; 16 tokens per warp iteration (more registers, 3 blocks per SM) measured slower.
+//   A next step is software pipelining (issue iteration i+1's loads before computing i).
+//   Issue work per token at group 4 is ~55 warp instructions (dots, V FMAs, shuffles,
+//   converts, softmax), ~14 SM cycles at 4 issues per cycle, against ~28 cycles of DRAM time
+//   per token per SM (512 B at ~18 B/cycle): memory-bound up to group 4, near balance at 8.
 
 #include <cmath>
 
@@ -161,6 +187,229 @@ __global__ void __launch_bounds__(kThreads)
     }
 }
 
+// ---- Bandwidth kernel: head_dim 64/128/256, GQA group <= 8, one decode row per sequence ----
+// Lanes split head_dim into 16-byte chunks (kD / 8 lanes per token), so a warp reads 32 / (kD/8)
+// token rows per load instruction and kSteps such loads of K and of V are in flight per lane
+// before the first use. Every (lane group, token slot) keeps its own online-softmax state for
+// the whole GQA group with q and the output in registers; the states are merged by shuffles
+// across slots, then across warps in shared memory, once per block.
+constexpr int kFastWarps = 4;
+constexpr int kFastThreads = kFastWarps * 32;
+
+template <int kD, int kG>
+struct FastShape {
+    static constexpr int kLanes = kD / 8;          // lanes per token row (one uint4 each)
+    static constexpr int kSlots = 32 / kLanes;     // token rows per warp load instruction
+    static constexpr int kWarpTokens = kG <= 4 ? 8 : 4;  // tokens per warp per iteration
+    static constexpr int kSteps = kWarpTokens >= kSlots ? kWarpTokens / kSlots : 1;
+    static constexpr int kTokens = kSteps * kSlots;  // tokens per warp per iteration
+};
+
+__device__ __forceinline__ void bf16x8_to_float(const uint4& v, float (&f)[8]) {
+    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
+template <int kD, int kG>
+__global__ void __launch_bounds__(kFastThreads)
+    decode_fast_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
+                       DecodeLaunch launch, bf16* __restrict__ out) {
+    using Shape = FastShape<kD, kG>;
+    constexpr int kLanes = Shape::kLanes, kSteps = Shape::kSteps, kSlots = Shape::kSlots;
+    __shared__ float o_s[kFastWarps][kG][kD];
+    __shared__ float m_s[kFastWarps][kG], l_s[kFastWarps][kG];
+
+    const int seq = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
+    const SeqInfo s = load_seq(batch, seq, kv);
+    if (s.q_len != 1) return;  // prefill rows belong to the prefill kernel
+    const int row = s.q_start;
+    const int group = batch.num_heads / kv.kv_heads;
+    const int head0 = kv_head * group;
+    const int begin = split * launch.split_tokens;
+    const int end = launch.num_splits == 1 ? s.kv_len : min(s.kv_len, begin + launch.split_tokens);
+
+    const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
+    const int slot = lane / kLanes, part = lane % kLanes;  // token slot, 8-dim chunk
+    const float scale_log2 = batch.scale * kLog2e;
+
+    float qf[kG][8];
+#pragma unroll
+    for (int g = 0; g < kG; ++g) {
+        uint4 raw = make_uint4(0u, 0u, 0u, 0u);
+        if (g < group) {
+            raw = __ldg(reinterpret_cast<const uint4*>(
+                q + (static_cast<std::int64_t>(row) * batch.num_heads + head0 + g) * kD) + part);
+        }
+        bf16x8_to_float(raw, qf[g]);
+#pragma unroll
+        for (int i = 0; i < 8; ++i) qf[g][i] *= scale_log2;
+    }
+    float m[kG], l[kG], o[kG][8];
+#pragma unroll
+    for (int g = 0; g < kG; ++g) {
+        m[g] = -INFINITY;
+        l[g] = 0.0f;
+#pragma unroll
+        for (int i = 0; i < 8; ++i) o[g][i] = 0.0f;
+    }
+
+    const uint4* k_pages = static_cast<const uint4*>(kv.k);
+    const uint4* v_pages = static_cast<const uint4*>(kv.v);
+    const int bs = kv.block_size;
+    const bool bs_pow2 = (bs & (bs - 1)) == 0;
+    const int bs_shift = __ffs(bs) - 1;
+    for (int t0 = begin + warp * Shape::kTokens; t0 < end; t0 += kFastWarps * Shape::kTokens) {
+        uint4 k_raw[kSteps], v_raw[kSteps];
+        std::int64_t off[kSteps];
+#pragma unroll
+        for (int u = 0; u < kSteps; ++u) {
+            const int j = t0 + u * kSlots + slot;
+            off[u] = -1;
+            if (j < end) {
+                const int page_idx = bs_pow2 ? j >> bs_shift : j / bs;
+                const int in_page = bs_pow2 ? j & (bs - 1) : j - page_idx * bs;
+                const std::int32_t page = s.pages[page_idx];
+                if (page < 0 || page >= kv.num_blocks) __trap();  // page id outside the pool
+                off[u] = ((static_cast<std::int64_t>(page) * bs + in_page) * kv.kv_heads + kv_head) *
+                             (kD / 8) + part;
+            }
+        }
+#pragma unroll
+        for (int u = 0; u < kSteps; ++u) {
+            k_raw[u] = off[u] >= 0 ? __ldg(k_pages + off[u]) : make_uint4(0u, 0u, 0u, 0u);
+        }
+#pragma unroll
+        for (int u = 0; u < kSteps; ++u) {
+            v_raw[u] = off[u] >= 0 ? __ldg(v_pages + off[u]) : make_uint4(0u, 0u, 0u, 0u);
+        }
+
+        // Scores of this lane's tokens against every head, reduced over the token's lanes.
+        float sc[kSteps][kG];
+#pragma unroll
+        for (int u = 0; u < kSteps; ++u) {
+            float kf[8];
+            bf16x8_to_float(k_raw[u], kf);
+#pragma unroll
+            for (int g = 0; g < kG; ++g) {
+                float acc = 0.0f;
+#pragma unroll
+                for (int i = 0; i < 8; ++i) acc = fmaf(qf[g][i], kf[i], acc);
+                sc[u][g] = acc;
+            }
+        }
+#pragma unroll
+        for (int offset = kLanes / 2; offset > 0; offset >>= 1) {
+#pragma unroll
+            for (int u = 0; u < kSteps; ++u) {
+#pragma unroll
+                for (int g = 0; g < kG; ++g) {
+                    sc[u][g] += __shfl_xor_sync(0xffffffffu, sc[u][g], offset);
+                }
+            }
+        }
+
+        // Online softmax step over kSteps tokens: one rescale per iteration, not per token.
+#pragma unroll
+        for (int g = 0; g < kG; ++g) {
+            float mx = m[g];
+#pragma unroll
+            for (int u = 0; u < kSteps; ++u) {
+                if (off[u] >= 0) mx = fmaxf(mx, sc[u][g]);
+            }
+            const float base = mx == -INFINITY ? 0.0f : mx;  // all masked so far: weights 0
+            const float corr = exp2f(m[g] - base);
+            m[g] = mx;
+            float sum = l[g] * corr;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) o[g][i] *= corr;
+#pragma unroll
+            for (int u = 0; u < kSteps; ++u) {
+                const float p = off[u] >= 0 ? exp2f(sc[u][g] - base) : 0.0f;
+                sc[u][g] = p;
+                sum += p;
+            }
+            l[g] = sum;
+        }
+#pragma unroll
+        for (int u = 0; u < kSteps; ++u) {
+            float vf[8];
+            bf16x8_to_float(v_raw[u], vf);
+#pragma unroll
+            for (int g = 0; g < kG; ++g) {
+#pragma unroll
+                for (int i = 0; i < 8; ++i) o[g][i] = fmaf(sc[u][g], vf[i], o[g][i]);
+            }
+        }
+    }
+
+    // Merge the token slots of the warp (lanes part, part + kLanes, ...).
+#pragma unroll
+    for (int offset = kLanes; offset < 32; offset <<= 1) {
+#pragma unroll
+        for (int g = 0; g < kG; ++g) {
+            const float m_o = __shfl_xor_sync(0xffffffffu, m[g], offset);
+            const float l_o = __shfl_xor_sync(0xffffffffu, l[g], offset);
+            const float mx = fmaxf(m[g], m_o);
+            const float base = mx == -INFINITY ? 0.0f : mx;
+            const float c_self = exp2f(m[g] - base), c_other = exp2f(m_o - base);
+            l[g] = l[g] * c_self + l_o * c_other;
+#pragma unroll
+            for (int i = 0; i < 8; ++i) {
+                const float o_o = __shfl_xor_sync(0xffffffffu, o[g][i], offset);
+                o[g][i] = o[g][i] * c_self + o_o * c_other;
+            }
+            m[g] = mx;
+        }
+    }
+    if (slot == 0) {
+#pragma unroll
+        for (int g = 0; g < kG; ++g) {
+#pragma unroll
+            for (int i = 0; i < 8; ++i) o_s[warp][g][part * 8 + i] = o[g][i];
+            if (part == 0) {
+                m_s[warp][g] = m[g];
+                l_s[warp][g] = l[g];
+            }
+        }
+    }
+    __syncthreads();
+
+    // Merge the warps; write the output or this split's partial state (an empty split leaves
+    // max -inf and sum 0, which the merge weighs as zero).
+    for (int idx = tid; idx < kG * kD; idx += kFastThreads) {
+        const int g = idx / kD, c = idx % kD;
+        if (g >= group) continue;
+        float mx = -INFINITY;
+#pragma unroll
+        for (int w = 0; w < kFastWarps; ++w) mx = fmaxf(mx, m_s[w][g]);
+        const float base = mx == -INFINITY ? 0.0f : mx;
+        float sum = 0.0f, acc = 0.0f;
+#pragma unroll
+        for (int w = 0; w < kFastWarps; ++w) {
+            const float c_w = exp2f(m_s[w][g] - base);
+            sum += l_s[w][g] * c_w;
+            acc += o_s[w][g][c] * c_w;
+        }
+        if (launch.num_splits == 1) {
+            out[(static_cast<std::int64_t>(row) * batch.num_heads + head0 + g) * kD + c] =
+                __float2bfloat16_rn(acc / sum);
+        } else {
+            const std::int64_t slot_idx =
+                (static_cast<std::int64_t>(seq) * batch.num_heads + head0 + g) * launch.num_splits +
+                split;
+            launch.partial_o[slot_idx * kD + c] = acc;
+            if (c == 0) {
+                launch.partial_ml[slot_idx * 2] = mx;
+                launch.partial_ml[slot_idx * 2 + 1] = sum;
+            }
+        }
+    }
+}
+
 __global__ void merge_splits_kernel(AttentionBatch batch, DecodeLaunch launch, int d,
                                     bf16* __restrict__ out) {
     const int seq = blockIdx.x, head = blockIdx.y;
@@ -168,10 +417,13 @@ __global__ void merge_splits_kernel(AttentionBatch batch, DecodeLaunch launch, i
     if (batch.qo_indptr[seq + 1] - q_start != 1) return;
     const std::int64_t first =
         (static_cast<std::int64_t>(seq) * batch.num_heads + head) * launch.num_splits;
-    const float* ml = launch.partial_ml + first * 2;
+    const float* __restrict__ ml = launch.partial_ml + first * 2;
+    const float* __restrict__ partial_o = launch.partial_o;
     float global_max = -INFINITY;
+#pragma unroll 8
     for (int i = 0; i < launch.num_splits; ++i) global_max = fmaxf(global_max, ml[2 * i]);
     float total = 0.0f;
+#pragma unroll 8
     for (int i = 0; i < launch.num_splits; ++i) {
         total += ml[2 * i + 1] * exp2f(ml[2 * i] - global_max);  // empty split: 0 * 0
     }
@@ -179,9 +431,10 @@ __global__ void merge_splits_kernel(AttentionBatch batch, DecodeLaunch launch, i
     bf16* dst = out + (static_cast<std::int64_t>(q_start) * batch.num_heads + head) * d;
     for (int c = threadIdx.x; c < d; c += blockDim.x) {
         float o = 0.0f;
+#pragma unroll 8
         for (int i = 0; i < launch.num_splits; ++i) {
             const float w = exp2f(ml[2 * i] - global_max);
-            o += launch.partial_o[(first + i) * d + c] * w;
+            o += partial_o[(first + i) * d + c] * w;
         }
         dst[c] = __float2bfloat16_rn(o * inv);
     }
@@ -196,6 +449,34 @@ void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch&
     decode_attention_kernel<kMaxD><<<grid, kThreads, 0, stream>>>(
         static_cast<const bf16*>(q), pages, batch, launch, static_cast<bf16*>(out));
     IS_CUDA_CHECK_LAUNCH();
+}
+
+template <int kD, int kG>
+void launch_fast(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
+                 const DecodeLaunch& launch, void* out, cudaStream_t stream) {
+    const dim3 grid(static_cast<unsigned>(launch.grid_rows),
+                    static_cast<unsigned>(pages.kv_heads),
+                    static_cast<unsigned>(launch.num_splits));
+    decode_fast_kernel<kD, kG><<<grid, kFastThreads, 0, stream>>>(
+        static_cast<const bf16*>(q), pages, batch, launch, static_cast<bf16*>(out));
+    IS_CUDA_CHECK_LAUNCH();
+}
+
+// The group rounds up to an instantiated size; the extra heads are computed on zeros and
+// never stored.
+template <int kD>
+void launch_fast_for_group(int group, const void* q, const PagedKvView& pages,
+                           const AttentionBatch& batch, const DecodeLaunch& launch, void* out,
+                           cudaStream_t stream) {
+    if (group <= 1) {
+        launch_fast<kD, 1>(q, pages, batch, launch, out, stream);
+    } else if (group <= 2) {
+        launch_fast<kD, 2>(q, pages, batch, launch, out, stream);
+    } else if (group <= 4) {
+        launch_fast<kD, 4>(q, pages, batch, launch, out, stream);
+    } else {
+        launch_fast<kD, 8>(q, pages, batch, launch, out, stream);
+    }
 }
 
 }  // namespace
@@ -213,6 +494,18 @@ void launch_decode_attention(const void* q, const PagedKvView& pages, const Atte
                                         launch.split_tokens % kTile == 0))
         << "split workspace";
     IS_CHECK(pages.kv_heads <= 65535 && launch.num_splits <= 65535) << "decode grid";
+    const int group = batch.num_heads / pages.kv_heads;
+    const int d = pages.head_dim;
+    if (launch.per_sequence && group <= 8 && (d == 64 || d == 128 || d == 256)) {
+        if (d == 64) {
+            launch_fast_for_group<64>(group, q, pages, batch, launch, out, stream);
+        } else if (d == 128) {
+            launch_fast_for_group<128>(group, q, pages, batch, launch, out, stream);
+        } else {
+            launch_fast_for_group<256>(group, q, pages, batch, launch, out, stream);
+        }
+        return;
+    }
     if (pages.head_dim <= 64) {
         launch_typed<64>(q, pages, batch, launch, out, stream);
     } else if (pages.head_dim <= 128) {

@@ -150,7 +150,12 @@ INSTANTIATE_TEST_SUITE_P(
                  {{1, 4096}, {1, 4000}, {1, 1234}, {1, 3}, {50, 4096}}},
         AttnCase{"fallback_d16", 4, 2, 16, 16, ragged_mix()},
         AttnCase{"fallback_d96", 6, 3, 96, 16, ragged_mix()},
-        AttnCase{"fallback_d80_long", 4, 1, 80, 16, {{1, 2100}, {40, 600}}}),
+        AttnCase{"fallback_d80_long", 4, 1, 80, 16, {{1, 2100}, {40, 600}}},
+        // Decode kernel edge cases: a group rounded up (3 -> 4), a non-power-of-two block size,
+        // head_dim 256 with group 8, and group 16 (the generic kernel), all with long splits.
+        AttnCase{"decode_gqa3_d64_bs32", 6, 2, 64, 32, {{1, 3000}, {1, 1}, {1, 64}, {1, 65}}},
+        AttnCase{"decode_d256_gqa8_bs24", 16, 2, 256, 24, {{1, 1000}, {1, 7}, {1, 2500}, {1, 129}}},
+        AttnCase{"decode_gqa16_generic", 32, 2, 128, 16, {{1, 2000}, {1, 33}, {5, 40}}}),
     [](const ::testing::TestParamInfo<AttnCase>& info) { return std::string(info.param.name); });
 
 // A small workspace forces fewer splits than the heuristic wants; results must not change.
@@ -191,6 +196,42 @@ TEST_F(CudaAttentionSmallWorkspaceTest, CapturesInCudaGraph) {
     EXPECT_EQ(download(*gpu_, p.dout.tensor), eager);
     cudaGraphExecDestroy(exec);
     cudaGraphDestroy(graph);
+}
+
+// Replayable decode: the launch is sized from fixed_max_kv_len alone (no host metadata), so
+// splits past a shorter sequence's end must merge as empty.
+TEST_F(CudaAttentionSmallWorkspaceTest, FixedMaxKvLenBound) {
+    for (const int bound : {4096, 300}) {
+        const AttnCase c{"fixed", 32, 8, 128, 16, {{1, 257}, {1, 3}, {1, 300}, {1, 64}}};
+        Problem p = make_problem(*gpu_, c, rng_);
+        const float scale = 1.0f / std::sqrt(128.0f);
+        auto args = device_args(p, 4, scale);
+        args.host_qo_indptr = nullptr;
+        args.host_indptr = nullptr;
+        args.fixed_max_kv_len = bound;
+        poison(*gpu_, p.dout.tensor);
+        gpu_->paged_attention(p.dq.tensor, {p.dk.tensor, p.dv.tensor}, args, p.dout.tensor);
+        const std::vector<float> got = download(*gpu_, p.dout.tensor);
+        const std::vector<float> ref = cpu_reference(cpu_, p, c, scale);
+        EXPECT_LT(worst_row_error(got, ref, p.n, 32 * 128), 2 * kBf16Tolerance) << bound;
+    }
+}
+
+class CudaAttentionFixedBoundTest : public CudaTest {};
+
+TEST_F(CudaAttentionFixedBoundTest, ManySplitsFromBound) {
+    const AttnCase c{"fixed_many", 8, 2, 128, 16, {{1, 5}, {1, 1500}, {1, 16}}};
+    Problem p = make_problem(*gpu_, c, rng_);
+    const float scale = 1.0f / std::sqrt(128.0f);
+    auto args = device_args(p, 3, scale);
+    args.host_qo_indptr = nullptr;
+    args.host_indptr = nullptr;
+    args.fixed_max_kv_len = 8192;
+    poison(*gpu_, p.dout.tensor);
+    gpu_->paged_attention(p.dq.tensor, {p.dk.tensor, p.dv.tensor}, args, p.dout.tensor);
+    const std::vector<float> got = download(*gpu_, p.dout.tensor);
+    const std::vector<float> ref = cpu_reference(cpu_, p, c, scale);
+    EXPECT_LT(worst_row_error(got, ref, p.n, 8 * 128), 2 * kBf16Tolerance);
 }
 
 }  // namespace

@@ -1,0 +1,419 @@
+// inject_bench: the H200 measurement of memory injection ("Memory injection" issue). At a real
+// model's shape (configs/*.json, random weights) and the reference's memory scaffold
+// (M = header ~60 tokens ‖ k facts of ~25 tokens ‖ footer 15 tokens, then a ~30-token query),
+// for every k it times, with CUDA events on the backend's stream, median of repeats after
+// warm-up, blocks freed between requests:
+//   kv (GPU tier)   facts selected → first-token logits on the host: compose the InjectPlan,
+//                   allocate blocks, ONE fused inject op (all chunks, all layers), forward of
+//                   the tail (< 16 tokens) + query with logits. Chunks resident on the GPU.
+//   kv (host tier)  the same, but the k fact chunks start in pinned host memory and are copied
+//                   into device staging slots (one async copy per chunk) inside the timed region.
+//   prompt          a forward of all |M| + query tokens (the facts as text) with logits.
+//   inject op       bytes the op moves (chunk K,V read + page K,V written) over the op's own
+//                   time (events around the kernel alone), against the device-to-device copy
+//                   bandwidth measured in the same run.
+// Then the issue's four ratios against their targets, and the absolute TTFTs next to the
+// reference's (vLLM + connector, Llama-3.1-8B; reference-system.md §8.2).
+//
+//   inject_bench --config configs/llama-3.1-8b.json [--json out.json] [--ks 5,10,20,50]
+//   inject_bench --config tests/fixtures/golden/llama_gqa/config.json --backend cpu   (dry run)
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "backends/cpu/cpu_backend.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_check.h"
+#include "bench/bench_support.h"
+#include "bench/device_bench.h"
+#include "bench/inject_bench_harness.h"
+#include "bench/profiling_backend.h"
+#include "model/hf_config.h"
+
+namespace inferscale::bench {
+namespace {
+
+using nlohmann::json;
+
+struct Args {
+    std::string config_path;
+    std::string json_path;
+    std::string backend = "cuda";
+    int device = 0;
+    std::vector<std::int64_t> ks{5, 10, 20, 50};
+    int warmup = 3;
+    int repeats = 25;
+    std::int64_t copy_mib = 1024;
+    bool host_tier = true;
+    InjectShape shape;
+};
+
+// Reference TTFTs, Llama-3.1-8B (reference-system.md §8.2, digitized): k → {kv, prompt} ms.
+const std::map<std::int64_t, std::pair<double, double>> kReference{
+    {5, {16.5, 33.0}}, {10, {16.5, 39.0}}, {20, {16.9, 46.0}}, {50, {17.6, 70.0}}};
+// The issue's endpoints (k 5 → 50) and the ratios it derives from them.
+constexpr double kRefKv5 = 16.6, kRefKv50 = 17.3, kRefPrompt5 = 33.0, kRefPrompt50 = 68.0;
+
+struct Row {
+    std::int64_t k = 0;
+    std::int64_t memory_tokens = 0, loaded_tokens = 0, tail_tokens = 0, forward_tokens = 0;
+    Samples kv, kv_inject;            // GPU tier: total, and up to "injected"
+    Samples host, host_copy, host_inject;
+    Samples prompt;
+    Samples op, call;                 // the inject op alone; the whole Injector::inject call
+    std::size_t inject_bytes = 0;
+    bool finite = true;
+    double host_gpu_max_diff = -1.0;  // |logits(host tier) - logits(GPU tier)|, same facts
+    double logit_scale = 0.0;
+
+    double op_bytes_per_s() const {
+        return op.median() > 0 ? static_cast<double>(inject_bytes) / (op.median() * 1e-3) : 0.0;
+    }
+    double call_bytes_per_s() const {
+        return call.median() > 0 ? static_cast<double>(inject_bytes) / (call.median() * 1e-3)
+                                 : 0.0;
+    }
+};
+
+json samples_json(const Samples& s) {
+    return json{{"median_ms", s.median()}, {"min_ms", s.min()}, {"max_ms", s.max()},
+                {"repeats", s.ms.size()}};
+}
+
+double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
+
+// One k: warm-up, then `repeats` rounds of (kv GPU tier, kv host tier, prompt), interleaved
+// so clock drift hits every mode alike; then the inject op alone; then the tier check.
+Status measure_k(const Args& a, InjectBenchHarness& h, StepMarks& marks, ProfilingBackend* prof,
+                 std::int64_t k, Row& row, const Progress& progress) {
+    const InjectShape& s = h.shape();
+    row.k = k;
+    row.memory_tokens = s.memory_tokens(k);
+    row.loaded_tokens = row.memory_tokens / s.block_size * s.block_size;
+    row.tail_tokens = row.memory_tokens - row.loaded_tokens;
+    row.forward_tokens = row.tail_tokens + s.query_tokens;
+    for (int rep = 0; rep < a.warmup + a.repeats; ++rep) {
+        const bool timed = rep >= a.warmup;
+        // A different run of facts each round: no request reads the previous one's chunks.
+        const std::int64_t offset = (rep * 37) % s.pool_facts;
+        const KvRequestTimes kv = IS_TRY(h.kv_request(k, offset, false, marks));
+        row.finite = row.finite && h.logits_finite();
+        if (timed) {
+            row.kv.ms.push_back(kv.total_ms);
+            row.kv_inject.ms.push_back(kv.injected_ms);
+        }
+        if (a.host_tier) {
+            const KvRequestTimes ht = IS_TRY(h.kv_request(k, offset, true, marks));
+            row.finite = row.finite && h.logits_finite();
+            if (timed) {
+                row.host.ms.push_back(ht.total_ms);
+                row.host_copy.ms.push_back(ht.copied_ms);
+                row.host_inject.ms.push_back(ht.injected_ms);
+            }
+        }
+        const double pm = IS_TRY(h.prompt_request(k, offset, marks));
+        row.finite = row.finite && h.logits_finite();
+        if (timed) row.prompt.ms.push_back(pm);
+        if (h.blocks_in_use() != 0) return make_error("blocks leaked between requests");
+    }
+    // The op alone (through the profiler's events on CUDA), and separately the whole call
+    // without the profiler in the way (metadata staging and its upload included).
+    for (int rep = 0; rep < a.warmup + a.repeats; ++rep) {
+        const std::int64_t offset = (rep * 37) % s.pool_facts;
+        const InjectOpTimes op = IS_TRY(h.inject_only(k, offset, prof, marks));
+        const InjectOpTimes call = IS_TRY(h.inject_only(k, offset, nullptr, marks));
+        if (rep >= a.warmup) {
+            row.op.ms.push_back(op.op_ms);
+            row.call.ms.push_back(call.call_ms);
+        }
+        row.inject_bytes = op.bytes;
+        if (op.tokens != row.loaded_tokens || call.bytes != op.bytes)
+            return make_error("inject plan loaded an unexpected token count");
+    }
+    if (a.host_tier) {
+        // Same facts through both tiers: the staging copies must hand the op the same KV.
+        IS_TRY(h.kv_request(k, 0, false, marks));
+        const std::vector<float> gpu(h.logits().begin(), h.logits().end());
+        IS_TRY(h.kv_request(k, 0, true, marks));
+        double diff = 0.0, scale = 0.0;
+        for (std::size_t i = 0; i < gpu.size(); ++i) {
+            diff = std::max(diff, static_cast<double>(std::fabs(gpu[i] - h.logits()[i])));
+            scale = std::max(scale, static_cast<double>(std::fabs(gpu[i])));
+        }
+        row.host_gpu_max_diff = diff;
+        row.logit_scale = scale;
+    }
+    progress("  k=%lld: M %lld tok (%lld injected, tail %lld, forward %lld): kv %.3f ms "
+             "(inject done at %.3f), host tier %.3f ms (copies done at %.3f), prompt %.3f ms; "
+             "inject op %.1f us for %.1f MB = %.0f GB/s (call %.1f us)%s",
+             static_cast<long long>(k), static_cast<long long>(row.memory_tokens),
+             static_cast<long long>(row.loaded_tokens), static_cast<long long>(row.tail_tokens),
+             static_cast<long long>(row.forward_tokens), row.kv.median(), row.kv_inject.median(),
+             row.host.median(), row.host_copy.median(), row.prompt.median(),
+             row.op.median() * 1e3, static_cast<double>(row.inject_bytes) / 1e6,
+             row.op_bytes_per_s() / 1e9, row.call.median() * 1e3,
+             row.finite ? "" : "  NON-FINITE LOGITS");
+    return {};
+}
+
+std::string fmt(const char* format, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, v);
+    return buf;
+}
+
+int run(Args a) {
+    Progress progress;
+    Result<model::HfConfig> hf = model::load_hf_config(a.config_path);
+    if (!hf.ok()) {
+        std::fprintf(stderr, "inject_bench: %s\n", hf.error().message.c_str());
+        return 2;
+    }
+    const model::ModelConfig& config = hf.value().config;
+    std::sort(a.ks.begin(), a.ks.end());
+    a.ks.erase(std::unique(a.ks.begin(), a.ks.end()), a.ks.end());
+    if (a.ks.empty() || a.ks.front() < 1) {
+        std::fprintf(stderr, "inject_bench: --ks must list k >= 1\n");
+        return 2;
+    }
+    a.shape.max_k = a.ks.back();
+    a.shape.pool_facts = std::max(a.shape.pool_facts, a.shape.max_k);
+
+    const bool cuda = a.backend == "cuda";
+    std::unique_ptr<tensor::Backend> backend;
+    cudaStream_t stream = nullptr;
+    std::string device_name = "cpu";
+    if (cuda) {
+        auto created = backends::cuda::CudaBackend::create(a.device);
+        if (!created.ok()) {
+            std::fprintf(stderr, "inject_bench: %s\n", created.error().message.c_str());
+            return 2;
+        }
+        stream = created.value()->stream();
+        backend = std::move(created).value();
+        cudaDeviceProp prop{};
+        IS_CUDA_CHECK(cudaGetDeviceProperties(&prop, a.device));
+        device_name = prop.name;
+        progress("device %d: %s, %d SMs, %.1f GiB", a.device, prop.name,
+                 prop.multiProcessorCount, static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+    } else {
+        backend = std::make_unique<backends::cpu::CpuBackend>();
+        progress("cpu backend: a dry run of the bench's logic");
+    }
+    StepTimer timer(*backend, stream, cuda);
+
+    progress("copy bandwidth: %lld MiB device-to-device", static_cast<long long>(a.copy_mib));
+    Result<DeviceRates> rates_r = measure_copy(*backend, timer, cuda, stream,
+                                               static_cast<std::size_t>(a.copy_mib) << 20, 0);
+    if (!rates_r.ok()) {
+        std::fprintf(stderr, "inject_bench: copy: %s\n", rates_r.error().message.c_str());
+        return 1;
+    }
+    const DeviceRates rates = rates_r.value();
+    const double d2d = rates.copy_bytes_per_s;
+    progress("  d2d copy %.3f TB/s (read + write)", d2d / 1e12);
+
+    auto created = InjectBenchHarness::create(*backend, cuda, config, a.shape, progress);
+    if (!created.ok()) {
+        std::fprintf(stderr, "inject_bench: setup: %s\n", created.error().message.c_str());
+        return 1;
+    }
+    InjectBenchHarness& h = *created.value();
+    StepMarks marks(*backend, stream, cuda);
+    std::unique_ptr<ProfilingBackend> prof;
+    if (cuda) prof = std::make_unique<ProfilingBackend>(*backend, stream);
+
+    std::vector<Row> rows;
+    for (std::int64_t k : a.ks) {
+        progress("k=%lld: %d warm-up + %d timed rounds of kv%s + prompt, then the inject op",
+                 static_cast<long long>(k), a.warmup, a.repeats, a.host_tier ? " + host tier" : "");
+        Row row;
+        if (Status st = measure_k(a, h, marks, prof.get(), k, row, progress); !st.ok()) {
+            std::fprintf(stderr, "inject_bench: k=%lld: %s\n", static_cast<long long>(k),
+                         st.error().message.c_str());
+            return 1;
+        }
+        rows.push_back(std::move(row));
+    }
+
+    // ---- table ----
+    const Row& lo = rows.front();
+    const Row& hi = rows.back();
+    std::printf("\n== inject_bench %s on %s: d2d %.3f TB/s, KV %.1f KiB/token, chunk %lld tok "
+                "= %.2f MB ==\n",
+                a.config_path.c_str(), device_name.c_str(), d2d / 1e12,
+                static_cast<double>(h.kv_bytes_per_token()) / 1024,
+                static_cast<long long>(a.shape.fact_tokens),
+                static_cast<double>(h.chunk_bytes()) / 1e6);
+    std::printf("TTFT ms, median of %d (header %lld, facts %lld each, footer %lld, query %lld "
+                "tokens)\n",
+                a.repeats, static_cast<long long>(a.shape.header_tokens),
+                static_cast<long long>(a.shape.fact_tokens),
+                static_cast<long long>(a.shape.footer_tokens),
+                static_cast<long long>(a.shape.query_tokens));
+    std::printf("%4s %6s %6s %5s | %8s %8s | %8s %8s | %8s | %7s %7s | %8s %6s | %7s %7s\n", "k",
+                "|M|", "inject", "fwd", "kv GPU", "(inj)", "kv host", "(copy)", "prompt",
+                "pr/kv", "hst/gpu", "inj GB/s", "%d2d", "ref kv", "ref pr");
+    for (const Row& r : rows) {
+        const auto ref = kReference.find(r.k);
+        std::printf("%4lld %6lld %6lld %5lld | %8.3f %8.3f | %8s %8s | %8.3f | %7.2f %7s | %8.0f "
+                    "%5.0f%% | %7s %7s\n",
+                    static_cast<long long>(r.k), static_cast<long long>(r.memory_tokens),
+                    static_cast<long long>(r.loaded_tokens),
+                    static_cast<long long>(r.forward_tokens), r.kv.median(),
+                    r.kv_inject.median(), a.host_tier ? fmt("%.3f", r.host.median()).c_str() : "-",
+                    a.host_tier ? fmt("%.3f", r.host_copy.median()).c_str() : "-",
+                    r.prompt.median(), ratio(r.prompt.median(), r.kv.median()),
+                    a.host_tier ? fmt("%.2f", ratio(r.host.median(), r.kv.median())).c_str() : "-",
+                    r.op_bytes_per_s() / 1e9, 100.0 * ratio(r.op_bytes_per_s(), d2d),
+                    ref != kReference.end() ? fmt("%.1f", ref->second.first).c_str() : "-",
+                    ref != kReference.end() ? fmt("%.0f", ref->second.second).c_str() : "-");
+    }
+
+    struct Check {
+        std::string name;
+        double value, target, reference;
+        bool at_most;  // target is an upper bound
+        bool pass() const { return at_most ? value <= target : value >= target; }
+    };
+    const std::string klo = std::to_string(lo.k), khi = std::to_string(hi.k);
+    std::vector<Check> checks{
+        {"kv@" + khi + " / kv@" + klo, ratio(hi.kv.median(), lo.kv.median()), 1.10,
+         kRefKv50 / kRefKv5, true},
+        {"prompt@" + khi + " / kv@" + khi, ratio(hi.prompt.median(), hi.kv.median()), 5.0,
+         kRefPrompt50 / kRefKv50, false},
+        {"inject op bytes/s / d2d @" + khi, ratio(hi.op_bytes_per_s(), d2d), 0.50, 0.0, false},
+    };
+    if (a.host_tier)
+        checks.push_back({"host-tier kv@" + khi + " / GPU kv@" + khi,
+                          ratio(hi.host.median(), hi.kv.median()), 1.5, 0.0, true});
+    std::printf("\nissue ratios (reference: vLLM + connector, reference-system.md §8.2)\n");
+    std::printf("%-34s %9s %9s %10s %6s\n", "ratio", "measured", "target", "reference", "");
+    for (const Check& c : checks) {
+        std::printf("%-34s %9.3f %8s%.2f %10s %6s\n", c.name.c_str(), c.value,
+                    c.at_most ? "<= " : ">= ", c.target,
+                    c.reference > 0 ? fmt("%.2f", c.reference).c_str() : "-",
+                    c.pass() ? "PASS" : "FAIL");
+    }
+    std::printf("absolute TTFT k=%s -> %s: kv %.2f -> %.2f ms (reference %.1f -> %.1f), prompt "
+                "%.2f -> %.2f ms (reference %.0f -> %.0f)%s\n",
+                klo.c_str(), khi.c_str(), lo.kv.median(), hi.kv.median(), kRefKv5, kRefKv50,
+                lo.prompt.median(), hi.prompt.median(), kRefPrompt5, kRefPrompt50,
+                (lo.k == 5 && hi.k == 50) ? "" : "  (reference is for k 5 -> 50)");
+    bool all_finite = true, tiers_match = true;
+    for (const Row& r : rows) {
+        all_finite = all_finite && r.finite;
+        if (a.host_tier && r.host_gpu_max_diff > 1e-3 * std::max(1.0, r.logit_scale))
+            tiers_match = false;
+    }
+    if (a.host_tier) {
+        std::printf("host tier vs GPU tier logits (same facts): %s (max |diff| %.3g at k=%s)\n",
+                    tiers_match ? "match" : "MISMATCH", hi.host_gpu_max_diff, khi.c_str());
+    }
+    if (!all_finite) std::printf("WARNING: non-finite logits (random weights overflowed?)\n");
+    std::fflush(stdout);
+
+    if (!a.json_path.empty()) {
+        json out;
+        out["config"] = a.config_path;
+        out["model"] = config.name;
+        out["device"] = device_name;
+        out["backend"] = a.backend;
+        out["shape"] = {{"header_tokens", a.shape.header_tokens},
+                        {"fact_tokens", a.shape.fact_tokens},
+                        {"footer_tokens", a.shape.footer_tokens},
+                        {"query_tokens", a.shape.query_tokens},
+                        {"block_size", a.shape.block_size},
+                        {"pool_facts", a.shape.pool_facts},
+                        {"warmup", a.warmup},
+                        {"repeats", a.repeats}};
+        out["d2d"] = samples_json(rates.copy);
+        out["d2d"]["bytes_per_s"] = d2d;
+        out["d2d"]["copy_bytes"] = rates.copy_bytes;
+        out["kv_bytes_per_token"] = h.kv_bytes_per_token();
+        out["chunk_bytes"] = h.chunk_bytes();
+        for (const Row& r : rows) {
+            json j{{"k", r.k},
+                   {"memory_tokens", r.memory_tokens},
+                   {"injected_tokens", r.loaded_tokens},
+                   {"tail_tokens", r.tail_tokens},
+                   {"kv_forward_tokens", r.forward_tokens},
+                   {"prompt_forward_tokens", r.memory_tokens + a.shape.query_tokens},
+                   {"kv_gpu", samples_json(r.kv)},
+                   {"kv_gpu_injected_at", samples_json(r.kv_inject)},
+                   {"prompt", samples_json(r.prompt)},
+                   {"inject_op", samples_json(r.op)},
+                   {"inject_call", samples_json(r.call)},
+                   {"inject_bytes", r.inject_bytes},
+                   {"inject_op_bytes_per_s", r.op_bytes_per_s()},
+                   {"inject_call_bytes_per_s", r.call_bytes_per_s()},
+                   {"inject_op_fraction_of_d2d", ratio(r.op_bytes_per_s(), d2d)},
+                   {"prompt_over_kv", ratio(r.prompt.median(), r.kv.median())},
+                   {"logits_finite", r.finite}};
+            if (a.host_tier) {
+                j["kv_host"] = samples_json(r.host);
+                j["kv_host_copied_at"] = samples_json(r.host_copy);
+                j["kv_host_injected_at"] = samples_json(r.host_inject);
+                j["host_over_gpu"] = ratio(r.host.median(), r.kv.median());
+                j["host_gpu_logits_max_diff"] = r.host_gpu_max_diff;
+            }
+            const auto ref = kReference.find(r.k);
+            if (ref != kReference.end())
+                j["reference"] = {{"kv_ms", ref->second.first}, {"prompt_ms", ref->second.second}};
+            out["rows"].push_back(j);
+        }
+        for (const Check& c : checks) {
+            out["ratios"].push_back({{"name", c.name}, {"value", c.value}, {"target", c.target},
+                                     {"at_most", c.at_most}, {"pass", c.pass()},
+                                     {"reference", c.reference > 0 ? json(c.reference) : json()}});
+        }
+        out["reference_endpoints_ms"] = {{"kv", {kRefKv5, kRefKv50}},
+                                         {"prompt", {kRefPrompt5, kRefPrompt50}}};
+        out["logits_finite"] = all_finite;
+        out["host_gpu_logits_match"] = tiers_match;
+        std::ofstream f(a.json_path);
+        f << out.dump(2) << "\n";
+        if (!f) {
+            std::fprintf(stderr, "inject_bench: cannot write %s\n", a.json_path.c_str());
+            return 1;
+        }
+        progress("wrote %s", a.json_path.c_str());
+    }
+    return 0;
+}
+
+}  // namespace
+}  // namespace inferscale::bench
+
+int main(int argc, char** argv) {
+    inferscale::bench::Args a;
+    CLI::App app{"inject_bench: memory injection TTFT and bandwidth on random weights"};
+    app.add_option("--config", a.config_path, "Hugging Face config.json")->required();
+    app.add_option("--json", a.json_path, "write the results as JSON here");
+    app.add_option("--backend", a.backend, "cuda, or cpu for a dry run")
+        ->check(CLI::IsMember({"cuda", "cpu"}));
+    app.add_option("--device", a.device, "CUDA device index");
+    app.add_option("--ks", a.ks, "facts per request, e.g. 5,10,20,50")->delimiter(',');
+    app.add_option("--warmup", a.warmup, "untimed rounds per k")->check(CLI::NonNegativeNumber);
+    app.add_option("--repeats", a.repeats, "timed rounds per k")->check(CLI::PositiveNumber);
+    auto* copy = app.add_option("--copy-mib", a.copy_mib, "bytes of the d2d copy, MiB");
+    app.add_option("--header-tokens", a.shape.header_tokens, "memory header tokens");
+    app.add_option("--fact-tokens", a.shape.fact_tokens, "tokens per fact chunk");
+    app.add_option("--footer-tokens", a.shape.footer_tokens, "footer tokens (>= block - 1)");
+    app.add_option("--query-tokens", a.shape.query_tokens, "question + query template tokens");
+    app.add_option("--pool-facts", a.shape.pool_facts, "resident fact chunks to rotate through");
+    app.add_option("--seed", a.shape.seed, "weight and chunk seed");
+    app.add_flag("!--no-host-tier", a.host_tier, "skip the host-tier (pinned memory) requests");
+    CLI11_PARSE(app, argc, argv);
+    if (a.backend == "cpu" && copy->count() == 0) a.copy_mib = 64;
+    return inferscale::bench::run(a);
+}

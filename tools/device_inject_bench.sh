@@ -1,0 +1,135 @@
+#!/usr/bin/env bash
+# The memory-injection benchmark (inject_bench) as one device command.
+#
+#   Here (no GPU), after building inject_bench with -DINFERSCALE_CUDA=ON:
+#     tools/device_inject_bench.sh bundle [BUILD_DIR] [BUNDLE_DIR]
+#   copies BUILD_DIR/bin/inject_bench into BUNDLE_DIR/bin and the non-system shared libraries
+#   it needs into BUNDLE_DIR/lib. Defaults: build-ibench, build-ibench-device (ignored by git
+#   via /build*/, so it can be carried).
+#
+#   On the GPU machine, from the repository root, carrying BUNDLE_DIR:
+#     tools/device_inject_bench.sh run [BUNDLE_DIR] [-- extra inject_bench args]
+#   runs inject_bench on configs/llama-3.1-8b.json (random weights; k = 5, 10, 20, 50), writes
+#   inject_bench.log, inject_bench.json, summary.txt and env.txt to $OUT (or
+#   ./inject-bench-logs) and prints the summary table. Exits non-zero when the bench failed.
+#   INJECT_BENCH_CONFIG=path picks another config (e.g. a tiny one with `-- --backend cpu`,
+#   to try the script without a GPU).
+# Budget: under a minute and a half on an H200 (model creation included); hard limit 170 s.
+#
+# A minimal copy of tools/device_gpu_bench.sh's bundle and library lookup: that script runs its
+# command dispatch when sourced, so its functions cannot be reused from here.
+set -euo pipefail
+
+die() { echo "device_inject_bench: $*" >&2; exit 2; }
+
+is_system_lib() {
+    case "$1" in
+        linux-vdso.so* | ld-linux*.so* | libc.so* | libm.so* | libdl.so* | libpthread.so* | \
+            librt.so* | libresolv.so* | libutil.so*) return 0 ;;
+        libcuda.so* | libcudart.so* | libcublas.so* | libcublasLt.so* | libnvidia*.so* | \
+            libnvrtc*.so* | libnvJitLink*.so*) return 0 ;;
+    esac
+    return 1
+}
+
+bundle() {
+    local build=${1:-build-ibench} out=${2:-build-ibench-device}
+    local exe=$build/bin/inject_bench
+    [[ -x $exe ]] || die "$exe is not built (ninja -C $build inject_bench)"
+    rm -rf "$out"
+    mkdir -p "$out/bin" "$out/lib"
+    cp "$exe" "$out/bin/"
+    strip --strip-unneeded "$out/bin/inject_bench" 2>/dev/null || true
+    local lib path
+    while read -r lib path; do
+        is_system_lib "$lib" && continue
+        [[ -f $path ]] || die "$exe needs $lib, which does not resolve here"
+        cp -L "$path" "$out/lib/$lib"
+    done < <(ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
+    echo "bundled into $out:"
+    ls -l "$out/bin" "$out/lib"
+    du -sh "$out"
+}
+
+# Directories on the GPU machine that may hold the CUDA 13 runtime and cuBLASLt.
+cuda_lib_dirs() {
+    local d
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib \
+        /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib \
+        /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib \
+        /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
+        /usr/local/lib/python3*/dist-packages/nvidia/*/lib; do
+        [[ -e $d/libcublasLt.so.13 || -e $d/libcudart.so.13 ]] && echo "$d"
+    done
+    return 0
+}
+
+run() {
+    local bundle_dir=build-ibench-device
+    if [[ $# -gt 0 && $1 != -- ]]; then bundle_dir=$1; shift; fi
+    [[ ${1:-} == -- ]] && shift
+    local exe=$bundle_dir/bin/inject_bench
+    [[ -x $exe ]] || die "no inject_bench in $bundle_dir/bin ('$0 bundle' first)"
+    bundle_dir=$(cd "$bundle_dir" && pwd)
+    exe=$bundle_dir/bin/inject_bench
+    local logs=${OUT:-$PWD/inject-bench-logs}
+    mkdir -p "$logs"
+    local work
+    work=$(mktemp -d)
+
+    # Bundled libraries only where the machine lacks them (its own CUDA libraries win).
+    local cuda_path links lib dep
+    cuda_path=$(cuda_lib_dirs | awk '!seen[$0]++' | paste -sd: -)
+    links=$work/links
+    mkdir -p "$links"
+    while read -r lib; do
+        [[ -f $bundle_dir/lib/$lib ]] && ln -sf "$bundle_dir/lib/$lib" "$links/$lib"
+    done < <(LD_LIBRARY_PATH=$cuda_path ldd "$exe" | awk '/not found/ {print $1}')
+    for lib in "$links"/*; do
+        [[ -e $lib ]] || continue
+        while read -r dep; do
+            [[ -f $bundle_dir/lib/$dep ]] && ln -sf "$bundle_dir/lib/$dep" "$links/$dep"
+        done < <(LD_LIBRARY_PATH=$links:$cuda_path ldd "$lib" | awk '/not found/ {print $1}')
+    done
+    local bench_path=$links${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+    {
+        echo "date: $(date -u)"
+        echo "host: $(uname -a)"
+        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
+            --format=csv 2>&1 || true
+        echo "cuda lib dirs: ${cuda_path:-<none found>}"
+        echo "bundled libs used: $(ls "$links" | paste -sd' ' -)"
+        LD_LIBRARY_PATH=$bench_path ldd "$exe" 2>&1
+    } >"$logs/env.txt" 2>&1
+    if LD_LIBRARY_PATH=$bench_path ldd "$exe" | grep -q 'not found'; then
+        echo "!! unresolved libraries (see env.txt):"
+        LD_LIBRARY_PATH=$bench_path ldd "$exe" | grep 'not found' || true
+    fi
+
+    local log=$logs/inject_bench.log status=0
+    local config=${INJECT_BENCH_CONFIG:-configs/llama-3.1-8b.json}
+    echo "== inject_bench $config (timeout 170s)"
+    set +e
+    timeout 170 env LD_LIBRARY_PATH="$bench_path" "$exe" --config "$config" \
+        --json "$logs/inject_bench.json" "$@" 2>&1 | tee "$log"
+    status=${PIPESTATUS[0]}
+    set -e
+    # The table and ratios are everything from the bench's "== inject_bench" header on.
+    awk '/^== inject_bench /{on=1} on' "$log" >"$logs/summary.txt" || true
+    rm -rf "$work"
+    echo
+    echo "==== inject_bench summary ===="
+    cat "$logs/summary.txt"
+    echo "logs in $logs"
+    if [[ $status -ne 0 ]]; then
+        echo "INJECT BENCH FAILED (exit $status)"
+        return 1
+    fi
+}
+
+case "${1:-}" in
+    bundle) shift; bundle "$@" ;;
+    run) shift; run "$@" ;;
+    *) die "usage: $0 bundle [BUILD_DIR] [BUNDLE_DIR] | run [BUNDLE_DIR] [-- inject_bench args]" ;;
+esac
