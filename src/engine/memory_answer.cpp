@@ -52,8 +52,14 @@ Result<std::unique_ptr<MemoryRuntime>> MemoryRuntime::create(LocalModel& lm,
         IS_TRY(inject::build_memory_scaffold(lm.tokenizer(), template_of(lm), lm.block_size()));
     inject::ChunkEncoder encoder = IS_TRY(inject::ChunkEncoder::create(
         lm.backend(), lm.model(), lm.kv(), lm.blocks(), lm.workspace()));
-    std::unique_ptr<MemoryRuntime> rt(
-        new MemoryRuntime(lm, options, std::move(scaffold), std::move(encoder)));
+    inject::ChunkPoolOptions pool_options;
+    pool_options.device_capacity_bytes = options.device_pool_bytes;
+    pool_options.host_capacity_bytes = options.host_pool_bytes;
+    pool_options.disk_dir = options.disk_dir;
+    std::unique_ptr<inject::ChunkPool> pool =
+        IS_TRY(inject::ChunkPool::open(lm.backend(), std::move(pool_options)));
+    std::unique_ptr<MemoryRuntime> rt(new MemoryRuntime(lm, options, std::move(scaffold),
+                                                        std::move(encoder), std::move(pool)));
     const inject::ChunkRequest reqs[] = {
         scaffold_request(lm, "header", rt->scaffold_.header),
         scaffold_request(lm, "footer", rt->scaffold_.footer),
@@ -78,17 +84,17 @@ inject::ChunkIdentity MemoryRuntime::identity_of(const MemoryFact& fact) const {
 
 Result<std::vector<const inject::KvChunk*>> MemoryRuntime::chunks_for(
     std::span<const MemoryFact> facts) {
-    std::vector<const inject::KvChunk*> out(facts.size(), nullptr);
+    held_.clear();  // the previous request's chunks may be demoted again
+    std::vector<inject::ChunkIdentity> ids;
+    ids.reserve(facts.size());
+    for (const MemoryFact& f : facts) ids.push_back(identity_of(f));
+    std::vector<inject::ChunkLease> leases = IS_TRY(pool_->get_many(ids));
     std::vector<inject::ChunkRequest> misses;
     std::vector<std::size_t> miss_index;
     for (std::size_t i = 0; i < facts.size(); ++i) {
-        inject::ChunkIdentity id = identity_of(facts[i]);
-        if (const inject::KvChunk* hit = cache_.find(id)) {
-            out[i] = hit;
-            continue;
-        }
+        if (leases[i]) continue;
         inject::ChunkRequest r;
-        r.identity = std::move(id);
+        r.identity = ids[i];
         r.fact_tokens = IS_TRY(inject::fact_token_ids(lm_->tokenizer(), facts[i].text));
         if (options_.encoding == inject::EncodingMode::AfterHeader)
             r.context_tokens = scaffold_.header;
@@ -97,10 +103,15 @@ Result<std::vector<const inject::KvChunk*>> MemoryRuntime::chunks_for(
         misses.push_back(std::move(r));
         miss_index.push_back(i);
     }
-    if (misses.empty()) return out;
-    std::vector<inject::KvChunk> encoded = IS_TRY(encoder_.encode(misses));
-    for (std::size_t j = 0; j < encoded.size(); ++j)
-        out[miss_index[j]] = &cache_.insert(std::move(encoded[j]));
+    if (!misses.empty()) {
+        std::vector<inject::KvChunk> encoded = IS_TRY(encoder_.encode(misses));
+        for (std::size_t j = 0; j < encoded.size(); ++j)
+            leases[miss_index[j]] = IS_TRY(pool_->put(std::move(encoded[j])));
+    }
+    std::vector<const inject::KvChunk*> out;
+    out.reserve(leases.size());
+    for (const inject::ChunkLease& l : leases) out.push_back(l.get());
+    held_ = std::move(leases);
     return out;
 }
 

@@ -6,7 +6,7 @@
 //           prefilled (the Mem0 way);
 //   none    the question alone.
 // MemoryRuntime holds what kv mode needs per model: the scaffold and its chunks, the encoder,
-// the injector and a chunk cache keyed by fact identity (a stand-in for the chunk pool).
+// the injector and the tiered chunk pool (device, host, disk) keyed by fact identity.
 // Facts are given best-ranked first, as retrieval returns them; the prompt puts the best last.
 
 #include <cstdint>
@@ -19,8 +19,8 @@
 #include "base/result.h"
 #include "engine/generator.h"
 #include "engine/local_model.h"
-#include "inject/chunk_cache.h"
 #include "inject/chunk_encoder.h"
+#include "inject/chunk_pool.h"
 #include "inject/injector.h"
 #include "inject/memory_prompt.h"
 
@@ -45,12 +45,17 @@ struct MemoryFact {
 struct MemoryOptions {
     // Standalone (the reference) or after the memory header, so chunks carry no sink of their own.
     inject::EncodingMode encoding = inject::EncodingMode::Standalone;
+    // The chunk pool's tiers (see inject/chunk_pool.h); an empty disk_dir means no disk tier.
+    std::size_t device_pool_bytes = std::size_t{1} << 30;
+    std::size_t host_pool_bytes = std::size_t{4} << 30;
+    std::string disk_dir;
 };
 
 class MemoryRuntime {
   public:
     // Builds the scaffold from the model's chat template and encodes its chunks. `lm` must
-    // outlive the runtime. An Error from the scaffold, or when the backend is out of memory.
+    // outlive the runtime. An Error from the scaffold, when the backend is out of memory, or
+    // when the pool's disk folder is unusable.
     static Result<std::unique_ptr<MemoryRuntime>> create(LocalModel& lm,
                                                          const MemoryOptions& options = {});
 
@@ -58,31 +63,35 @@ class MemoryRuntime {
     const inject::KvChunk& header_chunk() const { return header_; }
     const inject::KvChunk& footer_chunk() const { return footer_; }
     const inject::KvChunk& empty_memory_chunk() const { return empty_; }
-    inject::ChunkCache& cache() { return cache_; }
+    inject::ChunkPool& pool() { return *pool_; }
     inject::ChunkEncoder& encoder() { return encoder_; }
     inject::Injector& injector() { return injector_; }
     const MemoryOptions& options() const { return options_; }
 
     inject::ChunkIdentity identity_of(const MemoryFact& fact) const;
-    // Each fact's chunk, in order: cache hits as they are, the misses encoded together in one
-    // batched pass and cached. Pointers stay valid while the cache keeps the entries.
+    // Each fact's chunk on the device, in order: pool hits (promoted from host or disk as
+    // needed), the misses encoded together in one batched pass and added to the pool. The
+    // runtime leases them, so the pointers stay valid (never demoted or freed) until the next
+    // chunks_for call. An Error from encoding, or when the device tier cannot hold them all.
     Result<std::vector<const inject::KvChunk*>> chunks_for(std::span<const MemoryFact> facts);
 
   private:
     MemoryRuntime(LocalModel& lm, const MemoryOptions& options, inject::MemoryScaffold scaffold,
-                  inject::ChunkEncoder encoder)
+                  inject::ChunkEncoder encoder, std::unique_ptr<inject::ChunkPool> pool)
         : lm_(&lm),
           options_(options),
           scaffold_(std::move(scaffold)),
           encoder_(std::move(encoder)),
-          injector_(lm.backend(), lm.model().rope_tables()) {}
+          injector_(lm.backend(), lm.model().rope_tables()),
+          pool_(std::move(pool)) {}
 
     LocalModel* lm_;
     MemoryOptions options_;
     inject::MemoryScaffold scaffold_;
     inject::ChunkEncoder encoder_;
     inject::Injector injector_;
-    inject::ChunkCache cache_;
+    std::unique_ptr<inject::ChunkPool> pool_;
+    std::vector<inject::ChunkLease> held_;  // the last chunks_for's; released before pool_
     inject::KvChunk header_, footer_, empty_;
 };
 

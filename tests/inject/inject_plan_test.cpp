@@ -10,7 +10,6 @@
 #include <random>
 
 #include "backends/cpu/cpu_backend.h"
-#include "inject/chunk_cache.h"
 #include "inject/injector.h"
 #include "kv/kv_storage.h"
 #include "tensor/views.h"
@@ -77,18 +76,6 @@ TEST(ChunkIdentity, KeyCoversEveryField) {
     EXPECT_NE(a.key(), b.key());
     EXPECT_NE(text_hash("a"), text_hash("b"));
     EXPECT_EQ(text_hash("x").size(), 16u);
-}
-
-TEST(ChunkCache, FindsByIdentity) {
-    backends::cpu::CpuBackend be;
-    ChunkCache cache;
-    const KvChunk& c = cache.insert(random_chunk(be, "f", 4, 9));
-    EXPECT_EQ(cache.find(c.identity()), &c);
-    ChunkIdentity other = c.identity();
-    other.fact_id = "g";
-    EXPECT_EQ(cache.find(other), nullptr);
-    EXPECT_EQ(cache.size(), 1u);
-    EXPECT_EQ(cache.bytes(), c.bytes());
 }
 
 // The fused op equals rope() on a copy of the chunk's K followed by write_kv(), bit for bit.

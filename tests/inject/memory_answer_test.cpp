@@ -173,10 +173,10 @@ TEST_F(MemoryAnswerTest, FactIsAnsweredFromKvAndPromptButNotWithoutMemory) {
         }
     }
     // The chunks are cached by identity: a second request encodes nothing.
-    const std::size_t cached = rt_->cache().size();
+    const std::size_t cached = rt_->pool().size();
     ASSERT_TRUE(
         answer_with_memory(*lm_, *rt_, kAliceFacts, kQuestion, MemoryMode::Kv, greedy(4)).ok());
-    EXPECT_EQ(rt_->cache().size(), cached);
+    EXPECT_EQ(rt_->pool().size(), cached);
 
     auto none = answer_with_memory(*lm_, *rt_, {}, kQuestion, MemoryMode::None, greedy());
     ASSERT_TRUE(none.ok());

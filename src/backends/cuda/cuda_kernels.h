@@ -94,8 +94,23 @@ void init_prefill_attention();
 //   q, out [num_tokens, num_heads, head_dim] bf16; max_q_tiles = the largest
 //   ceil(q_len / prefill_tile_rows()) over the batch.
 int prefill_tile_rows();
+// KV tokens per prefill tile; a prefill split_tokens must be a multiple of it.
+int prefill_tile_tokens();
+struct PrefillLaunch {
+    int max_q_tiles = 0;
+    // > 1: each (query tile, head) is cut into KV splits of split_tokens tokens that write
+    // partial states, and launch_merge_prefill_splits combines them (short chunks, long KV).
+    int num_splits = 1;
+    int split_tokens = 0;
+    float* partial_o = nullptr;   // [num_tokens, num_heads, num_splits, head_dim] f32
+    float* partial_ml = nullptr;  // [num_tokens, num_heads, num_splits, 2] f32: max, sum
+};
 void launch_prefill_attention(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
-                              int max_q_tiles, void* out, cudaStream_t stream);
+                              const PrefillLaunch& launch, void* out, cudaStream_t stream);
+// Combines the split partials of every prefill row (sequences with more than one query row)
+// into out (bf16); a no-op when launch.num_splits <= 1.
+void launch_merge_prefill_splits(const PagedKvView& pages, const AttentionBatch& batch,
+                                 const PrefillLaunch& launch, void* out, cudaStream_t stream);
 
 // ---- attention_decode.cu ----
 // One query row per thread block (times kv head and KV split) on CUDA cores, for any head_dim

@@ -1,5 +1,9 @@
 // Element-wise ops: residual add, SwiGLU and the bias add that backs linear when cuBLASLt
 // cannot fuse the bias. Grid-stride loops, f32 math, one rounding per output.
+// Add and SwiGLU take 8 elements per thread through 16-byte accesses when the count is a
+// multiple of 8 and the pointers are aligned (always, for model activations): at decode sizes
+// (4096 elements) that is 512 threads, one load per operand each, instead of 16 scalar
+// iterations of 256 threads; small blocks of 128 spread those over several SMs.
 
 #include <cmath>
 
@@ -11,6 +15,9 @@ namespace inferscale::backends::cuda {
 namespace {
 
 constexpr int kThreads = 256;
+constexpr int kVecThreads = 128;
+
+bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 __device__ __forceinline__ std::int64_t first_index() {
     return blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
@@ -27,12 +34,59 @@ __global__ void add_kernel(T* x, const T* y, std::int64_t count) {
 }
 
 template <class T>
+__global__ void add_vec_kernel(T* x, const T* y, std::int64_t groups) {
+    for (std::int64_t g = first_index(); g < groups; g += grid_stride()) {
+        float a[8], b[8];
+        load8(x + g * 8, a);
+        load8(y + g * 8, b);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) a[e] += b[e];
+        store8(x + g * 8, a);
+    }
+}
+
+template <class T>
+__global__ void swiglu_vec_kernel(const T* gate, const T* up, T* out, std::int64_t groups) {
+    for (std::int64_t g = first_index(); g < groups; g += grid_stride()) {
+        float a[8], b[8];
+        load8(gate + g * 8, a);
+        load8(up + g * 8, b);
+#pragma unroll
+        for (int e = 0; e < 8; ++e) a[e] = a[e] / (1.0f + expf(-a[e])) * b[e];
+        store8(out + g * 8, a);
+    }
+}
+
+template <class T>
 __global__ void swiglu_kernel(const T* gate, const T* up, T* out, std::int64_t count) {
     for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
         const float g = to_f32(gate[i]);
         // expf rather than __expf: the silu of large negative gates must still go to 0 cleanly.
         out[i] = from_f32<T>(g / (1.0f + expf(-g)) * to_f32(up[i]));
     }
+}
+
+template <class T>
+void add_typed(T* x, const T* y, std::int64_t count, cudaStream_t stream) {
+    if (count % 8 == 0 && aligned16(x) && aligned16(y)) {
+        const std::int64_t groups = count / 8;
+        add_vec_kernel<<<grid_for(groups, kVecThreads), kVecThreads, 0, stream>>>(x, y, groups);
+    } else {
+        add_kernel<<<grid_for(count, kThreads), kThreads, 0, stream>>>(x, y, count);
+    }
+    IS_CUDA_CHECK_LAUNCH();
+}
+
+template <class T>
+void swiglu_typed(const T* gate, const T* up, T* out, std::int64_t count, cudaStream_t stream) {
+    if (count % 8 == 0 && aligned16(gate) && aligned16(up) && aligned16(out)) {
+        const std::int64_t groups = count / 8;
+        swiglu_vec_kernel<<<grid_for(groups, kVecThreads), kVecThreads, 0, stream>>>(gate, up, out,
+                                                                                     groups);
+    } else {
+        swiglu_kernel<<<grid_for(count, kThreads), kThreads, 0, stream>>>(gate, up, out, count);
+    }
+    IS_CUDA_CHECK_LAUNCH();
 }
 
 template <class T, class B>
@@ -60,33 +114,25 @@ void add_bias_typed(T* y, const void* bias, DType bias_dtype, std::int64_t n, st
 
 void launch_add(void* x, const void* y, DType dtype, std::int64_t count, cudaStream_t stream) {
     if (count == 0) return;
-    const unsigned grid = grid_for(count, kThreads);
     if (dtype == DType::BF16) {
-        add_kernel<<<grid, kThreads, 0, stream>>>(static_cast<bf16*>(x),
-                                                  static_cast<const bf16*>(y), count);
+        add_typed(static_cast<bf16*>(x), static_cast<const bf16*>(y), count, stream);
     } else {
         IS_CHECK(dtype == DType::F32) << "add dtype " << tensor::dtype_name(dtype);
-        add_kernel<<<grid, kThreads, 0, stream>>>(static_cast<float*>(x),
-                                                  static_cast<const float*>(y), count);
+        add_typed(static_cast<float*>(x), static_cast<const float*>(y), count, stream);
     }
-    IS_CUDA_CHECK_LAUNCH();
 }
 
 void launch_swiglu(const void* gate, const void* up, void* out, DType dtype, std::int64_t count,
                    cudaStream_t stream) {
     if (count == 0) return;
-    const unsigned grid = grid_for(count, kThreads);
     if (dtype == DType::BF16) {
-        swiglu_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const bf16*>(gate),
-                                                     static_cast<const bf16*>(up),
-                                                     static_cast<bf16*>(out), count);
+        swiglu_typed(static_cast<const bf16*>(gate), static_cast<const bf16*>(up),
+                     static_cast<bf16*>(out), count, stream);
     } else {
         IS_CHECK(dtype == DType::F32) << "swiglu dtype " << tensor::dtype_name(dtype);
-        swiglu_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const float*>(gate),
-                                                     static_cast<const float*>(up),
-                                                     static_cast<float*>(out), count);
+        swiglu_typed(static_cast<const float*>(gate), static_cast<const float*>(up),
+                     static_cast<float*>(out), count, stream);
     }
-    IS_CUDA_CHECK_LAUNCH();
 }
 
 void launch_add_bias(void* y, DType y_dtype, const void* bias, DType bias_dtype, std::int64_t n,

@@ -4,8 +4,10 @@
 // Plan: sequences with more than one query row (prefill chunks, which may start
 // mid-sequence) go to the tensor-core prefill kernel, sequences with one row (decode) to the
 // split-KV decode kernel; both kernels read the same device metadata and skip the other's
-// sequences, so a ragged batch is two launches (three with the split merge). When the prefill
-// kernel has no instantiation for head_dim, the decode kernel runs every row instead.
+// sequences, so a ragged batch is two launches (up to four with the split merges). When the
+// prefill kernel has no instantiation for head_dim, the decode kernel runs every row instead.
+// Prefill and decode splits share the workspace: the prefill merge is ordered on the stream
+// before the decode kernel writes its partials.
 
 #include <algorithm>
 
@@ -28,6 +30,12 @@ constexpr std::int64_t kMinSplitTokens = 64;
 // 1K context, 512 blocks): no split 100 us, 2 splits 106 us, 3 splits 109 us per call, so a
 // batch that already fills the GPU is not split; batch 1 is split by length (16 x 64 tokens).
 constexpr std::int64_t kBlocksPerSm = 2;
+// Prefill: the tensor-core kernel fits two blocks per SM at head_dim 128 (112 KB of shared
+// memory each), so (query tiles x heads) below 2 x SMs leaves SMs idle and the KV is split,
+// at least one 64-token tile per split. A 40-row question over 1325 injected tokens with 32
+// heads: 32 blocks unsplit, 7 splits of 192 tokens (224 blocks) split.
+constexpr std::int64_t kPrefillBlocksPerSm = 2;
+constexpr std::int64_t kMinPrefillSplitTokens = 64;
 
 PagedKvView kv_view(const tensor::KvPages& pages) {
     check_device(pages.k, DType::BF16, 4, "k pages");
@@ -91,6 +99,7 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
     // merge as empty.
     int max_q_tiles = 0, decode_seqs = fixed ? num_seqs : 0;
     std::int64_t max_decode_kv = fixed ? args.fixed_max_kv_len : 0;
+    std::int64_t prefill_tiles = 0, max_prefill_kv = 0;
     const int tile_rows = prefill_tile_rows();
     for (int s = 0; s < (fixed ? 0 : num_seqs); ++s) {
         const int q_len = args.host_qo_indptr[s + 1] - args.host_qo_indptr[s];
@@ -98,7 +107,12 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
         IS_CHECK(q_len >= 0 && (q_len == 0 || num_pages > 0)) << "sequence " << s << " has "
                                                               << q_len << " rows, " << num_pages
                                                               << " pages";
-        if (q_len > 1) max_q_tiles = std::max(max_q_tiles, (q_len + tile_rows - 1) / tile_rows);
+        if (q_len > 1) {
+            const int tiles = (q_len + tile_rows - 1) / tile_rows;
+            max_q_tiles = std::max(max_q_tiles, tiles);
+            prefill_tiles += tiles;
+            max_prefill_kv = std::max(max_prefill_kv, num_pages * view.block_size);
+        }
         if (q_len == 1) {
             ++decode_seqs;
             max_decode_kv = std::max(max_decode_kv, num_pages * view.block_size);
@@ -125,7 +139,36 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
         launch_decode_attention(q.data, view, batch, all_rows, out.data, stream_);
         return;
     }
-    if (max_q_tiles > 0) launch_prefill_attention(q.data, view, batch, max_q_tiles, out.data, stream_);
+    const std::int64_t per_split_bytes =
+        static_cast<std::int64_t>(num_seqs) * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));
+    const std::int64_t workspace_bytes = static_cast<std::int64_t>(options_.attention_workspace_bytes);
+    if (max_q_tiles > 0) {
+        PrefillLaunch prefill;
+        prefill.max_q_tiles = max_q_tiles;
+        // Partials are kept per batch row, decode rows included (they are few when this pays).
+        const std::int64_t row_split_bytes = n * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));
+        const std::int64_t blocks = prefill_tiles * heads;
+        const std::int64_t wanted = (kPrefillBlocksPerSm * num_sms_ + blocks - 1) / blocks;
+        const std::int64_t by_length =
+            (max_prefill_kv + kMinPrefillSplitTokens - 1) / kMinPrefillSplitTokens;
+        std::int64_t splits = std::min({wanted, by_length, workspace_bytes / row_split_bytes,
+                                        static_cast<std::int64_t>(options_.max_kv_splits),
+                                        std::int64_t{0x7fffffff} / max_q_tiles});
+        if (splits > 1) {
+            const std::int64_t tile = prefill_tile_tokens();
+            const std::int64_t per_split = (max_prefill_kv + splits - 1) / splits;
+            prefill.split_tokens = static_cast<int>((per_split + tile - 1) / tile * tile);
+            splits = (max_prefill_kv + prefill.split_tokens - 1) / prefill.split_tokens;
+        }
+        prefill.num_splits = static_cast<int>(std::max<std::int64_t>(splits, 1));
+        if (prefill.num_splits > 1) {
+            auto* ws = static_cast<float*>(attention_workspace_);
+            prefill.partial_o = ws;
+            prefill.partial_ml = ws + n * heads * prefill.num_splits * d;
+        }
+        launch_prefill_attention(q.data, view, batch, prefill, out.data, stream_);
+        launch_merge_prefill_splits(view, batch, prefill, out.data, stream_);
+    }
     if (decode_seqs == 0) return;
 
     // Split long contexts until the GPU has enough blocks, within the workspace.
@@ -135,10 +178,7 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
     const std::int64_t blocks = static_cast<std::int64_t>(decode_seqs) * view.kv_heads;
     const std::int64_t wanted = (kBlocksPerSm * num_sms_ + blocks - 1) / blocks;
     const std::int64_t by_length = (max_decode_kv + kMinSplitTokens - 1) / kMinSplitTokens;
-    const std::int64_t per_split_bytes =
-        static_cast<std::int64_t>(num_seqs) * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));
-    const std::int64_t by_workspace =
-        static_cast<std::int64_t>(options_.attention_workspace_bytes) / per_split_bytes;
+    const std::int64_t by_workspace = workspace_bytes / per_split_bytes;
     std::int64_t splits = std::min({wanted, by_length, by_workspace,
                                     static_cast<std::int64_t>(options_.max_kv_splits)});
     if (splits > 1) {

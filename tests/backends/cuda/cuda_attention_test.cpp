@@ -155,7 +155,16 @@ INSTANTIATE_TEST_SUITE_P(
         // head_dim 256 with group 8, and group 16 (the generic kernel), all with long splits.
         AttnCase{"decode_gqa3_d64_bs32", 6, 2, 64, 32, {{1, 3000}, {1, 1}, {1, 64}, {1, 65}}},
         AttnCase{"decode_d256_gqa8_bs24", 16, 2, 256, 24, {{1, 1000}, {1, 7}, {1, 2500}, {1, 129}}},
-        AttnCase{"decode_gqa16_generic", 32, 2, 128, 16, {{1, 2000}, {1, 33}, {5, 40}}}),
+        AttnCase{"decode_gqa16_generic", 32, 2, 128, 16, {{1, 2000}, {1, 33}, {5, 40}}},
+        // Short chunks mid-sequence over a long KV: the prefill kernel splits the KV and merges
+        // (few query tiles x heads). Chunks end mid-page, span tiles, and share the workspace
+        // with split decode rows.
+        AttnCase{"split_prefill_gqa4_bs16", 32, 8, 128, 16, {{40, 1325}}},
+        AttnCase{"split_prefill_gqa8_bs32", 32, 4, 128, 32, {{40, 4096}, {17, 1000}}},
+        AttnCase{"split_prefill_gqa4_ragged", 32, 8, 128, 16,
+                 {{40, 1200}, {1, 3000}, {70, 2049}, {1, 50}, {2, 1031}, {3, 3}}},
+        AttnCase{"split_prefill_d64_gqa8_bs32", 16, 2, 64, 32, {{100, 3000}, {5, 4000}}},
+        AttnCase{"split_prefill_d256_gqa4_bs16", 16, 4, 256, 16, {{33, 2500}, {129, 1100}}}),
     [](const ::testing::TestParamInfo<AttnCase>& info) { return std::string(info.param.name); });
 
 // A small workspace forces fewer splits than the heuristic wants; results must not change.
@@ -215,6 +224,33 @@ TEST_F(CudaAttentionSmallWorkspaceTest, FixedMaxKvLenBound) {
         const std::vector<float> ref = cpu_reference(cpu_, p, c, scale);
         EXPECT_LT(worst_row_error(got, ref, p.n, 32 * 128), 2 * kBf16Tolerance) << bound;
     }
+}
+
+// Split prefill (with its merge) and split decode captured together replay the eager result.
+class CudaAttentionSplitPrefillTest : public CudaTest {};
+
+TEST_F(CudaAttentionSplitPrefillTest, CapturesInCudaGraph) {
+    const AttnCase c{"graph_split", 32, 8, 128, 16, {{40, 2000}, {1, 3000}, {9, 700}}};
+    Problem p = make_problem(*gpu_, c, rng_);
+    const float scale = 1.0f / std::sqrt(128.0f);
+    const auto args = device_args(p, 3, scale);
+    gpu_->paged_attention(p.dq.tensor, {p.dk.tensor, p.dv.tensor}, args, p.dout.tensor);
+    const std::vector<float> eager = download(*gpu_, p.dout.tensor);
+    const std::vector<float> ref = cpu_reference(cpu_, p, c, scale);
+    EXPECT_LT(worst_row_error(eager, ref, p.n, 32 * 128), 2 * kBf16Tolerance);
+    poison(*gpu_, p.dout.tensor);
+
+    cudaStream_t stream = gpu_->stream();
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    gpu_->paged_attention(p.dq.tensor, {p.dk.tensor, p.dv.tensor}, args, p.dout.tensor);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    EXPECT_EQ(download(*gpu_, p.dout.tensor), eager);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
 }
 
 class CudaAttentionFixedBoundTest : public CudaTest {};

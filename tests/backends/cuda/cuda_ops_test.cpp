@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <numeric>
+#include <tuple>
+#include <utility>
 
 #include "cuda_test_util.h"
 
@@ -72,8 +74,9 @@ TEST_F(CudaOpsTest, EmbeddingAndGatherRows) {
 }
 
 TEST_F(CudaOpsTest, RmsNormMatchesCpu) {
-    for (std::int64_t hidden : {64, 896, 4096}) {
-        const std::int64_t n = 7;
+    // 16-byte vector kernel at 1, 2 and 4 groups per thread; 100 and 20004 take the scalar one.
+    for (auto [hidden, n] : {std::pair<std::int64_t, std::int64_t>{64, 7}, {896, 7}, {4096, 7},
+                             {4096, 1}, {4096, 64}, {100, 3}, {8200, 2}, {20000, 3}, {20004, 2}}) {
         std::vector<float> x = random_bf16(n * hidden, rng_, 3.0f), w = random_bf16(hidden, rng_);
         auto dw = gpu_->upload_weight(host_view(w, {hidden}));
         ASSERT_TRUE(dw.ok());
@@ -84,7 +87,7 @@ TEST_F(CudaOpsTest, RmsNormMatchesCpu) {
             DeviceTensor out = device_empty(*gpu_, dtype, {n, hidden});
             poison(*gpu_, out.tensor);
             gpu_->rms_norm(dx.tensor, dw->tensor, 1e-6f, out.tensor);
-            EXPECT_LT(rel_error(download(*gpu_, out.tensor), ref), kBf16Tolerance) << hidden;
+            EXPECT_LT(rel_error(download(*gpu_, out.tensor), ref), kBf16Tolerance) << hidden << "x" << n;
             gpu_->rms_norm(dx.tensor, dw->tensor, 1e-6f, dx.tensor);  // in place
             EXPECT_EQ(download(*gpu_, dx.tensor), download(*gpu_, out.tensor));
         }
@@ -92,7 +95,8 @@ TEST_F(CudaOpsTest, RmsNormMatchesCpu) {
 }
 
 TEST_F(CudaOpsTest, AddAndSwigluMatchCpu) {
-    const std::int64_t n = 5, k = 1000;
+  // 5 x 1000 and 1 x 4096 take the 8-wide vector kernels, 3 x 37 the scalar ones.
+  for (auto [n, k] : {std::pair<std::int64_t, std::int64_t>{5, 1000}, {1, 4096}, {3, 37}}) {
     std::vector<float> a = random_bf16(n * k, rng_, 2.0f), b = random_bf16(n * k, rng_, 2.0f);
     std::vector<float> sum = a, act(n * k);
     cpu_.add(host_view(sum, {n, k}), host_view(b, {n, k}));
@@ -111,10 +115,14 @@ TEST_F(CudaOpsTest, AddAndSwigluMatchCpu) {
         gpu_->add(dx.tensor, db.tensor);
         EXPECT_LT(rel_error(download(*gpu_, dx.tensor), sum), tol);
     }
+  }
 }
 
 TEST_F(CudaOpsTest, RopeMatchesCpu) {
-    const std::int64_t n = 9, heads = 4, d = 128, max_pos = 512;
+  // d 128 and 80 take the 8-pair vector kernel, 20 (10 pairs) the scalar one.
+  for (auto [n, heads, d] : {std::tuple<std::int64_t, std::int64_t, std::int64_t>{9, 4, 128},
+                             {1, 32, 128}, {5, 3, 80}, {4, 2, 20}}) {
+    const std::int64_t max_pos = 512;
     std::vector<float> cos_t(max_pos * d / 2), sin_t(max_pos * d / 2);
     for (std::int64_t p = 0; p < max_pos; ++p)
         for (std::int64_t i = 0; i < d / 2; ++i) {
@@ -135,8 +143,10 @@ TEST_F(CudaOpsTest, RopeMatchesCpu) {
     for (DType dtype : {DType::BF16, DType::F32}) {
         DeviceTensor dx = device_from(*gpu_, x, dtype, {n, heads, d});
         gpu_->rope(dx.tensor, dpos.tensor, {dcos.tensor, dsin.tensor});
-        EXPECT_LT(rel_error(download(*gpu_, dx.tensor), ref), dtype == DType::F32 ? 1e-6 : kBf16Tolerance);
+        EXPECT_LT(rel_error(download(*gpu_, dx.tensor), ref), dtype == DType::F32 ? 1e-6 : kBf16Tolerance)
+            << n << "x" << heads << "x" << d;
     }
+  }
 }
 
 TEST_F(CudaOpsTest, ArgmaxMatchesMaxElement) {

@@ -1,0 +1,583 @@
+#include "inject/chunk_pool.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <system_error>
+
+#include "base/log.h"
+#include "inject/chunk_file.h"
+
+namespace inferscale::inject {
+
+namespace detail {
+
+// One chunk and where its bytes are. Exactly one of device / host / path is set, per `tier`.
+// Destroying an entry frees its memory, so it runs on the backend's thread only.
+struct PoolEntry {
+    tensor::Backend* backend = nullptr;
+    std::string key;
+    ChunkIdentity identity;
+    std::vector<std::int32_t> token_ids;  // [num_tokens]
+    std::int64_t num_layers = 0, num_kv_heads = 0, head_dim = 0;
+    tensor::DType dtype = tensor::DType::F32;
+    std::size_t bytes = 0;  // payload: [num_layers][2][num_tokens][kvh][d] dtype
+    ChunkTier tier = ChunkTier::Device;
+    std::optional<KvChunk> device;      // tier Device: the chunk in backend memory
+    void* host = nullptr;               // tier Host: `bytes` from backend->allocate_host
+    std::string path;                   // tier Disk: its chunk file
+    int pins = 0;                       // leases, plus get_many's hold while it promotes
+    bool retired = false;               // erased or replaced; freed once unpinned
+    std::list<PoolEntry*>::iterator lru;  // in the device or host LRU list
+
+    ~PoolEntry() {
+        if (host != nullptr) backend->free_host(host);
+    }
+    ChunkFileHeader header() const {
+        ChunkFileHeader h;
+        h.identity = identity;
+        h.token_ids = token_ids;
+        h.num_layers = num_layers;
+        h.num_kv_heads = num_kv_heads;
+        h.head_dim = head_dim;
+        h.dtype = dtype;
+        h.payload_bytes = bytes;
+        return h;
+    }
+    tensor::Tensor device_bytes() const {
+        return tensor::Tensor(const_cast<void*>(device->data()), dtype,
+                              {static_cast<std::int64_t>(bytes / tensor::dtype_size(dtype))},
+                              backend->device());
+    }
+};
+
+}  // namespace detail
+
+namespace {
+
+namespace fs = std::filesystem;
+
+bool is_pinned(const detail::PoolEntry* e) { return e->pins > 0; }
+
+}  // namespace
+
+const char* chunk_tier_name(ChunkTier tier) {
+    switch (tier) {
+        case ChunkTier::Device:
+            return "device";
+        case ChunkTier::Host:
+            return "host";
+        case ChunkTier::Disk:
+            return "disk";
+    }
+    return "?";
+}
+
+// ---- ChunkLease ---------------------------------------------------------------------------
+
+ChunkLease& ChunkLease::operator=(ChunkLease&& other) noexcept {
+    if (this != &other) {
+        reset();
+        pool_ = other.pool_;
+        entry_ = other.entry_;
+        chunk_ = other.chunk_;
+        other.pool_ = nullptr;
+        other.entry_ = nullptr;
+        other.chunk_ = nullptr;
+    }
+    return *this;
+}
+
+void ChunkLease::reset() {
+    if (pool_ != nullptr) pool_->unpin(entry_);
+    pool_ = nullptr;
+    entry_ = nullptr;
+    chunk_ = nullptr;
+}
+
+// ---- open / close -------------------------------------------------------------------------
+
+ChunkPool::ChunkPool(tensor::Backend& backend, ChunkPoolOptions options)
+    : backend_(&backend), options_(std::move(options)) {}
+
+Result<std::unique_ptr<ChunkPool>> ChunkPool::open(tensor::Backend& backend,
+                                                   ChunkPoolOptions options) {
+    std::unique_ptr<ChunkPool> pool(new ChunkPool(backend, std::move(options)));
+    if (!pool->options_.disk_dir.empty()) {
+        std::lock_guard lock(pool->mutex_);
+        IS_RETURN_IF_ERROR(pool->index_disk_locked());
+    }
+    return pool;
+}
+
+ChunkPool::~ChunkPool() {
+    if (options_.flush_on_close && !options_.disk_dir.empty()) {
+        if (Status st = flush(); !st.ok()) {
+            IS_LOG(Warn) << "chunk pool: flush on close: " << st.error().message;
+        }
+    }
+    std::lock_guard lock(mutex_);
+    for (const auto& [key, e] : entries_) IS_CHECK(e->pins == 0) << "chunk leased past its pool";
+    for (const auto& e : retired_) IS_CHECK(e->pins == 0) << "chunk leased past its pool";
+}
+
+Status ChunkPool::index_disk_locked() {
+    std::error_code ec;
+    const fs::path root(options_.disk_dir);
+    fs::create_directories(root, ec);
+    if (ec) return make_error("cannot create chunk folder " + root.string() + ": " + ec.message());
+    for (const auto& dir : fs::directory_iterator(root, ec)) {
+        if (!dir.is_directory()) continue;
+        for (const auto& file : fs::directory_iterator(dir.path(), ec)) {
+            const std::string path = file.path().string();
+            const std::string name = file.path().filename().string();
+            if (name.find(".tmp") != std::string::npos) {  // a write cut short by a crash
+                fs::remove(file.path(), ec);
+                continue;
+            }
+            if (!name.ends_with(kChunkFileSuffix)) continue;
+            Result<ChunkFileHeader> h = read_chunk_header(path);
+            if (!h.ok() || chunk_file_path(options_.disk_dir, h->identity) != path) {
+                IS_LOG(Warn) << "chunk pool: removing "
+                             << (h.ok() ? path + ": misplaced" : h.error().message);
+                ++stats_.corruptions;
+                fs::remove(file.path(), ec);
+                continue;
+            }
+            auto e = std::make_unique<Entry>();
+            e->backend = backend_;
+            e->key = h->identity.key();
+            e->identity = std::move(h->identity);
+            e->token_ids = std::move(h->token_ids);
+            e->num_layers = h->num_layers;
+            e->num_kv_heads = h->num_kv_heads;
+            e->head_dim = h->head_dim;
+            e->dtype = h->dtype;
+            e->bytes = h->payload_bytes;
+            e->tier = ChunkTier::Disk;
+            e->path = path;
+            insert_locked(std::move(e));
+        }
+    }
+    if (ec) return make_error("cannot list chunk folder " + root.string() + ": " + ec.message());
+    return {};
+}
+
+// ---- bookkeeping --------------------------------------------------------------------------
+
+void ChunkPool::account(const Entry& e, int sign) {
+    TierStats& t = e.tier == ChunkTier::Device ? stats_.device
+                   : e.tier == ChunkTier::Host ? stats_.host
+                                               : stats_.disk;
+    if (sign > 0) {
+        t.bytes += e.bytes;
+        ++t.chunks;
+    } else {
+        IS_CHECK(t.bytes >= e.bytes && t.chunks > 0);
+        t.bytes -= e.bytes;
+        --t.chunks;
+    }
+}
+
+namespace {
+
+// Moves `e` between tiers, keeping the LRU lists and the accounting in step.
+void relink(detail::PoolEntry* e, ChunkTier to, std::list<detail::PoolEntry*>& device_lru,
+            std::list<detail::PoolEntry*>& host_lru) {
+    if (e->tier == ChunkTier::Device) device_lru.erase(e->lru);
+    if (e->tier == ChunkTier::Host) host_lru.erase(e->lru);
+    e->tier = to;
+    if (to == ChunkTier::Device) e->lru = device_lru.insert(device_lru.begin(), e);
+    if (to == ChunkTier::Host) e->lru = host_lru.insert(host_lru.begin(), e);
+}
+
+}  // namespace
+
+void ChunkPool::insert_locked(std::unique_ptr<Entry> e) {
+    Entry* p = e.get();
+    const ChunkTier tier = p->tier;
+    p->tier = ChunkTier::Disk;  // so relink links it into no list before the real one
+    relink(p, tier, device_lru_, host_lru_);
+    account(*p, +1);
+    by_fact_[p->identity.fact_id].push_back(p);
+    auto [it, inserted] = entries_.emplace(p->key, std::move(e));
+    IS_CHECK(inserted) << "chunk " << p->key << " inserted twice";
+}
+
+std::unique_ptr<ChunkPool::Entry> ChunkPool::detach_locked(Entry* e) {
+    account(*e, -1);
+    const ChunkTier tier = e->tier;
+    relink(e, ChunkTier::Disk, device_lru_, host_lru_);
+    e->tier = tier;
+    auto& siblings = by_fact_[e->identity.fact_id];
+    siblings.erase(std::find(siblings.begin(), siblings.end(), e));
+    if (siblings.empty()) by_fact_.erase(e->identity.fact_id);
+    auto it = entries_.find(e->key);
+    IS_CHECK(it != entries_.end() && it->second.get() == e);
+    std::unique_ptr<Entry> out = std::move(it->second);
+    entries_.erase(it);
+    return out;
+}
+
+void ChunkPool::remove_disk_file_locked(const std::string& path) {
+    std::error_code ec;
+    fs::remove(path, ec);
+    fs::remove(fs::path(path).parent_path(), ec);  // only succeeds once the fact has no files
+}
+
+void ChunkPool::retire_locked(std::unique_ptr<Entry> e) {
+    e->retired = true;
+    if (e->tier == ChunkTier::Disk) {
+        remove_disk_file_locked(e->path);
+        return;  // holds no memory
+    }
+    if (e->tier == ChunkTier::Device) stats_.retired_bytes += e->bytes;
+    retired_.push_back(std::move(e));
+}
+
+void ChunkPool::collect_locked() {
+    auto keep = std::partition(retired_.begin(), retired_.end(),
+                               [](const std::unique_ptr<Entry>& e) { return is_pinned(e.get()); });
+    for (auto it = keep; it != retired_.end(); ++it)
+        if ((*it)->tier == ChunkTier::Device) stats_.retired_bytes -= (*it)->bytes;
+    retired_.erase(keep, retired_.end());
+}
+
+void ChunkPool::collect() {
+    std::lock_guard lock(mutex_);
+    collect_locked();
+}
+
+void ChunkPool::unpin(Entry* e) {
+    std::lock_guard lock(mutex_);
+    IS_CHECK(e->pins > 0);
+    --e->pins;
+}
+
+// ---- tier moves ---------------------------------------------------------------------------
+
+void ChunkPool::move_to_disk_locked(Entry* e, const void* host) {
+    if (!options_.disk_dir.empty()) {
+        const std::string path = chunk_file_path(options_.disk_dir, e->identity);
+        if (Status st = write_chunk_file(path, e->header(), host); st.ok()) {
+            account(*e, -1);
+            relink(e, ChunkTier::Disk, device_lru_, host_lru_);
+            account(*e, +1);
+            e->device.reset();
+            if (e->host != nullptr) backend_->free_host(e->host);
+            e->host = nullptr;
+            e->path = path;
+            ++stats_.demotions;
+            return;
+        } else {  // a disk error costs a re-encode later, not the request
+            IS_LOG(Warn) << "chunk pool: " << st.error().message;
+            ++stats_.disk_errors;
+        }
+    }
+    ++stats_.evictions;
+    detach_locked(e);  // frees its memory here
+}
+
+bool ChunkPool::make_host_room_locked(std::size_t bytes) {
+    if (bytes > options_.host_capacity_bytes) return false;
+    while (stats_.host.bytes + bytes > options_.host_capacity_bytes) {
+        auto victim = std::find_if(host_lru_.rbegin(), host_lru_.rend(),
+                                   [](const Entry* e) { return !is_pinned(e); });
+        if (victim == host_lru_.rend()) return false;
+        Entry* e = *victim;
+        move_to_disk_locked(e, e->host);
+    }
+    return true;
+}
+
+void ChunkPool::demote_device_locked(Entry* e) {
+    // Host tier when it has room, else straight to disk through a plain staging copy.
+    void* host = make_host_room_locked(e->bytes) ? backend_->allocate_host(e->bytes) : nullptr;
+    std::vector<std::byte> staging;
+    void* dst = host;
+    if (dst == nullptr) {
+        staging.resize(e->bytes);
+        dst = staging.data();
+    }
+    backend_->copy_to_host(dst, e->device_bytes(), e->bytes);
+    backend_->synchronize();
+    if (host == nullptr) {
+        move_to_disk_locked(e, dst);
+        return;
+    }
+    account(*e, -1);
+    relink(e, ChunkTier::Host, device_lru_, host_lru_);
+    account(*e, +1);
+    e->device.reset();
+    e->host = host;
+    ++stats_.demotions;
+}
+
+bool ChunkPool::make_device_room_locked(std::size_t bytes) {
+    const std::size_t cap = options_.device_capacity_bytes;
+    std::size_t used = stats_.device.bytes + stats_.retired_bytes;
+    if (bytes > cap) return false;
+    if (used + bytes <= cap) return true;
+    std::vector<Entry*> victims;
+    for (auto it = device_lru_.rbegin(); it != device_lru_.rend() && used + bytes > cap; ++it) {
+        if (is_pinned(*it)) continue;
+        victims.push_back(*it);
+        used -= (*it)->bytes;
+    }
+    if (used + bytes > cap) return false;  // the pinned chunks leave too little room
+    for (Entry* e : victims) demote_device_locked(e);
+    return true;
+}
+
+Result<tensor::Buffer> ChunkPool::allocate_device_locked(std::size_t bytes) {
+    for (;;) {
+        Result<tensor::Buffer> buf = backend_->allocate(bytes);
+        if (buf.ok()) return buf;
+        // The device itself is short (other users of its memory): give up our LRU chunks.
+        auto victim = std::find_if(device_lru_.rbegin(), device_lru_.rend(),
+                                   [](const Entry* e) { return !is_pinned(e); });
+        if (victim == device_lru_.rend()) return buf;
+        demote_device_locked(*victim);
+    }
+}
+
+Result<bool> ChunkPool::start_promotion_locked(Entry* e, std::vector<void*>& staging) {
+    void* src = e->host;
+    if (e->tier == ChunkTier::Disk) {
+        // Read and check before making room, so a bad file costs no demotions.
+        src = backend_->allocate_host(e->bytes);
+        if (src == nullptr) return make_error("chunk pool: out of host memory for a disk read");
+        Result<ChunkFileHeader> h = read_chunk_file(e->path, e->identity, src, e->bytes);
+        if (!h.ok()) {
+            backend_->free_host(src);
+            IS_LOG(Warn) << "chunk pool: dropping " << h.error().message;
+            ++stats_.corruptions;
+            return false;
+        }
+    }
+    const auto give_back = [&] {
+        if (src != e->host) backend_->free_host(src);
+    };
+    if (!make_device_room_locked(e->bytes)) {
+        give_back();
+        return make_error("chunk pool: a chunk of " + std::to_string(e->bytes) +
+                          " bytes does not fit the device tier (" +
+                          std::to_string(options_.device_capacity_bytes) +
+                          " bytes) beside the chunks in use");
+    }
+    Result<tensor::Buffer> buf = allocate_device_locked(e->bytes);
+    if (!buf.ok()) {
+        give_back();
+        return std::move(buf).error();
+    }
+    KvChunk chunk(e->identity, e->token_ids, e->num_layers, e->num_kv_heads, e->head_dim,
+                  e->dtype, std::move(*buf));
+    e->device.emplace(std::move(chunk));
+    backend_->copy_from_host(e->device_bytes(), src, e->bytes);
+    staging.push_back(src);  // freed after the caller's synchronize
+    e->host = nullptr;
+    if (e->tier == ChunkTier::Disk) remove_disk_file_locked(e->path);
+    e->path.clear();
+    account(*e, -1);
+    relink(e, ChunkTier::Device, device_lru_, host_lru_);
+    account(*e, +1);
+    ++stats_.promotions;
+    return true;
+}
+
+// ---- public operations --------------------------------------------------------------------
+
+Result<ChunkLease> ChunkPool::get(const ChunkIdentity& id) {
+    std::vector<ChunkLease> leases = IS_TRY(get_many(std::span<const ChunkIdentity>(&id, 1)));
+    return std::move(leases[0]);
+}
+
+Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentity> ids) {
+    std::lock_guard lock(mutex_);
+    collect_locked();
+    // Pin every hit first, so making room for one promotion never demotes another of ours.
+    std::vector<Entry*> found(ids.size(), nullptr);
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        auto it = entries_.find(ids[i].key());
+        if (it == entries_.end()) {
+            ++stats_.misses;
+            continue;
+        }
+        found[i] = it->second.get();
+        if (found[i]->tier == ChunkTier::Device) ++stats_.device_hits;
+        ++found[i]->pins;
+    }
+    std::vector<void*> staging;
+    Status failed;
+    for (std::size_t i = 0; i < ids.size() && failed.ok(); ++i) {
+        Entry* e = found[i];
+        if (e == nullptr || e->tier == ChunkTier::Device) continue;
+        const ChunkTier from = e->tier;
+        Result<bool> started = start_promotion_locked(e, staging);
+        if (!started.ok()) {
+            failed = std::move(started).error();
+        } else if (!*started) {  // a bad disk file: never returned, so a miss
+            std::replace(found.begin(), found.end(), e, static_cast<Entry*>(nullptr));
+            ++stats_.misses;
+            remove_disk_file_locked(e->path);
+            detach_locked(e);
+        } else {
+            ++(from == ChunkTier::Host ? stats_.host_hits : stats_.disk_hits);
+            continue;
+        }
+    }
+    if (!staging.empty()) backend_->synchronize();
+    for (void* p : staging) backend_->free_host(p);
+    std::vector<ChunkLease> out(ids.size());
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+        Entry* e = found[i];
+        if (e == nullptr || !failed.ok()) {
+            if (e != nullptr) --e->pins;
+            continue;
+        }
+        // The pin taken above becomes the lease's.
+        device_lru_.splice(device_lru_.begin(), device_lru_, e->lru);
+        out[i] = ChunkLease(this, e, &*e->device);
+    }
+    if (!failed.ok()) return std::move(failed).error();
+    return out;
+}
+
+Result<ChunkLease> ChunkPool::put(KvChunk chunk) {
+    std::lock_guard lock(mutex_);
+    collect_locked();
+    auto e = std::make_unique<Entry>();
+    e->backend = backend_;
+    e->identity = chunk.identity();
+    e->key = e->identity.key();
+    e->token_ids = chunk.token_ids();
+    e->num_layers = chunk.num_layers();
+    e->num_kv_heads = chunk.num_kv_heads();
+    e->head_dim = chunk.head_dim();
+    e->dtype = chunk.dtype();
+    e->bytes = chunk_payload_bytes(e->num_layers, chunk.num_tokens(), e->num_kv_heads,
+                                   e->head_dim, e->dtype);
+    if (auto it = entries_.find(e->key); it != entries_.end())
+        retire_locked(detach_locked(it->second.get()));
+    if (!make_device_room_locked(e->bytes))
+        return make_error("chunk pool: a chunk of " + std::to_string(e->bytes) +
+                          " bytes does not fit the device tier (" +
+                          std::to_string(options_.device_capacity_bytes) +
+                          " bytes) beside the chunks in use");
+    e->device.emplace(std::move(chunk));
+    e->tier = ChunkTier::Device;
+    Entry* p = e.get();
+    insert_locked(std::move(e));
+    ++p->pins;
+    return ChunkLease(this, p, &*p->device);
+}
+
+std::size_t ChunkPool::erase(std::string_view fact_id) {
+    std::lock_guard lock(mutex_);
+    auto it = by_fact_.find(std::string(fact_id));
+    if (it == by_fact_.end()) return 0;
+    const std::vector<Entry*> doomed = it->second;
+    for (Entry* e : doomed) retire_locked(detach_locked(e));
+    stats_.erased += doomed.size();
+    return doomed.size();
+}
+
+std::size_t ChunkPool::erase_facts(std::span<const std::string> fact_ids) {
+    std::size_t n = 0;
+    for (const std::string& id : fact_ids) n += erase(id);
+    return n;
+}
+
+Status ChunkPool::flush() {
+    std::lock_guard lock(mutex_);
+    collect_locked();
+    if (options_.disk_dir.empty()) return {};
+    const std::uint64_t errors_before = stats_.disk_errors;
+    std::vector<Entry*> todo;
+    for (const auto& [key, e] : entries_)
+        if (e->tier != ChunkTier::Disk && !is_pinned(e.get())) todo.push_back(e.get());
+    std::vector<std::byte> staging;
+    for (Entry* e : todo) {
+        if (e->tier == ChunkTier::Host) {
+            move_to_disk_locked(e, e->host);
+            continue;
+        }
+        staging.resize(e->bytes);
+        backend_->copy_to_host(staging.data(), e->device_bytes(), e->bytes);
+        backend_->synchronize();
+        move_to_disk_locked(e, staging.data());
+    }
+    if (stats_.disk_errors != errors_before)
+        return make_error("chunk pool: " + std::to_string(stats_.disk_errors - errors_before) +
+                          " chunks could not be written to " + options_.disk_dir);
+    return {};
+}
+
+std::optional<ChunkTier> ChunkPool::tier_of(const ChunkIdentity& id) const {
+    std::lock_guard lock(mutex_);
+    auto it = entries_.find(id.key());
+    if (it == entries_.end()) return std::nullopt;
+    return it->second->tier;
+}
+
+std::size_t ChunkPool::size() const {
+    std::lock_guard lock(mutex_);
+    return entries_.size();
+}
+
+ChunkPoolStats ChunkPool::stats() const {
+    std::lock_guard lock(mutex_);
+    ChunkPoolStats s = stats_;
+    s.pinned_chunks = 0;
+    for (const auto& [key, e] : entries_) s.pinned_chunks += is_pinned(e.get()) ? 1 : 0;
+    return s;
+}
+
+void ChunkPool::check_invariants() const {
+    std::lock_guard lock(mutex_);
+    TierStats tiers[3];
+    std::size_t in_facts = 0;
+    for (const auto& [key, e] : entries_) {
+        IS_CHECK(key == e->key && key == e->identity.key()) << key;
+        IS_CHECK(!e->retired) << key;
+        TierStats& t = tiers[static_cast<int>(e->tier)];
+        t.bytes += e->bytes;
+        ++t.chunks;
+        // Its bytes are in exactly the tier it claims.
+        IS_CHECK(e->device.has_value() == (e->tier == ChunkTier::Device)) << key;
+        IS_CHECK((e->host != nullptr) == (e->tier == ChunkTier::Host)) << key;
+        IS_CHECK(!e->path.empty() == (e->tier == ChunkTier::Disk)) << key;
+        IS_CHECK(e->tier != ChunkTier::Device || e->device->bytes() >= e->bytes) << key;
+        IS_CHECK(e->tier != ChunkTier::Disk || fs::exists(e->path)) << e->path;
+        IS_CHECK(e->tier == ChunkTier::Device || e->pins == 0) << key;
+        if (e->tier != ChunkTier::Disk) {
+            const auto& lru = e->tier == ChunkTier::Device ? device_lru_ : host_lru_;
+            IS_CHECK(std::find(lru.begin(), lru.end(), e.get()) == e->lru) << key;
+        }
+        const auto f = by_fact_.find(e->identity.fact_id);
+        IS_CHECK(f != by_fact_.end() &&
+                 std::count(f->second.begin(), f->second.end(), e.get()) == 1)
+            << key;
+    }
+    for (const auto& [fact, list] : by_fact_) {
+        IS_CHECK(!list.empty()) << fact;
+        in_facts += list.size();
+    }
+    IS_CHECK(in_facts == entries_.size());
+    IS_CHECK(device_lru_.size() == tiers[0].chunks && host_lru_.size() == tiers[1].chunks);
+    const TierStats* have[3] = {&stats_.device, &stats_.host, &stats_.disk};
+    for (int t = 0; t < 3; ++t)
+        IS_CHECK(have[t]->bytes == tiers[t].bytes && have[t]->chunks == tiers[t].chunks)
+            << chunk_tier_name(static_cast<ChunkTier>(t)) << " accounting";
+    std::size_t retired = 0;
+    for (const auto& e : retired_)
+        if (e->tier == ChunkTier::Device) retired += e->bytes;
+    IS_CHECK(retired == stats_.retired_bytes);
+    IS_CHECK(stats_.device.bytes + stats_.retired_bytes <= options_.device_capacity_bytes);
+    const std::uint64_t demand = stats_.hits() + stats_.misses;
+    IS_CHECK(stats_.promotions <= demand && stats_.host_hits + stats_.disk_hits == stats_.promotions)
+        << "promotions " << stats_.promotions;
+}
+
+}  // namespace inferscale::inject

@@ -1,0 +1,193 @@
+#pragma once
+// ChunkPool: encoded KvChunks in three tiers, keyed by ChunkIdentity::key():
+//   device  backend memory (what the injector reads), bounded by a byte capacity;
+//   host    memory from Backend::allocate_host (pinned on CUDA, so copies run at full speed),
+//           bounded by a byte capacity;
+//   disk    one file per chunk under a folder (see chunk_file.h), unbounded; survives restarts.
+// A chunk lives in exactly one tier. Requests want chunks on the device: `get` promotes a host
+// or disk chunk there; when the device tier is full its least recently used unpinned chunk is
+// demoted to the host tier (host full: its LRU chunk goes to disk, or is dropped when there is
+// no disk tier) rather than failing. A chunk in no tier is "missing" and the caller re-encodes.
+// A disk file whose header, identity or checksum does not match is never returned: it is
+// removed, counted as a corruption and reported missing.
+//
+// Leases: `get`/`put` return a ChunkLease that pins the chunk on the device until the lease is
+// destroyed, so an in-flight request's chunks are never demoted or freed under it. Erasing a
+// leased chunk takes it out of the pool at once (it is never returned again) and frees its
+// memory when the last lease ends.
+//
+// Memory: each device chunk is its own Backend::allocate buffer (a bounded set of buffers, not
+// slabs): fragmentation is the backend allocator's (cudaMalloc) problem and every promotion
+// pays an allocation; slabs with a sub-allocator would avoid both and are the next step.
+// Host chunks likewise get one allocate_host each. Copies use the backend's own stream and the
+// pool synchronizes after each batch (promotions of one `get_many` are issued together and
+// waited for once); a side stream would need a CUDA backend change, left for later.
+//
+// Threads: every method takes one internal mutex, so `erase*` may come from another thread
+// (a MemoryStore listener). Backend memory is only freed by `get`, `get_many`, `put`, `flush`,
+// `collect` and the destructor, i.e. on the thread that drives the backend (a backend is used
+// from one thread at a time; cudaFree would also break a graph capture running there). Disk
+// I/O happens under the mutex too. One pool per disk folder: the folder is indexed at open.
+
+#include <cstddef>
+#include <cstdint>
+#include <list>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <unordered_map>
+#include <vector>
+
+#include "base/result.h"
+#include "inject/kv_chunk.h"
+#include "tensor/backend.h"
+
+namespace inferscale::inject {
+
+struct ChunkPoolOptions {
+    std::size_t device_capacity_bytes = std::size_t{1} << 30;
+    std::size_t host_capacity_bytes = std::size_t{4} << 30;
+    std::string disk_dir;         // empty: no disk tier (host overflow is dropped)
+    bool flush_on_close = true;   // the destructor writes device and host chunks to disk
+};
+
+enum class ChunkTier : std::uint8_t { Device, Host, Disk };
+const char* chunk_tier_name(ChunkTier tier);
+
+struct TierStats {
+    std::size_t bytes = 0;   // payload bytes of the chunks in the tier
+    std::size_t chunks = 0;
+};
+
+struct ChunkPoolStats {
+    TierStats device, host, disk;
+    std::size_t pinned_chunks = 0;  // chunks with a live lease
+    std::size_t retired_bytes = 0;  // device bytes of erased chunks not freed yet (leased, or
+                                    // waiting for the backend's thread); count toward capacity
+    std::uint64_t device_hits = 0, host_hits = 0, disk_hits = 0, misses = 0;
+    std::uint64_t promotions = 0;   // host or disk -> device
+    std::uint64_t demotions = 0;    // device -> host, device or host -> disk
+    std::uint64_t evictions = 0;    // dropped from the pool: no room in a lower tier
+    std::uint64_t corruptions = 0;  // disk files rejected (and removed)
+    std::uint64_t erased = 0;       // chunks removed by erase*
+    std::uint64_t disk_errors = 0;  // failed writes (the chunk is dropped instead)
+
+    std::uint64_t hits() const { return device_hits + host_hits + disk_hits; }
+};
+
+class ChunkPool;
+
+namespace detail {
+struct PoolEntry;
+}
+
+// Pins one device chunk; move-only. Must not outlive its pool.
+class ChunkLease {
+  public:
+    ChunkLease() = default;
+    ~ChunkLease() { reset(); }
+    ChunkLease(ChunkLease&& other) noexcept { *this = std::move(other); }
+    ChunkLease& operator=(ChunkLease&& other) noexcept;
+    ChunkLease(const ChunkLease&) = delete;
+    ChunkLease& operator=(const ChunkLease&) = delete;
+
+    explicit operator bool() const { return chunk_ != nullptr; }
+    // On the device; valid while the lease lives. Null for an empty lease (a miss).
+    const KvChunk* get() const { return chunk_; }
+    const KvChunk& operator*() const { return *chunk_; }
+    const KvChunk* operator->() const { return chunk_; }
+    void reset();
+
+  private:
+    friend class ChunkPool;
+    ChunkLease(ChunkPool* pool, detail::PoolEntry* entry, const KvChunk* chunk)
+        : pool_(pool), entry_(entry), chunk_(chunk) {}
+    ChunkPool* pool_ = nullptr;
+    detail::PoolEntry* entry_ = nullptr;
+    const KvChunk* chunk_ = nullptr;
+};
+
+class ChunkPool {
+  public:
+    // Indexes `options.disk_dir` (created when missing): every chunk file's header is read;
+    // damaged ones and stray temp files are removed. An Error when the folder is unusable.
+    // `backend` must outlive the pool.
+    static Result<std::unique_ptr<ChunkPool>> open(tensor::Backend& backend,
+                                                   ChunkPoolOptions options);
+    ~ChunkPool();
+    ChunkPool(const ChunkPool&) = delete;
+    ChunkPool& operator=(const ChunkPool&) = delete;
+
+    // The chunk on the device, promoted when it sits lower; an empty lease when it is in no
+    // tier (or its disk file is bad). An Error when the device cannot take it: allocation
+    // failed, or it does not fit beside the pinned chunks.
+    Result<ChunkLease> get(const ChunkIdentity& id);
+    // One lease per identity, in order (empty where missing); promotions copied as one batch.
+    Result<std::vector<ChunkLease>> get_many(std::span<const ChunkIdentity> ids);
+    // Adds an encoded chunk (already in backend memory) to the device tier, replacing a chunk
+    // of the same identity, demoting others to make room. Error as for `get`.
+    Result<ChunkLease> put(KvChunk chunk);
+
+    // Removes every chunk of a fact (any text hash, model or encoding) from every tier,
+    // disk files included; returns how many.
+    std::size_t erase(std::string_view fact_id);
+    std::size_t erase_facts(std::span<const std::string> fact_ids);
+    // Writes every unleased device and host chunk to disk (no-op without a disk tier).
+    Status flush();
+    // Frees memory of erased chunks (see Threads above).
+    void collect();
+
+    std::optional<ChunkTier> tier_of(const ChunkIdentity& id) const;
+    std::size_t size() const;  // chunks in all tiers
+    ChunkPoolStats stats() const;
+    const ChunkPoolOptions& options() const { return options_; }
+    // Aborts (IS_CHECK) when the accounting disagrees with the entries: per-tier bytes and
+    // counts, LRU lists, the fact index, each entry's memory matching its tier. For tests.
+    void check_invariants() const;
+
+  private:
+    friend class ChunkLease;
+    using Entry = detail::PoolEntry;
+
+    ChunkPool(tensor::Backend& backend, ChunkPoolOptions options);
+    Status index_disk_locked();
+    void unpin(Entry* e);
+    void collect_locked();
+
+    Result<ChunkLease> lease_locked(Entry* e);
+    // Demotes unpinned device chunks (LRU first) until `bytes` more fit; false when the pinned
+    // ones leave too little room.
+    bool make_device_room_locked(std::size_t bytes);
+    // Demotes host chunks (LRU first) to disk until `bytes` more fit; false when they cannot.
+    bool make_host_room_locked(std::size_t bytes);
+    // One device chunk to the host tier (to disk when the host tier has no room).
+    void demote_device_locked(Entry* e);
+    // Writes `e`'s bytes (at `host`) to its disk file and moves it there; drops it on failure
+    // or without a disk tier.
+    void move_to_disk_locked(Entry* e, const void* host);
+    // Issues the copy of host or disk chunk `e` into a new device buffer; its host source goes
+    // to `staging`, to be freed after the caller synchronizes. False (and `e` dropped) for a
+    // bad disk file.
+    Result<bool> start_promotion_locked(Entry* e, std::vector<void*>& staging);
+    Result<tensor::Buffer> allocate_device_locked(std::size_t bytes);
+
+    void insert_locked(std::unique_ptr<Entry> e);
+    std::unique_ptr<Entry> detach_locked(Entry* e);  // out of every index and tier
+    void retire_locked(std::unique_ptr<Entry> e);    // erased: free now, or after the lease
+    void remove_disk_file_locked(const std::string& path);
+    void account(const Entry& e, int sign);
+
+    tensor::Backend* backend_;
+    ChunkPoolOptions options_;
+    mutable std::mutex mutex_;
+    std::unordered_map<std::string, std::unique_ptr<Entry>> entries_;        // by key()
+    std::unordered_map<std::string, std::vector<Entry*>> by_fact_;           // by fact_id
+    std::list<Entry*> device_lru_, host_lru_;                                // front: newest
+    std::vector<std::unique_ptr<Entry>> retired_;  // erased, leased or not yet freed
+    ChunkPoolStats stats_;
+};
+
+}  // namespace inferscale::inject
