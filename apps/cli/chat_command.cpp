@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 
@@ -40,6 +41,7 @@ struct MemoryArgs {
     DbArgs db;
     engine::RetrievalOptions retrieval;
     std::string encoding = "after-header";
+    std::string chunk_dir;  // empty: "chunks" beside the database; "none": no disk tier
 };
 
 // A user's memory, opened once for the whole chat: the store, its BM25 index kept in step, and
@@ -58,6 +60,12 @@ class MemorySession {
         if (args.encoding == "standalone") options.encoding = inject::EncodingMode::Standalone;
         else if (args.encoding == "after-header") options.encoding = inject::EncodingMode::AfterHeader;
         else return make_error("--encoding must be standalone or after-header");
+        if (args.chunk_dir != "none") {
+            const std::string db = args.db.path.empty() ? default_db_path() : args.db.path;
+            options.disk_dir = !args.chunk_dir.empty()
+                                   ? args.chunk_dir
+                                   : (std::filesystem::path(db).parent_path() / "chunks").string();
+        }
         s->runtime_ = IS_TRY(engine::MemoryRuntime::create(lm, options));
         return s;
     }
@@ -99,6 +107,8 @@ void add_memory_flags(CLI::App& cmd, MemoryArgs& args) {
     cmd.add_option("--encoding", args.encoding,
                    "chunk encoding: after-header (chunks follow the memory header) or standalone")
         ->capture_default_str();
+    cmd.add_option("--chunk-dir", args.chunk_dir,
+                   "disk tier of encoded KV chunks (default: chunks/ beside the database; none: off)");
     add_db_flag(cmd, args.db);
 }
 
