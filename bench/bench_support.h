@@ -2,12 +2,18 @@
 // Timing helpers for gpu_bench. On CUDA a StepTimer brackets work with events on the backend's
 // stream (what the GPU saw, host launch gaps included since the stream idles while the host
 // stages); on the CPU backend (a dry run of the bench's own logic) it falls back to the steady
-// clock after Backend::synchronize.
+// clock after Backend::synchronize. Also the command-line flags and JSON output that gpu_bench
+// and inject_bench share.
 
 #include <cuda_runtime_api.h>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include <algorithm>
 #include <cstdio>
+#include <fstream>
+#include <string>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
@@ -94,5 +100,29 @@ class Progress {
   private:
     Timer clock_;
 };
+
+// The flags every device bench takes: --config (required), --json, --backend, --device.
+inline void add_common_options(CLI::App& app, std::string& config_path, std::string& json_path,
+                               std::string& backend, int& device) {
+    app.add_option("--config", config_path, "Hugging Face config.json")->required();
+    app.add_option("--json", json_path, "write the results as JSON here");
+    app.add_option("--backend", backend, "cuda, or cpu for a dry run")
+        ->check(CLI::IsMember({"cuda", "cpu"}));
+    app.add_option("--device", device, "CUDA device index");
+}
+
+// Writes `out` indented to `path`. False, with "<tool>: cannot write <path>" on stderr, when the
+// file cannot be written.
+inline bool write_json(const nlohmann::json& out, const std::string& path, const char* tool,
+                       const Progress& progress) {
+    std::ofstream f(path);
+    f << out.dump(2) << "\n";
+    if (!f) {
+        std::fprintf(stderr, "%s: cannot write %s\n", tool, path.c_str());
+        return false;
+    }
+    progress("wrote %s", path.c_str());
+    return true;
+}
 
 }  // namespace inferscale::bench

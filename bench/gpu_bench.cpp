@@ -385,15 +385,7 @@ int run(const Args& a) {
                     r.ratio.c_str());
     }
     std::fflush(stdout);
-    if (!a.json_path.empty()) {
-        std::ofstream f(a.json_path);
-        f << out.dump(2) << "\n";
-        if (!f) {
-            std::fprintf(stderr, "gpu_bench: cannot write %s\n", a.json_path.c_str());
-            return 1;
-        }
-        progress("wrote %s", a.json_path.c_str());
-    }
+    if (!a.json_path.empty() && !write_json(out, a.json_path, "gpu_bench", progress)) return 1;
     return 0;
 }
 
@@ -403,11 +395,7 @@ int run(const Args& a) {
 int main(int argc, char** argv) {
     inferscale::bench::Args a;
     CLI::App app{"gpu_bench: the CUDA backend against the device's limits on random weights"};
-    app.add_option("--config", a.config_path, "Hugging Face config.json")->required();
-    app.add_option("--json", a.json_path, "write the results as JSON here");
-    app.add_option("--backend", a.backend, "cuda, or cpu for a dry run")
-        ->check(CLI::IsMember({"cuda", "cpu"}));
-    app.add_option("--device", a.device, "CUDA device index");
+    inferscale::bench::add_common_options(app, a.config_path, a.json_path, a.backend, a.device);
     app.add_option("--rows", a.rows, "copy,gemm,decode1,ttft,prefill,decode")->delimiter(',');
     app.add_option("--gemm-size", a.gemm_size, "M = N = K of the GEMM measurement");
     app.add_option("--copy-mib", a.copy_mib, "bytes of the device-to-device copy, MiB");

@@ -24,7 +24,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
-#include <fstream>
 #include <map>
 #include <memory>
 #include <string>
@@ -380,13 +379,7 @@ int run(Args a) {
                                          {"prompt", {kRefPrompt5, kRefPrompt50}}};
         out["logits_finite"] = all_finite;
         out["host_gpu_logits_match"] = tiers_match;
-        std::ofstream f(a.json_path);
-        f << out.dump(2) << "\n";
-        if (!f) {
-            std::fprintf(stderr, "inject_bench: cannot write %s\n", a.json_path.c_str());
-            return 1;
-        }
-        progress("wrote %s", a.json_path.c_str());
+        if (!write_json(out, a.json_path, "inject_bench", progress)) return 1;
     }
     return 0;
 }
@@ -397,11 +390,7 @@ int run(Args a) {
 int main(int argc, char** argv) {
     inferscale::bench::Args a;
     CLI::App app{"inject_bench: memory injection TTFT and bandwidth on random weights"};
-    app.add_option("--config", a.config_path, "Hugging Face config.json")->required();
-    app.add_option("--json", a.json_path, "write the results as JSON here");
-    app.add_option("--backend", a.backend, "cuda, or cpu for a dry run")
-        ->check(CLI::IsMember({"cuda", "cpu"}));
-    app.add_option("--device", a.device, "CUDA device index");
+    inferscale::bench::add_common_options(app, a.config_path, a.json_path, a.backend, a.device);
     app.add_option("--ks", a.ks, "facts per request, e.g. 5,10,20,50")->delimiter(',');
     app.add_option("--warmup", a.warmup, "untimed rounds per k")->check(CLI::NonNegativeNumber);
     app.add_option("--repeats", a.repeats, "timed rounds per k")->check(CLI::PositiveNumber);

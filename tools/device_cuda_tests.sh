@@ -22,16 +22,7 @@ set -euo pipefail
 
 die() { echo "device_cuda_tests: $*" >&2; exit 2; }
 
-# Libraries the GPU machine provides itself: glibc's family, the driver and CUDA's libraries.
-is_system_lib() {
-    case "$1" in
-        linux-vdso.so* | ld-linux*.so* | libc.so* | libm.so* | libdl.so* | libpthread.so* | \
-            librt.so* | libresolv.so* | libutil.so*) return 0 ;;
-        libcuda.so* | libcudart.so* | libcublas.so* | libcublasLt.so* | libnvidia*.so* | \
-            libnvrtc*.so* | libnvJitLink*.so*) return 0 ;;
-    esac
-    return 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/device_bundle_lib.sh"
 
 bundle() {
     local build=${1:-build-cuda} out=${2:-build-cuda-device}
@@ -45,37 +36,16 @@ for t in json.load(sys.stdin)["tests"]:
     [[ -n $tests ]] || die "ctest lists no cuda-label tests in $build (configured with -DINFERSCALE_CUDA=ON?)"
     rm -rf "$out"
     mkdir -p "$out/bin" "$out/lib"
-    local exe lib path
+    local exe
     for exe in $tests; do
         [[ -x $exe ]] || die "$exe is not built (ninja -C $build <test targets>)"
         cp "$exe" "$out/bin/"
         strip --strip-unneeded "$out/bin/$(basename "$exe")" 2>/dev/null || true
-        # ldd resolves the whole dependency tree, so indirect needs (libgfortran) come too.
-        while read -r lib path; do
-            is_system_lib "$lib" && continue
-            [[ -f $path ]] || die "$exe needs $lib, which does not resolve here"
-            [[ -f $out/lib/$lib ]] || cp -L "$path" "$out/lib/$lib"
-        done < <(ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
+        bundle_libs "$exe" "$out/lib"
     done
     echo "bundled into $out:"
     ls -l "$out/bin" "$out/lib"
     du -sh "$out"
-}
-
-# Directories on the GPU machine that may hold the CUDA 13 runtime and cuBLASLt.
-cuda_lib_dirs() {
-    local d
-    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib \
-        /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib; do
-        [[ -e $d/libcublasLt.so.13 || -e $d/libcudart.so.13 ]] && echo "$d"
-    done
-    # PyTorch's wheels carry the same libraries when the toolkit's are missing.
-    for d in /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib \
-        /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
-        /usr/local/lib/python3*/dist-packages/nvidia/*/lib; do
-        [[ -e $d/libcublasLt.so.13 || -e $d/libcudart.so.13 ]] && echo "$d"
-    done
-    return 0
 }
 
 run() {

@@ -21,15 +21,7 @@ set -euo pipefail
 
 die() { echo "device_gpu_bench: $*" >&2; exit 2; }
 
-is_system_lib() {
-    case "$1" in
-        linux-vdso.so* | ld-linux*.so* | libc.so* | libm.so* | libdl.so* | libpthread.so* | \
-            librt.so* | libresolv.so* | libutil.so*) return 0 ;;
-        libcuda.so* | libcudart.so* | libcublas.so* | libcublasLt.so* | libnvidia*.so* | \
-            libnvrtc*.so* | libnvJitLink*.so*) return 0 ;;
-    esac
-    return 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/device_bundle_lib.sh"
 
 bundle() {
     local build=${1:-build-perf} out=${2:-build-gpubench-device}
@@ -39,33 +31,15 @@ bundle() {
     mkdir -p "$out/bin" "$out/lib"
     local exes=("$exe")
     [[ -x $build/bin/cuda_decode_graph_test ]] && exes+=("$build/bin/cuda_decode_graph_test")
-    local e lib path
+    local e
     for e in "${exes[@]}"; do
         cp "$e" "$out/bin/"
         strip --strip-unneeded "$out/bin/$(basename "$e")" 2>/dev/null || true
-        while read -r lib path; do
-            is_system_lib "$lib" && continue
-            [[ -f $path ]] || die "$e needs $lib, which does not resolve here"
-            cp -L "$path" "$out/lib/$lib"
-        done < <(ldd "$e" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
+        bundle_libs "$e" "$out/lib"
     done
     echo "bundled into $out:"
     ls -l "$out/bin" "$out/lib"
     du -sh "$out"
-}
-
-# Directories on the GPU machine that may hold the CUDA 13 runtime and cuBLASLt (as in
-# device_cuda_tests.sh).
-cuda_lib_dirs() {
-    local d
-    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib \
-        /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib \
-        /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib \
-        /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
-        /usr/local/lib/python3*/dist-packages/nvidia/*/lib; do
-        [[ -e $d/libcublasLt.so.13 || -e $d/libcudart.so.13 ]] && echo "$d"
-    done
-    return 0
 }
 
 # One step: a name, a timeout in seconds, a log file, then the command. Never aborts the run.

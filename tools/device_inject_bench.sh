@@ -15,22 +15,11 @@
 #   INJECT_BENCH_CONFIG=path picks another config (e.g. a tiny one with `-- --backend cpu`,
 #   to try the script without a GPU).
 # Budget: under a minute and a half on an H200 (model creation included); hard limit 170 s.
-#
-# A minimal copy of tools/device_gpu_bench.sh's bundle and library lookup: that script runs its
-# command dispatch when sourced, so its functions cannot be reused from here.
 set -euo pipefail
 
 die() { echo "device_inject_bench: $*" >&2; exit 2; }
 
-is_system_lib() {
-    case "$1" in
-        linux-vdso.so* | ld-linux*.so* | libc.so* | libm.so* | libdl.so* | libpthread.so* | \
-            librt.so* | libresolv.so* | libutil.so*) return 0 ;;
-        libcuda.so* | libcudart.so* | libcublas.so* | libcublasLt.so* | libnvidia*.so* | \
-            libnvrtc*.so* | libnvJitLink*.so*) return 0 ;;
-    esac
-    return 1
-}
+source "$(dirname "${BASH_SOURCE[0]}")/device_bundle_lib.sh"
 
 bundle() {
     local build=${1:-build-ibench} out=${2:-build-ibench-device}
@@ -40,28 +29,10 @@ bundle() {
     mkdir -p "$out/bin" "$out/lib"
     cp "$exe" "$out/bin/"
     strip --strip-unneeded "$out/bin/inject_bench" 2>/dev/null || true
-    local lib path
-    while read -r lib path; do
-        is_system_lib "$lib" && continue
-        [[ -f $path ]] || die "$exe needs $lib, which does not resolve here"
-        cp -L "$path" "$out/lib/$lib"
-    done < <(ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
+    bundle_libs "$exe" "$out/lib"
     echo "bundled into $out:"
     ls -l "$out/bin" "$out/lib"
     du -sh "$out"
-}
-
-# Directories on the GPU machine that may hold the CUDA 13 runtime and cuBLASLt.
-cuda_lib_dirs() {
-    local d
-    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib \
-        /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib \
-        /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib \
-        /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
-        /usr/local/lib/python3*/dist-packages/nvidia/*/lib; do
-        [[ -e $d/libcublasLt.so.13 || -e $d/libcudart.so.13 ]] && echo "$d"
-    done
-    return 0
 }
 
 run() {

@@ -9,6 +9,7 @@
 #include <string>
 
 #include "backends/cpu/cpu_kernels.h"
+#include "tensor/ops_checks.h"
 
 namespace inferscale::backends::cpu {
 namespace {
@@ -18,11 +19,15 @@ using tensor::Tensor;
 
 constexpr std::size_t kAlignment = 64;
 
-void check_host(const Tensor& t, DType dtype, int rank, const char* what) {
+void check_on_host(const Tensor& t, const char* what) {
     IS_CHECK(t.device == tensor::Device::Cpu) << what << " is not host memory";
+    IS_CHECK(t.data != nullptr || t.numel() == 0) << what << " is null";
+}
+
+void check_host(const Tensor& t, DType dtype, int rank, const char* what) {
+    check_on_host(t, what);
     IS_CHECK(t.dtype == dtype) << what << " dtype " << tensor::dtype_name(t.dtype);
     IS_CHECK(t.rank == rank) << what << " rank " << t.rank << " expected " << rank;
-    IS_CHECK(t.data != nullptr || t.numel() == 0) << what << " is null";
 }
 
 void check_weight(const Tensor& w, int rank, const char* what) {
@@ -181,29 +186,23 @@ void CpuBackend::rope(Tensor x, const Tensor& positions, const tensor::RopeTable
 void CpuBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
                           const tensor::KvPages& pages) {
     const PagedKvView view = kv_view(pages);
-    check_host(k, DType::F32, 3, "write_kv k");
-    check_host(v, DType::F32, 3, "write_kv v");
-    check_host(slots, DType::I32, 1, "write_kv slots");
-    IS_CHECK(k.shape == v.shape && k.shape[0] == slots.shape[0] && k.shape[1] == view.kv_heads &&
-             k.shape[2] == view.head_dim)
-        << "write_kv shapes";
+    tensor::check_write_kv_args(k, v, slots, pages, DType::F32, DType::F32);
+    check_on_host(k, "write_kv k");
+    check_on_host(v, "write_kv v");
+    check_on_host(slots, "write_kv slots");
     cpu::write_kv(k.as<float>(), v.as<float>(), k.shape[0], slots.as<std::int32_t>(), view);
 }
 
 void CpuBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
                                  const tensor::PagedAttentionArgs& args, Tensor out) {
     const PagedKvView view = kv_view(pages);
-    check_host(q, DType::F32, 3, "attention q");
-    check_host(out, DType::F32, 3, "attention out");
-    IS_CHECK(q.shape == out.shape && q.shape[2] == view.head_dim) << "attention shapes";
-    check_host(args.qo_indptr, DType::I32, 1, "qo_indptr");
-    check_host(args.indptr, DType::I32, 1, "indptr");
-    check_host(args.indices, DType::I32, 1, "indices");
-    check_host(args.last_page_len, DType::I32, 1, "last_page_len");
-    IS_CHECK(args.qo_indptr.shape[0] >= args.num_seqs + 1 &&
-             args.indptr.shape[0] >= args.num_seqs + 1 &&
-             args.last_page_len.shape[0] >= args.num_seqs)
-        << "attention metadata sizes";
+    tensor::check_paged_attention_args(q, pages, args, out, DType::F32, DType::F32);
+    check_on_host(q, "attention q");
+    check_on_host(out, "attention out");
+    check_on_host(args.qo_indptr, "qo_indptr");
+    check_on_host(args.indptr, "indptr");
+    check_on_host(args.indices, "indices");
+    check_on_host(args.last_page_len, "last_page_len");
     AttentionMeta meta{args.qo_indptr.as<std::int32_t>(),
                        args.indptr.as<std::int32_t>(),
                        args.indices.as<std::int32_t>(),

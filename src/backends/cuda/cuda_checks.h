@@ -5,10 +5,14 @@
 
 namespace inferscale::backends::cuda {
 
-inline void check_device(const tensor::Tensor& t, int rank, const char* what) {
+inline void check_on_device(const tensor::Tensor& t, const char* what) {
     IS_CHECK(t.device == tensor::Device::Cuda) << what << " is not CUDA memory";
-    IS_CHECK(t.rank == rank) << what << " rank " << t.rank << " expected " << rank;
     IS_CHECK(t.data != nullptr || t.numel() == 0) << what << " is null";
+}
+
+inline void check_device(const tensor::Tensor& t, int rank, const char* what) {
+    check_on_device(t, what);
+    IS_CHECK(t.rank == rank) << what << " rank " << t.rank << " expected " << rank;
 }
 
 inline void check_device(const tensor::Tensor& t, tensor::DType dtype, int rank, const char* what) {

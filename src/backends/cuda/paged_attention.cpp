@@ -15,6 +15,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "tensor/ops_checks.h"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -56,13 +57,11 @@ PagedKvView kv_view(const tensor::KvPages& pages) {
 void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
                            const tensor::KvPages& pages) {
     const PagedKvView view = kv_view(pages);
-    check_device(k, 3, "write_kv k");
     check_activation(k, "write_kv k");
-    check_device(v, k.dtype, 3, "write_kv v");
-    check_device(slots, DType::I32, 1, "write_kv slots");
-    IS_CHECK(k.shape == v.shape && k.shape[0] == slots.shape[0] && k.shape[1] == view.kv_heads &&
-             k.shape[2] == view.head_dim)
-        << "write_kv shapes";
+    tensor::check_write_kv_args(k, v, slots, pages, k.dtype, DType::BF16);
+    check_on_device(k, "write_kv k");
+    check_on_device(v, "write_kv v");
+    check_on_device(slots, "write_kv slots");
     activate();
     launch_write_kv(k.data, v.data, k.dtype, k.shape[0], slots.as<std::int32_t>(), view, stream_);
 }
@@ -70,17 +69,14 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots
 void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
                                   const tensor::PagedAttentionArgs& args, Tensor out) {
     const PagedKvView view = kv_view(pages);
-    check_device(q, DType::BF16, 3, "attention q");
-    check_device(out, DType::BF16, 3, "attention out");
-    IS_CHECK(q.shape == out.shape && q.shape[2] == view.head_dim) << "attention shapes";
-    check_device(args.qo_indptr, DType::I32, 1, "qo_indptr");
-    check_device(args.indptr, DType::I32, 1, "indptr");
-    check_device(args.indices, DType::I32, 1, "indices");
-    check_device(args.last_page_len, DType::I32, 1, "last_page_len");
+    tensor::check_paged_attention_args(q, pages, args, out, DType::BF16, DType::BF16);
+    check_on_device(q, "attention q");
+    check_on_device(out, "attention out");
+    check_on_device(args.qo_indptr, "qo_indptr");
+    check_on_device(args.indptr, "indptr");
+    check_on_device(args.indices, "indices");
+    check_on_device(args.last_page_len, "last_page_len");
     const int num_seqs = args.num_seqs;
-    IS_CHECK(args.qo_indptr.shape[0] >= num_seqs + 1 && args.indptr.shape[0] >= num_seqs + 1 &&
-             args.last_page_len.shape[0] >= num_seqs)
-        << "attention metadata sizes";
     const bool fixed = args.fixed_max_kv_len > 0;
     IS_CHECK(fixed || (args.host_qo_indptr != nullptr && args.host_indptr != nullptr))
         << "the CUDA backend sizes its launches from the host metadata";

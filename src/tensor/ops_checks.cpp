@@ -1,0 +1,50 @@
+#include "tensor/ops_checks.h"
+
+#include "base/check.h"
+
+namespace inferscale::tensor {
+namespace {
+
+void check_arg(const Tensor& t, DType dtype, int rank, const char* what) {
+    IS_CHECK(t.dtype == dtype) << what << " dtype " << dtype_name(t.dtype) << " expected "
+                               << dtype_name(dtype);
+    IS_CHECK(t.rank == rank) << what << " rank " << t.rank << " expected " << rank;
+}
+
+void check_pages(const KvPages& pages, DType kv) {
+    check_arg(pages.k, kv, 4, "k pages");
+    check_arg(pages.v, kv, 4, "v pages");
+    IS_CHECK(pages.k.shape == pages.v.shape) << "k and v pages differ in shape";
+}
+
+}  // namespace
+
+void check_write_kv_args(const Tensor& k, const Tensor& v, const Tensor& slots,
+                         const KvPages& pages, DType activation, DType kv) {
+    check_pages(pages, kv);
+    check_arg(k, activation, 3, "write_kv k");
+    check_arg(v, activation, 3, "write_kv v");
+    check_arg(slots, DType::I32, 1, "write_kv slots");
+    IS_CHECK(k.shape == v.shape && k.shape[0] == slots.shape[0] &&
+             k.shape[1] == pages.k.shape[2] && k.shape[2] == pages.k.shape[3])
+        << "write_kv shapes";
+}
+
+void check_paged_attention_args(const Tensor& q, const KvPages& pages,
+                                const PagedAttentionArgs& args, const Tensor& out,
+                                DType activation, DType kv) {
+    check_pages(pages, kv);
+    check_arg(q, activation, 3, "attention q");
+    check_arg(out, activation, 3, "attention out");
+    IS_CHECK(q.shape == out.shape && q.shape[2] == pages.k.shape[3]) << "attention shapes";
+    check_arg(args.qo_indptr, DType::I32, 1, "qo_indptr");
+    check_arg(args.indptr, DType::I32, 1, "indptr");
+    check_arg(args.indices, DType::I32, 1, "indices");
+    check_arg(args.last_page_len, DType::I32, 1, "last_page_len");
+    const int num_seqs = args.num_seqs;
+    IS_CHECK(args.qo_indptr.shape[0] >= num_seqs + 1 && args.indptr.shape[0] >= num_seqs + 1 &&
+             args.last_page_len.shape[0] >= num_seqs)
+        << "attention metadata sizes";
+}
+
+}  // namespace inferscale::tensor

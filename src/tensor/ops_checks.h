@@ -1,0 +1,21 @@
+#pragma once
+// Device-independent argument checks of the paged KV ops (dtypes, ranks, shapes, metadata
+// counts), shared by every backend; each backend adds its own placement check. A failure is a
+// caller bug and aborts with file:line.
+
+#include "tensor/ops.h"
+#include "tensor/tensor.h"
+
+namespace inferscale::tensor {
+
+// write_kv: k and v [n, kvh, d] in `activation`, slots [n] i32, pages [.., .., kvh, d] in `kv`.
+void check_write_kv_args(const Tensor& k, const Tensor& v, const Tensor& slots,
+                         const KvPages& pages, DType activation, DType kv);
+
+// paged_attention: q and out [n, h, d] in `activation`, pages [.., .., kvh, d] in `kv`, the
+// page tables i32 with at least num_seqs (+ 1) entries.
+void check_paged_attention_args(const Tensor& q, const KvPages& pages,
+                                const PagedAttentionArgs& args, const Tensor& out,
+                                DType activation, DType kv);
+
+}  // namespace inferscale::tensor

@@ -1,0 +1,39 @@
+# Shared by tools/device_cuda_tests.sh, device_gpu_bench.sh and device_inject_bench.sh: which
+# libraries a bundle leaves to the GPU machine, copying the rest, and where that machine keeps
+# its CUDA libraries. Functions only; source it after defining die().
+
+# Libraries the GPU machine provides itself: glibc's family, the driver and CUDA's libraries.
+is_system_lib() {
+    case "$1" in
+        linux-vdso.so* | ld-linux*.so* | libc.so* | libm.so* | libdl.so* | libpthread.so* | \
+            librt.so* | libresolv.so* | libutil.so*) return 0 ;;
+        libcuda.so* | libcudart.so* | libcublas.so* | libcublasLt.so* | libnvidia*.so* | \
+            libnvrtc*.so* | libnvJitLink*.so*) return 0 ;;
+    esac
+    return 1
+}
+
+# Copies the non-system shared libraries EXE needs into LIB_DIR (once per name). ldd resolves
+# the whole dependency tree, so indirect needs (libgfortran) come too.
+bundle_libs() {
+    local exe=$1 lib_dir=$2 lib path
+    while read -r lib path; do
+        is_system_lib "$lib" && continue
+        [[ -f $path ]] || die "$exe needs $lib, which does not resolve here"
+        [[ -f $lib_dir/$lib ]] || cp -L "$path" "$lib_dir/$lib"
+    done < <(ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
+}
+
+# Directories on the GPU machine that may hold the CUDA 13 runtime and cuBLASLt; PyTorch's
+# wheels carry the same libraries when the toolkit's are missing.
+cuda_lib_dirs() {
+    local d
+    for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib /usr/local/cuda/lib \
+        /usr/local/cuda-13*/lib64 /usr/local/cuda-13*/targets/x86_64-linux/lib \
+        /opt/torch/.venv/lib/python3*/site-packages/nvidia/*/lib \
+        /opt/torch/.venv/lib/python3*/site-packages/nvidia/cu13/lib \
+        /usr/local/lib/python3*/dist-packages/nvidia/*/lib; do
+        [[ -e $d/libcublasLt.so.13 || -e $d/libcudart.so.13 ]] && echo "$d"
+    done
+    return 0
+}
