@@ -274,9 +274,9 @@ TEST_F(ChunkPoolTest, StoreDeletesDropChunksEverywhere) {
     auto pool = open(bytes_of(4), bytes_of(4));
     engine::ChunkInvalidator inval(*pool);
     ASSERT_TRUE(store->add_listener(&inval, false).ok());
-    const memory::Fact f1 = store->add_fact("ann", {"Ann has a cat."}).value();
-    const memory::Fact f2 = store->add_fact("ann", {"Ann lives in Oslo."}).value();
-    const memory::Fact f3 = store->add_fact("bob", {"Bob plays chess."}).value();
+    const memory::Fact f1 = store->add_fact("ann", {"Ann has a cat.", {}, ""}).value();
+    const memory::Fact f2 = store->add_fact("ann", {"Ann lives in Oslo.", {}, ""}).value();
+    const memory::Fact f3 = store->add_fact("bob", {"Bob plays chess.", {}, ""}).value();
     std::vector<ChunkIdentity> ids;
     for (const auto* f : {&f1, &f2, &f3}) ids.push_back(ident(engine::chunk_fact_id(f->id)));
     for (const auto& id : ids) put(*pool, id, 4);  // one per tier
