@@ -37,3 +37,25 @@ cuda_lib_dirs() {
     done
     return 0
 }
+
+# On the GPU machine: links into LINKS the libraries of BUNDLE_DIR/lib that the executables
+# cannot find with CUDA_PATH, so the machine's own libraries win and only what it lacks comes
+# from the bundle. Linking a library in can surface its own missing needs (libgfortran for
+# OpenBLAS), so those are linked in a second pass.
+link_missing_libs() {
+    local bundle_dir=$1 links=$2 cuda_path=$3 exe lib dep
+    shift 3
+    mkdir -p "$links"
+    for exe in "$@"; do
+        while read -r lib; do
+            [[ -f $bundle_dir/lib/$lib ]] && ln -sf "$bundle_dir/lib/$lib" "$links/$lib"
+        done < <(LD_LIBRARY_PATH=$cuda_path ldd "$exe" | awk '/not found/ {print $1}')
+    done
+    for lib in "$links"/*; do
+        [[ -e $lib ]] || continue
+        while read -r dep; do
+            [[ -f $bundle_dir/lib/$dep ]] && ln -sf "$bundle_dir/lib/$dep" "$links/$dep"
+        done < <(LD_LIBRARY_PATH=$links:$cuda_path ldd "$lib" | awk '/not found/ {print $1}')
+    done
+    return 0
+}

@@ -61,19 +61,8 @@ run() {
     # Only the bundled libraries this machine lacks go on the path (through a links folder).
     local links
     links=$(mktemp -d)
-    local exe lib
-    for exe in "$bundle_dir"/bin/*; do
-        while read -r lib; do
-            [[ -f $bundle_dir/lib/$lib ]] && ln -sf "$bundle_dir/lib/$lib" "$links/$lib"
-        done < <(LD_LIBRARY_PATH=$cuda_path ldd "$exe" | awk '/not found/ {print $1}')
-    done
-    # Linking a library in can surface its own missing needs (libgfortran for OpenBLAS).
-    for lib in "$links"/*; do
-        [[ -e $lib ]] || continue
-        while read -r dep; do
-            [[ -f $bundle_dir/lib/$dep ]] && ln -sf "$bundle_dir/lib/$dep" "$links/$dep"
-        done < <(LD_LIBRARY_PATH=$links:$cuda_path ldd "$lib" | awk '/not found/ {print $1}')
-    done
+    link_missing_libs "$bundle_dir" "$links" "$cuda_path" "$bundle_dir"/bin/*
+    local exe
     # The model test reads the golden checkpoints from the checkout (run from its root).
     export INFERSCALE_FIXTURES=${INFERSCALE_FIXTURES:-$PWD/tests/fixtures}
     export LD_LIBRARY_PATH=$links${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}

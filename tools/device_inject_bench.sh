@@ -49,19 +49,10 @@ run() {
     work=$(mktemp -d)
 
     # Bundled libraries only where the machine lacks them (its own CUDA libraries win).
-    local cuda_path links lib dep
+    local cuda_path links
     cuda_path=$(cuda_lib_dirs | awk '!seen[$0]++' | paste -sd: -)
     links=$work/links
-    mkdir -p "$links"
-    while read -r lib; do
-        [[ -f $bundle_dir/lib/$lib ]] && ln -sf "$bundle_dir/lib/$lib" "$links/$lib"
-    done < <(LD_LIBRARY_PATH=$cuda_path ldd "$exe" | awk '/not found/ {print $1}')
-    for lib in "$links"/*; do
-        [[ -e $lib ]] || continue
-        while read -r dep; do
-            [[ -f $bundle_dir/lib/$dep ]] && ln -sf "$bundle_dir/lib/$dep" "$links/$dep"
-        done < <(LD_LIBRARY_PATH=$links:$cuda_path ldd "$lib" | awk '/not found/ {print $1}')
-    done
+    link_missing_libs "$bundle_dir" "$links" "$cuda_path" "$exe"
     local bench_path=$links${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
     {
