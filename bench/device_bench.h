@@ -4,6 +4,8 @@
 // readback costs) and one big square GEMM through Backend::linear (cuBLASLt on CUDA).
 
 #include <cstdint>
+#include <memory>
+#include <string>
 
 #include "bench/bench_support.h"
 #include "tensor/backend.h"
@@ -19,6 +21,18 @@ struct DeviceRates {
     std::size_t d2h_bytes = 0;
     std::int64_t gemm_size = 0;        // M = N = K
 };
+
+// The backend a bench runs on: CUDA device `device` (its stream and name, logged through
+// `progress`), or the CPU backend for a dry run of the bench's logic.
+struct BenchBackend {
+    std::unique_ptr<tensor::Backend> backend;
+    bool cuda = false;
+    cudaStream_t stream = nullptr;  // the CUDA backend's stream; null on the CPU
+    std::string device_name = "cpu";
+};
+// `name`: "cuda" or "cpu". Errors: no usable CUDA device.
+Result<BenchBackend> open_bench_backend(const std::string& name, int device,
+                                        const Progress& progress);
 
 // `cuda`: whether the backend is the CUDA one (the copies then go through the runtime on
 // `stream`; otherwise memcpy, for dry runs). Errors: out of memory.

@@ -168,26 +168,15 @@ int run(const Args& a) {
     }
     const model::ModelConfig& config = hf.value().config;
 
-    const bool cuda = a.backend == "cuda";
-    std::unique_ptr<tensor::Backend> backend;
-    cudaStream_t stream = nullptr;
-    std::string device_name = "cpu";
-    if (cuda) {
-        auto created = backends::cuda::CudaBackend::create(a.device);
-        if (!created.ok()) {
-            std::fprintf(stderr, "gpu_bench: %s\n", created.error().message.c_str());
-            return 2;
-        }
-        stream = created.value()->stream();
-        backend = std::move(created).value();
-        cudaDeviceProp prop{};
-        IS_CUDA_CHECK(cudaGetDeviceProperties(&prop, a.device));
-        device_name = prop.name;
-        progress("device %d: %s, %d SMs, %.1f GiB", a.device, prop.name,
-                 prop.multiProcessorCount, static_cast<double>(prop.totalGlobalMem) / (1 << 30));
-    } else {
-        backend = std::make_unique<backends::cpu::CpuBackend>();
+    auto opened = open_bench_backend(a.backend, a.device, progress);
+    if (!opened.ok()) {
+        std::fprintf(stderr, "gpu_bench: %s\n", opened.error().message.c_str());
+        return 2;
     }
+    const bool cuda = opened->cuda;
+    cudaStream_t stream = opened->stream;
+    const std::string device_name = opened->device_name;
+    std::unique_ptr<tensor::Backend> backend = std::move(opened->backend);
     StepTimer timer(*backend, stream, cuda);
 
     json out;
