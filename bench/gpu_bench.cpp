@@ -27,7 +27,6 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
-#include <fstream>
 #include <memory>
 #include <set>
 #include <string>
@@ -194,11 +193,8 @@ int run(const Args& a) {
         const int rc = run_profile(a, config,
                                    static_cast<backends::cuda::CudaBackend&>(*backend), progress,
                                    out);
-        if (rc == 0 && !a.json_path.empty()) {
-            std::ofstream f(a.json_path);
-            f << out.dump(2) << "\n";
-            if (!f) return 1;
-        }
+        if (rc == 0 && !a.json_path.empty() && !write_json(out, a.json_path, "gpu_bench", progress))
+            return 1;
         return rc;
     }
 
