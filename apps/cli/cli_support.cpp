@@ -42,12 +42,14 @@ void add_model_flags(CLI::App& cmd, ModelArgs& args) {
         ->check(CLI::Range(16, 1 << 20));
 }
 
-Result<std::unique_ptr<engine::LocalModel>> load_model(const ModelArgs& args) {
+Result<std::unique_ptr<engine::LocalModel>> load_model(
+    const ModelArgs& args, const std::function<void(engine::LocalModelOptions&)>& tune) {
     engine::LocalModelOptions options;
     options.model_path = args.path;
     options.num_threads = args.threads;
     options.max_context = args.max_context;
     options.kv_tokens = args.max_context;
+    if (tune) tune(options);
     return engine::LocalModel::load(options, progress_bar("loading model"));
 }
 

@@ -28,7 +28,9 @@ struct ModelArgs {
 void add_model_flags(CLI::App& cmd, ModelArgs& args);
 
 // Loads the model, drawing a progress bar on stderr when it is a terminal.
-Result<std::unique_ptr<engine::LocalModel>> load_model(const ModelArgs& args);
+// `tune` may adjust the options (capacities) before loading.
+Result<std::unique_ptr<engine::LocalModel>> load_model(
+    const ModelArgs& args, const std::function<void(engine::LocalModelOptions&)>& tune = {});
 
 // `top_k_flag` names the sampling top-k option: chat keeps --top-k for memory retrieval.
 void add_sampling_flags(CLI::App& cmd, sampling::SamplingParams& params,

@@ -10,8 +10,17 @@
 
 namespace inferscale {
 
+// What kind of failure an Error is, for callers that answer differently (an HTTP status).
+enum class ErrorKind {
+    Failed,           // anything else
+    InvalidArgument,  // the caller's input is wrong
+    NotFound,         // a named thing (user, fact, model) does not exist
+    Unavailable,      // out of capacity now; retrying later may succeed
+};
+
 struct Error {
     std::string message;
+    ErrorKind kind = ErrorKind::Failed;
 };
 
 template <class T>
@@ -58,6 +67,9 @@ class [[nodiscard]] Result<void> {
 using Status = Result<void>;
 
 inline Error make_error(std::string message) { return Error{std::move(message)}; }
+inline Error make_error(ErrorKind kind, std::string message) {
+    return Error{std::move(message), kind};
+}
 
 }  // namespace inferscale
 

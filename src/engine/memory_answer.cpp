@@ -85,6 +85,14 @@ inject::ChunkIdentity MemoryRuntime::identity_of(const MemoryFact& fact) const {
 Result<std::vector<const inject::KvChunk*>> MemoryRuntime::chunks_for(
     std::span<const MemoryFact> facts) {
     held_.clear();  // the previous request's chunks may be demoted again
+    held_ = IS_TRY(acquire(facts));
+    std::vector<const inject::KvChunk*> out;
+    out.reserve(held_.size());
+    for (const inject::ChunkLease& l : held_) out.push_back(l.get());
+    return out;
+}
+
+Result<std::vector<inject::ChunkLease>> MemoryRuntime::acquire(std::span<const MemoryFact> facts) {
     std::vector<inject::ChunkIdentity> ids;
     ids.reserve(facts.size());
     for (const MemoryFact& f : facts) ids.push_back(identity_of(f));
@@ -108,11 +116,7 @@ Result<std::vector<const inject::KvChunk*>> MemoryRuntime::chunks_for(
         for (std::size_t j = 0; j < encoded.size(); ++j)
             leases[miss_index[j]] = IS_TRY(pool_->put(std::move(encoded[j])));
     }
-    std::vector<const inject::KvChunk*> out;
-    out.reserve(leases.size());
-    for (const inject::ChunkLease& l : leases) out.push_back(l.get());
-    held_ = std::move(leases);
-    return out;
+    return leases;
 }
 
 Result<std::vector<MemoryFact>> prompt_order(std::span<const MemoryFact> ranked) {

@@ -71,8 +71,10 @@ class MemoryRuntime {
     inject::ChunkIdentity identity_of(const MemoryFact& fact) const;
     // Each fact's chunk on the device, in order: pool hits (promoted from host or disk as
     // needed), the misses encoded together in one batched pass and added to the pool. The
-    // runtime leases them, so the pointers stay valid (never demoted or freed) until the next
-    // chunks_for call. An Error from encoding, or when the device tier cannot hold them all.
+    // leases pin them (never demoted or freed) while they live. An Error from encoding, or
+    // when the device tier cannot hold them all.
+    Result<std::vector<inject::ChunkLease>> acquire(std::span<const MemoryFact> facts);
+    // The same, with the runtime holding the leases until the next chunks_for call.
     Result<std::vector<const inject::KvChunk*>> chunks_for(std::span<const MemoryFact> facts);
 
   private:

@@ -76,12 +76,26 @@ std::vector<std::int32_t> query_token_ids(const tokenizer::Tokenizer& tok,
                                           const tokenizer::ChatTemplate* tmpl,
                                           std::string_view question,
                                           std::optional<std::int32_t> memory_first) {
-    const std::string content = std::string(kQueryPrefix) + std::string(question);
+    return conversation_token_ids(tok, tmpl, {{"user", std::string(question)}}, memory_first);
+}
+
+std::vector<std::int32_t> conversation_token_ids(const tokenizer::Tokenizer& tok,
+                                                 const tokenizer::ChatTemplate* tmpl,
+                                                 std::vector<tokenizer::ChatMessage> messages,
+                                                 std::optional<std::int32_t> memory_first) {
+    for (auto it = messages.rbegin(); it != messages.rend(); ++it)
+        if (it->role == "user") {
+            it->content = std::string(kQueryPrefix) + it->content;
+            break;
+        }
     std::string rendered;
     if (tmpl != nullptr) {
-        rendered = tmpl->render({{"user", content}}, /*add_generation_prompt=*/true);
+        rendered = tmpl->render(messages, /*add_generation_prompt=*/true);
     } else {
-        rendered = "USER: " + content + "\nASSISTANT:";
+        for (const tokenizer::ChatMessage& m : messages)
+            rendered += (m.role == "assistant" ? "ASSISTANT: " : m.role == "system" ? "SYSTEM: " : "USER: ") +
+                        m.content + "\n";
+        rendered += "ASSISTANT:";
     }
     std::vector<std::int32_t> q =
         tok.encode(rendered, /*add_special=*/false, /*parse_special=*/true);

@@ -59,6 +59,12 @@ std::vector<std::int32_t> query_token_ids(const tokenizer::Tokenizer& tok,
                                           const tokenizer::ChatTemplate* tmpl,
                                           std::string_view question,
                                           std::optional<std::int32_t> memory_first);
+// A whole conversation after the memory, the same way: the last user message carries the
+// question prefix. A single user message gives exactly query_token_ids.
+std::vector<std::int32_t> conversation_token_ids(const tokenizer::Tokenizer& tok,
+                                                 const tokenizer::ChatTemplate* tmpl,
+                                                 std::vector<tokenizer::ChatMessage> messages,
+                                                 std::optional<std::int32_t> memory_first);
 
 std::string strip_whitespace(std::string_view text);
 

@@ -150,7 +150,7 @@ Status MemoryStore::delete_user(std::string_view user) {
     std::lock_guard lock(mutex_);
     Transaction tx = IS_TRY(Transaction::begin(db_));
     if (!IS_TRY(has_user_locked(user)))
-        return make_error("unknown user '" + std::string(user) + "'");
+        return make_error(ErrorKind::NotFound, "unknown user '" + std::string(user) + "'");
     std::vector<FactId> fact_ids;
     {
         Statement stmt = IS_TRY(db_.prepare("SELECT id FROM facts WHERE user_id = ?1 ORDER BY id"));

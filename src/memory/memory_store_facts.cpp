@@ -21,7 +21,7 @@ Fact read_fact(const Statement& stmt) {
     return fact;
 }
 
-Error unknown_fact(FactId id) { return make_error("unknown fact id " + std::to_string(id)); }
+Error unknown_fact(FactId id) { return make_error(ErrorKind::NotFound, "unknown fact id " + std::to_string(id)); }
 
 }  // namespace
 
@@ -39,13 +39,13 @@ Result<std::vector<Fact>> MemoryStore::select_facts_locked(
 Result<Fact> MemoryStore::insert_fact_locked(std::string_view user, const NewFact& fact) {
     std::string text = IS_TRY(normalize_fact_text(fact.text, kMaxFactBytes));
     if (fact.created_at.size() > 64 || !is_valid_utf8(fact.created_at))
-        return make_error("fact created_at is not a timestamp");
+        return make_error(ErrorKind::InvalidArgument, "fact created_at is not a timestamp");
     if (fact.source) {
         Statement turn = IS_TRY(db_.prepare(
             "SELECT 1 FROM turns WHERE user_id = ?1 AND session_id = ?2 AND turn_index = ?3"));
         turn.bind(1, user).bind(2, fact.source->session_id).bind(3, std::int64_t{fact.source->turn_index});
         if (!IS_TRY(turn.step()))
-            return make_error("source turn " + fact.source->session_id + ":" +
+            return make_error(ErrorKind::InvalidArgument, "source turn " + fact.source->session_id + ":" +
                               std::to_string(fact.source->turn_index) + " is not a turn of user '" +
                               std::string(user) + "'");
     }
@@ -122,7 +122,7 @@ Result<Fact> MemoryStore::get_fact(FactId id) {
 Result<std::vector<Fact>> MemoryStore::list_facts(std::string_view user) {
     std::lock_guard lock(mutex_);
     if (!IS_TRY(has_user_locked(user)))
-        return make_error("unknown user '" + std::string(user) + "'");
+        return make_error(ErrorKind::NotFound, "unknown user '" + std::string(user) + "'");
     return select_facts_locked("user_id = ?1", [user](Statement& s) { s.bind(1, user); });
 }
 

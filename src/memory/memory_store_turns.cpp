@@ -8,15 +8,15 @@ namespace {
 
 Status check_turn(const Turn& turn) {
     const std::string where = turn.session_id + ":" + std::to_string(turn.turn_index);
-    if (turn.session_id.empty()) return make_error("turn has an empty session id");
-    if (turn.session_index < 1) return make_error("turn " + where + ": session_index must be >= 1");
-    if (turn.turn_index < 0) return make_error("turn " + where + ": negative turn_index");
-    if (turn.speaker.empty()) return make_error("turn " + where + ": empty speaker");
+    if (turn.session_id.empty()) return make_error(ErrorKind::InvalidArgument, "turn has an empty session id");
+    if (turn.session_index < 1) return make_error(ErrorKind::InvalidArgument, "turn " + where + ": session_index must be >= 1");
+    if (turn.turn_index < 0) return make_error(ErrorKind::InvalidArgument, "turn " + where + ": negative turn_index");
+    if (turn.speaker.empty()) return make_error(ErrorKind::InvalidArgument, "turn " + where + ": empty speaker");
     if (turn.text.empty() && turn.image_caption.empty())
-        return make_error("turn " + where + ": no text and no image caption");
+        return make_error(ErrorKind::InvalidArgument, "turn " + where + ": no text and no image caption");
     for (const std::string* field : {&turn.session_id, &turn.speaker, &turn.text, &turn.timestamp,
                                      &turn.image_caption, &turn.image_query})
-        if (!is_valid_utf8(*field)) return make_error("turn " + where + ": not valid UTF-8");
+        if (!is_valid_utf8(*field)) return make_error(ErrorKind::InvalidArgument, "turn " + where + ": not valid UTF-8");
     return {};
 }
 
@@ -38,7 +38,7 @@ Status MemoryStore::insert_turn_locked(std::string_view user, const Turn& turn) 
         .bind(9, turn.image_query);
     auto done = stmt.run();
     if (!done.ok())
-        return make_error("cannot add turn " + turn.session_id + ":" +
+        return make_error(ErrorKind::InvalidArgument, "cannot add turn " + turn.session_id + ":" +
                           std::to_string(turn.turn_index) + " of user '" + std::string(user) +
                           "': " + done.error().message);
     return {};
@@ -55,7 +55,7 @@ Status MemoryStore::add_turns(std::string_view user, const std::vector<Turn>& tu
 Result<std::vector<Turn>> MemoryStore::list_turns(std::string_view user) {
     std::lock_guard lock(mutex_);
     if (!IS_TRY(has_user_locked(user)))
-        return make_error("unknown user '" + std::string(user) + "'");
+        return make_error(ErrorKind::NotFound, "unknown user '" + std::string(user) + "'");
     Statement stmt = IS_TRY(db_.prepare(
         "SELECT session_id, session_index, turn_index, speaker, text, timestamp, image_caption, "
         "image_query FROM turns WHERE user_id = ?1 ORDER BY session_index, turn_index, id"));
@@ -88,7 +88,7 @@ Result<std::vector<Fact>> MemoryStore::add_conversation(std::string_view user,
         count.bind(1, user);
         if (!IS_TRY(count.step())) return make_error("sqlite: count returned no row");
         if (const std::int64_t n = count.column_int64(0); n > 0)
-            return make_error("user '" + std::string(user) + "' already has " + std::to_string(n) +
+            return make_error(ErrorKind::InvalidArgument, "user '" + std::string(user) + "' already has " + std::to_string(n) +
                               " conversation turns; delete the user first");
     }
     const std::size_t total = turns.size() + facts.size();

@@ -1,0 +1,139 @@
+// inferscale serve: the OpenAI-compatible HTTP server with per-user memory, on the bundled
+// model and the embedded SQLite store by default.
+
+#include <csignal>
+#include <cstdio>
+#include <filesystem>
+#include <thread>
+
+#include "apps/cli/cli_support.h"
+#include "apps/cli/commands.h"
+#include "apps/server/http_server.h"
+#include "engine/engine.h"
+#include "memory/fact_indexer.h"
+#include "retrieval/bm25_index.h"
+
+namespace inferscale::cli {
+namespace {
+
+// The server that SIGINT / SIGTERM stop (one per process).
+server::HttpServer* g_running = nullptr;
+
+void on_signal(int) {
+    if (g_running) g_running->stop();
+}
+
+}  // namespace
+
+Command add_serve_command(CLI::App& app) {
+    struct Args {
+        ModelArgs model;
+        DbArgs db;
+        server::ServerOptions server;
+        engine::EngineOptions engine;
+        std::int64_t kv_tokens = 32768;
+        std::int64_t max_batch_tokens = 512;
+        std::int64_t max_batch_seqs = 64;
+        std::string api_keys;
+        std::string memory_mode = "kv";
+        std::string encoding = "after-header";
+        std::string chunk_dir;
+        bool no_memory = false;
+        bool no_prefix_cache = false;
+    };
+    auto a = std::make_shared<Args>();
+    CLI::App* cmd = app.add_subcommand("serve", "serve the OpenAI-compatible API with per-user memory");
+    add_model_flags(*cmd, a->model);
+    add_db_flag(*cmd, a->db);
+    cmd->add_option("--host", a->server.host, "address to listen on")->capture_default_str();
+    cmd->add_option("--port", a->server.port, "port to listen on (0: any free port)")->capture_default_str();
+    cmd->add_option("--served-model-name", a->server.model_name,
+                    "the model id clients name (default: the model file's name)");
+    cmd->add_option("--api-keys", a->api_keys,
+                    "JSON file of API keys and the users each may touch (default: an open server)");
+    cmd->add_option("--kv-tokens", a->kv_tokens, "KV cache capacity in tokens")->capture_default_str();
+    cmd->add_option("--max-batch-tokens", a->max_batch_tokens, "token budget of one engine step")
+        ->capture_default_str();
+    cmd->add_option("--max-batch-seqs", a->max_batch_seqs, "sequences in one engine step")
+        ->capture_default_str();
+    cmd->add_option("--max-requests", a->engine.max_requests,
+                    "requests queued and running at once; more are refused with 503")
+        ->capture_default_str();
+    cmd->add_option("--max-body-bytes", a->server.max_body_bytes, "largest request body")
+        ->capture_default_str();
+    cmd->add_option("--memory", a->memory_mode, "default memory mode for requests with a user")
+        ->check(CLI::IsMember({"kv", "prompt", "none"}))
+        ->capture_default_str();
+    cmd->add_option("--top-k", a->server.memory.top_k, "default facts retrieved per request")
+        ->capture_default_str();
+    cmd->add_option("--context-window", a->server.memory.context_window,
+                    "default conversation turns each fact is encoded after")
+        ->capture_default_str();
+    cmd->add_option("--encoding", a->encoding, "chunk encoding: after-header or standalone")
+        ->check(CLI::IsMember({"after-header", "standalone"}))
+        ->capture_default_str();
+    cmd->add_option("--chunk-dir", a->chunk_dir,
+                    "disk tier of encoded chunks (default: chunks/ beside the database; none: off)");
+    cmd->add_flag("--no-memory", a->no_memory, "serve without a memory store");
+    cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "turn prefix caching off");
+
+    return [a]() -> int {
+        auto loaded = load_model(a->model, [&](engine::LocalModelOptions& o) {
+            o.kv_tokens = a->kv_tokens;
+            o.max_batch_tokens = a->max_batch_tokens;
+            o.max_batch_seqs = a->max_batch_seqs;
+        });
+        if (!loaded.ok()) return fail(loaded.error().message);
+        engine::LocalModel& lm = **loaded;
+
+        std::unique_ptr<memory::MemoryStore> store;
+        retrieval::Bm25Index index;
+        std::unique_ptr<memory::FactIndexer> indexer;
+        engine::EngineOptions& eo = a->engine;
+        eo.prefix_caching = !a->no_prefix_cache;
+        if (!a->no_memory) {
+            auto opened = open_store(a->db);
+            if (!opened.ok()) return fail(opened.error().message);
+            store = std::move(opened).value();
+            auto attached = memory::FactIndexer::attach(*store, index);
+            if (!attached.ok()) return fail(attached.error().message);
+            indexer = std::move(attached).value();
+            eo.memory.encoding = a->encoding == "standalone" ? inject::EncodingMode::Standalone
+                                                             : inject::EncodingMode::AfterHeader;
+            if (a->chunk_dir != "none")
+                eo.memory.disk_dir = !a->chunk_dir.empty()
+                                         ? a->chunk_dir
+                                         : (std::filesystem::path(store->path()).parent_path() / "chunks").string();
+        }
+        auto engine = engine::Engine::start(lm, store.get(), store ? &index : nullptr, eo);
+        if (!engine.ok()) return fail(engine.error().message);
+
+        server::ServerContext ctx{**engine, store.get(), &index, {}, a->server, {}};
+        if (!a->api_keys.empty()) {
+            auto keys = server::ApiKeys::load(a->api_keys);
+            if (!keys.ok()) return fail(keys.error().message);
+            ctx.keys = std::move(keys).value();
+        }
+        ctx.options.memory.mode = *engine::parse_memory_mode(a->memory_mode);
+        if (ctx.options.model_name.empty())
+            ctx.options.model_name = std::filesystem::path(lm.model_name()).stem().string();
+        server::HttpServer http(ctx);
+        g_running = &http;
+        std::signal(SIGINT, on_signal);
+        std::signal(SIGTERM, on_signal);
+        // The bound port is known once listening starts; announce it from a watcher.
+        std::thread announce([&] {
+            while (http.port() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+            std::fprintf(stderr, "inferscale: serving %s on http://%s:%d (memory: %s)\n",
+                         ctx.options.model_name.c_str(), ctx.options.host.c_str(), http.port(),
+                         store ? a->memory_mode.c_str() : "off");
+        });
+        Status st = http.listen();
+        g_running = nullptr;
+        if (http.port() == 0) http.stop();
+        announce.detach();
+        return st.ok() ? 0 : fail(st.error().message);
+    };
+}
+
+}  // namespace inferscale::cli

@@ -1,0 +1,195 @@
+#include "apps/server/http_server.h"
+
+#include <chrono>
+
+#include <httplib.h>
+#include <nlohmann/json.hpp>
+
+namespace inferscale::server {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+}
+
+// One streaming answer: what the content provider needs between its calls.
+struct StreamState {
+    std::shared_ptr<engine::RequestStream> stream;
+    CompletionWriter writer;
+    bool include_usage = false;
+    Clock::time_point start;
+    bool finished = false;
+};
+
+}  // namespace
+
+void send_json(httplib::Response& res, const std::string& body, int status) {
+    res.status = status;
+    res.set_content(body, "application/json");
+}
+
+void send_error(httplib::Response& res, const ApiError& error) {
+    send_json(res, error.body(), error.status);
+}
+
+const ApiKey* authenticate(const ServerContext& ctx, const httplib::Request& req,
+                           httplib::Response& res) {
+    auto key = ctx.keys.authenticate(req.get_header_value("Authorization"));
+    if (key.ok()) return *key;
+    send_error(res, {401, key.error().message, "invalid_request_error", std::nullopt,
+                     "invalid_api_key"});
+    return nullptr;
+}
+
+HttpServer::HttpServer(ServerContext& context)
+    : ctx_(context), http_(std::make_unique<httplib::Server>()) {
+    httplib::Server& http = *http_;
+    const std::size_t threads = ctx_.options.threads;
+    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http.set_payload_max_length(ctx_.options.max_body_bytes);
+    http.set_keep_alive_max_count(1000);
+
+    http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
+        handle_completion(req, res, true);
+    });
+    http.Post("/v1/completions", [this](const httplib::Request& req, httplib::Response& res) {
+        handle_completion(req, res, false);
+    });
+    http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
+        if (!authenticate(ctx_, req, res)) return;
+        const nlohmann::json model = {{"id", ctx_.options.model_name},
+                                      {"object", "model"},
+                                      {"created", 0},
+                                      {"owned_by", "inferscale"}};
+        send_json(res, nlohmann::json{{"object", "list"}, {"data", {model}}}.dump());
+    });
+    http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
+        send_json(res, R"({"status":"ok"})");
+    });
+    http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
+        res.set_content(ctx_.metrics.render(ctx_.engine.stats()), "text/plain; version=0.0.4");
+    });
+    if (ctx_.store) add_memory_routes(http, ctx_);
+
+    // Whatever httplib answers on its own (unknown route 404, body too large 413, bad
+    // request 400) gets an OpenAI error body too.
+    http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
+        {
+            std::lock_guard lock(ctx_.metrics.mutex);
+            ++ctx_.metrics.http_errors;
+        }
+        if (!res.body.empty()) return;
+        std::string message = "HTTP " + std::to_string(res.status);
+        if (res.status == 404) message = "no route " + req.method + " " + req.path;
+        if (res.status == 413)
+            message = "the request body is larger than " +
+                      std::to_string(ctx_.options.max_body_bytes) + " bytes";
+        send_error(res, {res.status, message, "invalid_request_error", std::nullopt, std::nullopt});
+    });
+    http.set_exception_handler(
+        [](const httplib::Request&, httplib::Response& res, std::exception_ptr ep) {
+            std::string what = "internal error";
+            try {
+                std::rethrow_exception(ep);
+            } catch (const std::exception& e) {
+                what = e.what();
+            } catch (...) {
+            }
+            send_error(res, {500, what, "server_error", std::nullopt, std::nullopt});
+        });
+}
+
+HttpServer::~HttpServer() = default;
+
+Status HttpServer::listen() {
+    const int port = ctx_.options.port == 0 ? http_->bind_to_any_port(ctx_.options.host)
+                                            : (http_->bind_to_port(ctx_.options.host, ctx_.options.port)
+                                                   ? ctx_.options.port
+                                                   : -1);
+    if (port < 0)
+        return make_error("cannot listen on " + ctx_.options.host + ":" +
+                          std::to_string(ctx_.options.port));
+    port_ = port;
+    if (!http_->listen_after_bind()) return make_error("the HTTP server stopped with an error");
+    return {};
+}
+
+void HttpServer::stop() { http_->stop(); }
+
+void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res,
+                                   bool chat) {
+    const Clock::time_point start = Clock::now();
+    const ApiKey* key = authenticate(ctx_, req, res);
+    if (!key) return;
+    auto parsed = parse_completion_call(req.body, chat, ctx_.options.model_name, ctx_.options.memory);
+    if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
+    CompletionCall call = std::move(std::get<CompletionCall>(parsed));
+    if (!call.request.user.empty() && !key->may_access(call.request.user))
+        return send_error(res, {403, "this API key may not act for user '" + call.request.user + "'",
+                                "permission_error", "user", "forbidden_user"});
+    if (!ctx_.store) call.request.memory_mode = engine::MemoryMode::None;
+    auto submitted = ctx_.engine.submit(std::move(call.request));
+    if (!submitted.ok()) return send_error(res, from_error(submitted.error()));
+    std::shared_ptr<engine::RequestStream> stream = std::move(submitted).value();
+
+    if (!call.stream) {
+        std::string text;
+        while (true) {
+            auto event = stream->next(std::chrono::milliseconds(200));
+            if (!event) continue;
+            if (event->first_token) ctx_.metrics.ttft.observe(seconds_since(start));
+            text += event->text;
+            if (!event->finished) continue;
+            if (event->error) return send_error(res, from_error(*event->error));
+            ctx_.metrics.latency.observe(seconds_since(start));
+            CompletionWriter writer(chat, ctx_.options.model_name);
+            return send_json(res, writer.response(text, event->finish_reason, event->usage));
+        }
+    }
+
+    auto state = std::make_shared<StreamState>(
+        StreamState{stream, CompletionWriter(chat, ctx_.options.model_name), call.include_usage, start});
+    res.set_header("Cache-Control", "no-cache");
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, state](std::size_t, httplib::DataSink& sink) {
+            if (state->finished) return false;
+            if (!sink.is_writable()) {
+                state->stream->cancel();
+                return false;
+            }
+            auto event = state->stream->next(std::chrono::milliseconds(50));
+            if (!event) return true;  // nothing yet: called again
+            if (event->first_token) ctx_.metrics.ttft.observe(seconds_since(state->start));
+            std::string out;
+            if (event->error) {
+                out = CompletionWriter::error_event(from_error(*event->error));
+            } else {
+                if (!event->text.empty() || event->first_token)
+                    out += state->writer.chunk(event->text, nullptr);
+                if (event->finished) {
+                    out += state->writer.chunk("", event->finish_reason);
+                    if (state->include_usage) out += state->writer.usage_chunk(event->usage);
+                }
+            }
+            if (event->finished) out += CompletionWriter::kDone;
+            if (!out.empty() && !sink.write(out.data(), out.size())) {
+                state->stream->cancel();
+                return false;
+            }
+            if (event->finished) {
+                state->finished = true;
+                ctx_.metrics.latency.observe(seconds_since(state->start));
+                sink.done();
+            }
+            return true;
+        },
+        [state](bool) {
+            // The answer ended, or the client went away: a request still running stops.
+            if (!state->finished) state->stream->cancel();
+        });
+}
+
+}  // namespace inferscale::server

@@ -1,0 +1,78 @@
+#pragma once
+// HttpServer: the OpenAI-compatible API and the memory API over HTTP (cpp-httplib), on one
+// Engine. Every answer is JSON; errors use the OpenAI error shape. Handlers run on a thread
+// pool sized for many concurrent streams; a streaming handler holds its thread for the length
+// of its answer and cancels the request when the client goes away.
+//
+// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
+// GET /metrics, and the memory API (memory_api.h).
+
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "apps/server/api_error.h"
+#include "apps/server/api_keys.h"
+#include "apps/server/metrics.h"
+#include "apps/server/openai_api.h"
+#include "base/result.h"
+#include "engine/engine.h"
+#include "memory/memory_store.h"
+#include "retrieval/bm25_index.h"
+
+namespace httplib {
+class Server;
+struct Request;
+struct Response;
+}  // namespace httplib
+
+namespace inferscale::server {
+
+struct ServerOptions {
+    std::string host = "127.0.0.1";
+    int port = 8000;
+    std::string model_name;                    // what /v1/models lists and requests must name
+    std::size_t max_body_bytes = 4u << 20;     // larger bodies are refused with 413
+    std::size_t threads = 512;                 // HTTP worker threads (streams in flight)
+    MemoryDefaults memory;
+};
+
+// Everything a handler needs; borrowed from the serve command, which outlives the server.
+struct ServerContext {
+    engine::Engine& engine;
+    memory::MemoryStore* store;        // null: no memory API
+    const retrieval::Bm25Index* index;
+    ApiKeys keys;
+    ServerOptions options;
+    ServerMetrics metrics;
+};
+
+class HttpServer {
+  public:
+    explicit HttpServer(ServerContext& context);
+    ~HttpServer();
+
+    // Binds and serves until stop(); an Error when the address cannot be bound.
+    Status listen();
+    // The port actually bound (useful with port 0), once listening.
+    int port() const { return port_.load(); }
+    void stop();
+
+  private:
+    void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
+
+    ServerContext& ctx_;
+    std::unique_ptr<httplib::Server> http_;
+    std::atomic<int> port_{0};
+};
+
+// ---- helpers shared by the route files -------------------------------------------------
+void send_json(httplib::Response& res, const std::string& body, int status = 200);
+void send_error(httplib::Response& res, const ApiError& error);
+// The caller's key, or a 401 sent and null returned.
+const ApiKey* authenticate(const ServerContext& ctx, const httplib::Request& req,
+                           httplib::Response& res);
+
+void add_memory_routes(httplib::Server& http, ServerContext& ctx);
+
+}  // namespace inferscale::server

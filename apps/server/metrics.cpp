@@ -1,0 +1,85 @@
+#include "apps/server/metrics.h"
+
+#include <cstdio>
+
+namespace inferscale::server {
+namespace {
+
+void line(std::string& out, const std::string& name, const char* type, const std::string& help,
+          double value) {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " " + type + "\n";
+    char buf[64];
+    std::snprintf(buf, sizeof(buf), "%.17g", value);
+    out += name + " " + buf + "\n";
+}
+
+}  // namespace
+
+void Histogram::observe(double seconds) {
+    std::lock_guard lock(mutex_);
+    for (std::size_t i = 0; i < kBounds.size(); ++i)
+        if (seconds <= kBounds[i]) ++counts_[i];
+    ++count_;
+    sum_ += seconds;
+}
+
+void Histogram::render(const std::string& name, const std::string& help, std::string& out) const {
+    std::lock_guard lock(mutex_);
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
+    char buf[128];
+    for (std::size_t i = 0; i < kBounds.size(); ++i) {
+        std::snprintf(buf, sizeof(buf), "%s_bucket{le=\"%g\"} %llu\n", name.c_str(), kBounds[i],
+                      static_cast<unsigned long long>(counts_[i]));
+        out += buf;
+    }
+    std::snprintf(buf, sizeof(buf), "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n",
+                  name.c_str(), static_cast<unsigned long long>(count_), name.c_str(), sum_,
+                  name.c_str(), static_cast<unsigned long long>(count_));
+    out += buf;
+}
+
+std::string ServerMetrics::render(const engine::EngineStats& s) const {
+    std::string out;
+    ttft.render("inferscale_time_to_first_token_seconds", "Request arrival to first token.", out);
+    latency.render("inferscale_request_latency_seconds", "Request arrival to the end of the answer.", out);
+    line(out, "inferscale_requests_running", "gauge", "Requests holding KV blocks.", double(s.running));
+    line(out, "inferscale_requests_waiting", "gauge", "Requests queued (queue depth).", double(s.waiting));
+    line(out, "inferscale_requests_waiting_for_memory", "gauge",
+         "Queued requests whose memory chunks are being fetched or encoded.", double(s.waiting_for_memory));
+    line(out, "inferscale_kv_blocks_total", "gauge", "KV cache blocks.", s.kv_blocks_total);
+    line(out, "inferscale_kv_blocks_in_use", "gauge",
+         "KV blocks held by requests or the prefix cache.", s.kv_blocks_used);
+    line(out, "inferscale_kv_blocks_cached", "gauge", "KV blocks held by the prefix cache.", s.kv_blocks_cached);
+    line(out, "inferscale_requests_finished_total", "counter", "Requests answered.", double(s.requests_finished));
+    line(out, "inferscale_requests_cancelled_total", "counter",
+         "Requests whose client went away.", double(s.requests_cancelled));
+    line(out, "inferscale_requests_failed_total", "counter", "Requests that failed.", double(s.requests_failed));
+    line(out, "inferscale_computed_tokens_total", "counter", "Tokens run through the model.", double(s.computed_tokens));
+    line(out, "inferscale_generated_tokens_total", "counter", "Tokens sampled.", double(s.generated_tokens));
+    line(out, "inferscale_injected_tokens_total", "counter",
+         "Prompt tokens whose KV was injected from memory chunks.", double(s.injected_tokens));
+    line(out, "inferscale_prefix_cached_tokens_total", "counter",
+         "Prompt tokens served from the prefix cache.", double(s.cached_tokens));
+    line(out, "inferscale_preemptions_total", "counter", "Requests preempted for KV blocks.", double(s.preemptions));
+    line(out, "inferscale_engine_steps_total", "counter", "Engine steps.", double(s.steps));
+    if (s.chunk_pool) {
+        const inject::ChunkPoolStats& p = *s.chunk_pool;
+        out += "# HELP inferscale_chunk_pool_bytes Memory chunk bytes per tier.\n"
+               "# TYPE inferscale_chunk_pool_bytes gauge\n";
+        out += "inferscale_chunk_pool_bytes{tier=\"device\"} " + std::to_string(p.device.bytes) + "\n";
+        out += "inferscale_chunk_pool_bytes{tier=\"host\"} " + std::to_string(p.host.bytes) + "\n";
+        out += "inferscale_chunk_pool_bytes{tier=\"disk\"} " + std::to_string(p.disk.bytes) + "\n";
+        out += "# HELP inferscale_chunk_pool_chunks Memory chunks per tier.\n"
+               "# TYPE inferscale_chunk_pool_chunks gauge\n";
+        out += "inferscale_chunk_pool_chunks{tier=\"device\"} " + std::to_string(p.device.chunks) + "\n";
+        out += "inferscale_chunk_pool_chunks{tier=\"host\"} " + std::to_string(p.host.chunks) + "\n";
+        out += "inferscale_chunk_pool_chunks{tier=\"disk\"} " + std::to_string(p.disk.chunks) + "\n";
+        line(out, "inferscale_chunk_pool_hits_total", "counter", "Chunks found in a tier.", double(p.hits()));
+        line(out, "inferscale_chunk_pool_misses_total", "counter", "Chunks encoded because no tier had them.", double(p.misses));
+        line(out, "inferscale_chunk_pool_promotions_total", "counter", "Chunks copied up to the device.", double(p.promotions));
+        line(out, "inferscale_chunk_pool_demotions_total", "counter", "Chunks moved down a tier.", double(p.demotions));
+    }
+    return out;
+}
+
+}  // namespace inferscale::server

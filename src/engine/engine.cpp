@@ -1,0 +1,453 @@
+#include "engine/engine.h"
+
+#include <algorithm>
+
+#include "engine/chunk_invalidator.h"
+#include "inject/inject_plan.h"
+#include "sampling/sampler.h"
+#include "sampling/stop_matcher.h"
+#include "tokenizer/tokenizer.h"
+
+namespace inferscale::engine {
+
+struct Engine::Active {
+    Active(const LocalModel& lm, const sampling::SamplingParams& p)
+        : params(p), sampler(p), stops(p.stop), decoder(lm.tokenizer()) {}
+
+    Sequence seq;
+    std::shared_ptr<RequestStream> stream = std::make_shared<RequestStream>();
+    sampling::SamplingParams params;
+    sampling::Sampler sampler;
+    sampling::StopMatcher stops;
+    tokenizer::IncrementalDecoder decoder;
+    Usage usage;
+    bool sent_first = false;
+    // kv mode: the facts in prompt order, and while memory is ready, their pinned chunks and
+    // the plan that writes them.
+    std::vector<MemoryFact> facts;
+    std::vector<inject::ChunkLease> leases;
+    inject::InjectPlan plan;
+};
+
+namespace {
+
+// Where each piece of the memory stream starts, and the key the prefix cache gets for every
+// block: the identities of the chunks whose KV lands in it.
+std::vector<std::string> memory_block_keys(std::span<const std::int64_t> piece_lengths,
+                                           std::span<const std::string> piece_keys,
+                                           std::int64_t blocks, std::int64_t block_size) {
+    std::vector<std::string> keys(static_cast<std::size_t>(blocks));
+    std::int64_t begin = 0;
+    for (std::size_t p = 0; p < piece_lengths.size(); ++p) {
+        const std::int64_t end = begin + piece_lengths[p];
+        for (std::int64_t b = begin / block_size; b < blocks && b * block_size < end; ++b)
+            keys[static_cast<std::size_t>(b)] += piece_keys[p] + '\x1e';
+        begin = end;
+    }
+    return keys;
+}
+
+// The plan's spans from KV position `first` on (earlier positions came from the cache).
+std::vector<inject::InjectSpan> spans_from(const inject::InjectPlan& plan, std::int64_t first) {
+    std::vector<inject::InjectSpan> out;
+    for (inject::InjectSpan s : plan.spans) {
+        const std::int64_t skip = std::clamp<std::int64_t>(first - s.first_position, 0, s.num_rows);
+        if (skip == s.num_rows) continue;
+        s.first_row += skip;
+        s.first_position += skip;
+        s.num_rows -= skip;
+        out.push_back(s);
+    }
+    return out;
+}
+
+}  // namespace
+
+Engine::Engine(LocalModel& model, memory::MemoryStore* store,
+               const retrieval::Retriever* retriever, const EngineOptions& options)
+    : model_(model),
+      store_(store),
+      retriever_(retriever),
+      options_(options),
+      cache_(model.blocks(), options.prefix_caching),
+      scheduler_(cache_, SchedulerOptions{model.workspace().limits.max_tokens,
+                                          std::min(model.workspace().limits.max_seqs,
+                                                   model.workspace().limits.max_logit_rows),
+                                          model.block_size()}) {}
+
+Result<std::unique_ptr<Engine>> Engine::start(LocalModel& model, memory::MemoryStore* store,
+                                              const retrieval::Retriever* retriever,
+                                              const EngineOptions& options) {
+    std::unique_ptr<Engine> e(new Engine(model, store, retriever, options));
+    if (store != nullptr && retriever != nullptr && model.chat_template()) {
+        e->runtime_ = IS_TRY(MemoryRuntime::create(model, options.memory));
+        e->invalidator_ = std::make_unique<ChunkInvalidator>(e->runtime_->pool());
+        IS_RETURN_IF_ERROR(store->add_listener(e->invalidator_.get(), false));
+    }
+    e->stats_.kv_blocks_total = model.blocks().num_blocks();
+    e->thread_ = std::thread([raw = e.get()] { raw->loop(); });
+    return e;
+}
+
+Engine::~Engine() {
+    {
+        std::lock_guard lock(mutex_);
+        stopping_ = true;
+    }
+    wake_.notify_all();
+    if (thread_.joinable()) thread_.join();
+    if (invalidator_) store_->remove_listener(invalidator_.get());
+}
+
+// ---- submission (caller's thread) ---------------------------------------------------------
+
+Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
+    if (Status st = sampling::validate(request.sampling); !st.ok())
+        return make_error(ErrorKind::InvalidArgument, st.error().message);
+    const LocalModel& lm = model_;
+    auto a = std::make_unique<Active>(lm, request.sampling);
+    std::vector<std::int32_t>& tokens = a->seq.tokens;
+    const bool with_memory = request.memory_mode != MemoryMode::None;
+
+    if (request.prompt) {
+        if (with_memory)
+            return make_error(ErrorKind::InvalidArgument, "memory needs a chat request");
+        tokens = lm.tokenizer().encode(*request.prompt, /*add_special=*/true);
+    } else {
+        if (!lm.chat_template())
+            return make_error(ErrorKind::InvalidArgument, "the model has no chat template");
+        if (request.messages.empty())
+            return make_error(ErrorKind::InvalidArgument, "messages must not be empty");
+        if (!with_memory) {
+            tokens = lm.tokenizer().encode(lm.chat_template()->render(request.messages, true),
+                                           /*add_special=*/false, /*parse_special=*/true);
+        }
+    }
+    if (with_memory) {
+        if (request.user.empty())
+            return make_error(ErrorKind::InvalidArgument, "memory needs a user");
+        if (!runtime_)
+            return make_error(ErrorKind::InvalidArgument, "this server has no memory store");
+        const bool known = IS_TRY(store_->has_user(request.user));
+        if (!known)
+            return make_error(ErrorKind::NotFound, "unknown user '" + request.user + "'");
+        std::string question;
+        for (auto it = request.messages.rbegin(); it != request.messages.rend(); ++it)
+            if (it->role == "user") {
+                question = it->content;
+                break;
+            }
+        const std::vector<MemoryFact> ranked = IS_TRY(retrieve_memory_facts(
+            lm, *store_, *retriever_, request.user, question, request.retrieval));
+        a->facts = IS_TRY(prompt_order(ranked));
+        const inject::MemoryScaffold& scaffold = runtime_->scaffold();
+        std::vector<std::vector<std::int32_t>> fact_tokens;
+        for (const MemoryFact& f : a->facts)
+            fact_tokens.push_back(IS_TRY(inject::fact_token_ids(lm.tokenizer(), f.text)));
+        tokens = inject::memory_stream(scaffold, fact_tokens);
+        const auto memory_len = static_cast<std::int64_t>(tokens.size());
+        const std::vector<std::int32_t> conversation = inject::conversation_token_ids(
+            lm.tokenizer(), &*lm.chat_template(), request.messages, tokens.front());
+        tokens.insert(tokens.end(), conversation.begin(), conversation.end());
+        a->usage.memory_tokens = memory_len;
+        // One user's blocks never serve another's, even for identical text.
+        a->seq.cache_salt = "user\x1f" + request.user + '\x1f';
+        if (request.memory_mode == MemoryMode::Kv) {
+            const std::int64_t bs = lm.block_size();
+            a->seq.injected_tokens = memory_len / bs * bs;
+            std::vector<std::int64_t> lengths{static_cast<std::int64_t>(scaffold.header.size())};
+            std::vector<std::string> keys{"scaffold:header"};
+            if (a->facts.empty()) {
+                lengths.push_back(static_cast<std::int64_t>(scaffold.empty_memory.size()));
+                keys.push_back("scaffold:empty");
+            }
+            for (std::size_t i = 0; i < a->facts.size(); ++i) {
+                lengths.push_back(static_cast<std::int64_t>(fact_tokens[i].size()));
+                keys.push_back(runtime_->identity_of(a->facts[i]).key());
+            }
+            lengths.push_back(static_cast<std::int64_t>(scaffold.footer.size()));
+            keys.push_back("scaffold:footer");
+            a->seq.memory_block_keys =
+                memory_block_keys(lengths, keys, a->seq.injected_tokens / bs, bs);
+        } else {
+            a->facts.clear();
+        }
+    }
+    const auto prompt_len = static_cast<std::int64_t>(tokens.size());
+    if (prompt_len == 0) return make_error(ErrorKind::InvalidArgument, "the prompt is empty");
+    if (prompt_len >= lm.max_context())
+        return make_error(ErrorKind::InvalidArgument,
+                          "the prompt has " + std::to_string(prompt_len) +
+                              " tokens; the model's context holds " +
+                              std::to_string(lm.max_context()));
+    a->seq.prompt_len = prompt_len;
+    a->seq.max_len = std::min<std::int64_t>(prompt_len + request.sampling.max_tokens,
+                                            lm.max_context());
+    a->usage.prompt_tokens = prompt_len;
+    return a;
+}
+
+Result<std::shared_ptr<RequestStream>> Engine::submit(EngineRequest request) {
+    {
+        std::lock_guard lock(mutex_);
+        if (stopping_) return make_error(ErrorKind::Unavailable, "the engine is shutting down");
+        if (in_flight_ >= options_.max_requests)
+            return make_error(ErrorKind::Unavailable,
+                              "the server is at its limit of " +
+                                  std::to_string(options_.max_requests) + " requests in flight");
+        ++in_flight_;  // reserved now, so concurrent submits cannot overshoot
+    }
+    auto prepared = prepare(std::move(request));
+    std::lock_guard lock(mutex_);
+    if (!prepared.ok()) {
+        --in_flight_;
+        return std::move(prepared).error();
+    }
+    std::unique_ptr<Active> a = std::move(prepared).value();
+    a->seq.id = next_id_++;
+    std::shared_ptr<RequestStream> stream = a->stream;
+    incoming_.push_back(std::move(a));
+    wake_.notify_all();
+    return stream;
+}
+
+EngineStats Engine::stats() const {
+    std::lock_guard lock(mutex_);
+    return stats_;
+}
+
+// ---- the step loop --------------------------------------------------------------------------
+
+void Engine::take_new_requests() {
+    std::deque<std::unique_ptr<Active>> taken;
+    {
+        std::lock_guard lock(mutex_);
+        taken.swap(incoming_);
+    }
+    for (auto& a : taken) {
+        Sequence* seq = &a->seq;
+        active_.emplace(seq->id, std::move(a));
+        scheduler_.add(seq);
+    }
+}
+
+void Engine::end(Active& a, StreamEvent event) {
+    event.finished = true;
+    event.usage = a.usage;
+    const bool cancelled = a.stream->cancelled();
+    const bool failed = event.error.has_value();
+    a.stream->push(std::move(event));
+    scheduler_.finish(&a.seq);
+    active_.erase(a.seq.id);  // destroys a
+    std::lock_guard lock(mutex_);
+    --in_flight_;
+    if (cancelled) ++stats_.requests_cancelled;
+    else if (failed) ++stats_.requests_failed;
+    else ++stats_.requests_finished;
+}
+
+void Engine::fail(Active& a, Error error) {
+    StreamEvent event;
+    event.error = std::move(error);
+    end(a, std::move(event));
+}
+
+void Engine::drop_cancelled() {
+    std::vector<Active*> gone;
+    for (auto& [id, a] : active_)
+        if (a->stream->cancelled()) gone.push_back(a.get());
+    for (Active* a : gone) fail(*a, make_error("cancelled"));
+}
+
+void Engine::prepare_memory() {
+    if (!runtime_) return;
+    for (Sequence* seq : scheduler_.needing_memory(options_.memory_prepare_ahead)) {
+        Active& a = *active_.at(seq->id);
+        // Encoding runs its sequences in scratch blocks: make room from the prefix cache, or
+        // try again after running requests have freed some.
+        std::int64_t scratch = 0;
+        for (const MemoryFact& f : a.facts)
+            scratch += static_cast<std::int64_t>(f.context_tokens.size() + f.text.size()) /
+                           model_.block_size() + 2;
+        scratch += static_cast<std::int64_t>(runtime_->scaffold().header.size()) /
+                       model_.block_size() + 1;
+        if (cache_.num_available() < scratch) continue;
+        std::vector<kv::BlockId> probe;
+        if (!cache_.allocate(static_cast<std::int32_t>(scratch), probe)) continue;
+        model_.blocks().release(probe);
+
+        auto leases = runtime_->acquire(a.facts);
+        if (!leases.ok()) {
+            fail(a, std::move(leases).error());
+            continue;
+        }
+        std::vector<const inject::KvChunk*> body;
+        for (const inject::ChunkLease& l : *leases) body.push_back(l.get());
+        if (body.empty()) body.push_back(&runtime_->empty_memory_chunk());
+        auto plan = inject::make_memory_plan(runtime_->header_chunk(), body,
+                                             runtime_->footer_chunk(), model_.block_size());
+        if (!plan.ok()) {
+            fail(a, std::move(plan).error());
+            continue;
+        }
+        IS_CHECK(plan->loaded_tokens == seq->injected_tokens &&
+                 std::equal(plan->token_ids.begin(), plan->token_ids.end(), seq->tokens.begin()))
+            << "the memory plan disagrees with the prompt laid out at submit";
+        a.leases = std::move(leases).value();
+        a.plan = std::move(plan).value();
+        seq->memory_ready = true;
+        seq->status = SequenceStatus::Waiting;
+    }
+}
+
+Status Engine::inject(const Injection& injection) {
+    Active& a = *active_.at(injection.seq->id);
+    const std::vector<inject::InjectSpan> spans = spans_from(a.plan, injection.first_token);
+    IS_RETURN_IF_ERROR(runtime_->injector().inject(spans, a.seq.blocks, model_.kv()));
+    a.usage.injected_tokens = a.seq.injected_tokens - injection.first_token;
+    {
+        std::lock_guard lock(mutex_);
+        stats_.injected_tokens += static_cast<std::uint64_t>(a.usage.injected_tokens);
+    }
+    // The KV is in the blocks now; the chunks may be demoted again.
+    a.leases.clear();
+    a.plan = {};
+    a.seq.memory_ready = false;
+    return {};
+}
+
+void Engine::emit(Active& a, std::int32_t token) {
+    Sequence& seq = a.seq;
+    StreamEvent event;
+    if (!a.sent_first) {
+        a.sent_first = true;
+        event.first_token = true;
+        a.usage.cached_tokens = seq.num_cached + a.usage.injected_tokens;
+        std::lock_guard lock(mutex_);
+        stats_.cached_tokens += static_cast<std::uint64_t>(seq.num_cached);
+    }
+    bool done = false;
+    if (!a.params.ignore_eos && model_.is_end_of_generation(token)) {
+        done = true;
+    } else {
+        seq.tokens.push_back(token);
+        ++a.usage.completion_tokens;
+        event.new_tokens = 1;
+        event.text = a.stops.push(a.decoder.push(token));
+        done = a.stops.stopped();
+        if (!done && static_cast<std::int64_t>(seq.tokens.size()) >= seq.max_len) {
+            event.finish_reason = "length";
+            done = true;
+        }
+    }
+    if (!done) {
+        a.stream->push(std::move(event));
+        return;
+    }
+    if (!a.stops.stopped()) {
+        event.text += a.stops.push(a.decoder.flush());
+        if (!a.stops.stopped()) event.text += a.stops.flush();
+    }
+    end(a, std::move(event));
+}
+
+Status Engine::run_step(StepPlan& plan) {
+    for (const Injection& injection : plan.injections) IS_RETURN_IF_ERROR(inject(injection));
+    step_ids_.clear();
+    step_positions_.clear();
+    step_seqs_.clear();
+    bool greedy = true;
+    for (const ScheduledRun& run : plan.runs) {
+        const Sequence& seq = *run.seq;
+        step_ids_.insert(step_ids_.end(), seq.tokens.begin() + run.start,
+                         seq.tokens.begin() + run.start + run.count);
+        for (std::int64_t p = run.start; p < run.start + run.count; ++p)
+            step_positions_.push_back(static_cast<std::int32_t>(p));
+        model::BatchSequence bs;
+        bs.num_tokens = static_cast<std::int32_t>(run.count);
+        bs.kv_len = static_cast<std::int32_t>(run.start + run.count);
+        bs.pages = seq.blocks;
+        step_seqs_.push_back(bs);
+        if (run.sample && active_.at(seq.id)->params.temperature > 0.0f) greedy = false;
+    }
+    model::ForwardBatch batch;
+    batch.token_ids = step_ids_;
+    batch.positions = step_positions_;
+    batch.sequences = step_seqs_;
+    batch.logits = model::LogitsSelection::LastPerSequence;
+    const std::size_t rows = plan.runs.size();
+    const auto vocab = static_cast<std::size_t>(model_.config().vocab_size);
+    if (greedy) {
+        sampled_.resize(rows);
+        IS_RETURN_IF_ERROR(model_.model().forward_greedy(batch, model_.kv(), model_.workspace(), sampled_));
+    } else {
+        logits_.resize(rows * vocab);
+        IS_RETURN_IF_ERROR(model_.model().forward(batch, model_.kv(), model_.workspace(), logits_));
+    }
+    scheduler_.complete(plan);
+    std::int64_t computed = 0, sampled = 0;
+    for (std::size_t r = 0; r < rows; ++r) {
+        const ScheduledRun& run = plan.runs[r];
+        computed += run.count;
+        if (!run.sample) continue;
+        ++sampled;
+        Active& a = *active_.at(run.seq->id);
+        const std::int32_t token =
+            greedy ? sampled_[r]
+                   : a.sampler.sample(std::span<const float>(logits_).subspan(r * vocab, vocab));
+        emit(a, token);
+    }
+    std::lock_guard lock(mutex_);
+    ++stats_.steps;
+    stats_.computed_tokens += static_cast<std::uint64_t>(computed);
+    stats_.generated_tokens += static_cast<std::uint64_t>(sampled);
+    return {};
+}
+
+void Engine::loop() {
+    while (true) {
+        take_new_requests();
+        {
+            std::lock_guard lock(mutex_);
+            if (stopping_) break;
+        }
+        drop_cancelled();
+        prepare_memory();
+        StepPlan plan = scheduler_.schedule();
+        for (Sequence* seq : plan.preempted) {
+            Active& a = *active_.at(seq->id);
+            a.leases.clear();
+            a.plan = {};
+            std::lock_guard lock(mutex_);
+            ++stats_.preemptions;
+        }
+        if (!plan.empty()) {
+            if (Status st = run_step(plan); !st.ok()) {
+                for (const ScheduledRun& run : plan.runs)
+                    if (active_.count(run.seq->id)) fail(*active_.at(run.seq->id), st.error());
+            }
+        }
+        {
+            std::unique_lock lock(mutex_);
+            stats_.waiting = scheduler_.num_waiting();
+            stats_.running = scheduler_.num_running();
+            stats_.kv_blocks_used = model_.blocks().num_blocks() - model_.blocks().num_free();
+            stats_.kv_blocks_cached = cache_.num_cached();
+            if (runtime_) stats_.chunk_pool = runtime_->pool().stats();
+            if (plan.empty() && incoming_.empty() && !stopping_) {
+                // Idle, or only requests waiting for memory: sleep until new work arrives,
+                // looking again now and then for cancellations and freed room.
+                wake_.wait_for(lock, std::chrono::milliseconds(active_.empty() ? 1000 : 5));
+            }
+        }
+    }
+    for (auto& [id, a] : active_) {
+        StreamEvent event;
+        event.finished = true;
+        event.error = make_error(ErrorKind::Unavailable, "the engine stopped");
+        a->stream->push(std::move(event));
+    }
+    active_.clear();
+}
+
+}  // namespace inferscale::engine

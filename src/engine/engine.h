@@ -1,0 +1,142 @@
+#pragma once
+// Engine: serves many requests at once on one LocalModel. submit() runs on the caller's
+// thread (tokenizing, and for memory requests retrieving the user's facts and laying out the
+// memory prompt); one step-loop thread owns the model, the KV cache and the chunk pool and
+// runs Scheduler steps: continuous batching with chunked prefill, prefix caching, preemption
+// by recompute, memory chunks fetched or encoded for a request while others keep decoding
+// (WaitingForMemory), injection into the request's blocks, sampling and streaming.
+// Cancelling a stream ends its request at the next step and frees its blocks.
+
+#include <atomic>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "base/result.h"
+#include "engine/chunk_invalidator.h"
+#include "engine/local_model.h"
+#include "engine/memory_answer.h"
+#include "engine/memory_retrieval.h"
+#include "engine/request_stream.h"
+#include "engine/scheduler.h"
+#include "memory/memory_store.h"
+#include "retrieval/hit.h"
+#include "sampling/sampling_params.h"
+#include "tokenizer/chat_template.h"
+
+namespace inferscale::engine {
+
+struct EngineOptions {
+    bool prefix_caching = true;
+    std::size_t max_requests = 256;  // queued and running together; more is Unavailable
+    // Waiting requests whose memory chunks are fetched or encoded ahead of admission.
+    std::size_t memory_prepare_ahead = 4;
+    MemoryOptions memory;
+};
+
+struct EngineRequest {
+    // Chat: rendered with the model's chat template and the generation prompt ...
+    std::vector<tokenizer::ChatMessage> messages;
+    // ... or a completion: the raw prompt text (tokenized with the tokenizer's BOS rule).
+    std::optional<std::string> prompt;
+    sampling::SamplingParams sampling;
+    // Memory: the user whose facts are retrieved for the last user message. Only chat
+    // requests carry memory; mode None ignores the user.
+    std::string user;
+    MemoryMode memory_mode = MemoryMode::None;
+    RetrievalOptions retrieval;
+};
+
+struct EngineStats {
+    std::size_t waiting = 0;             // queued, WaitingForMemory included
+    std::size_t waiting_for_memory = 0;
+    std::size_t running = 0;
+    std::int32_t kv_blocks_total = 0;
+    std::int32_t kv_blocks_used = 0;     // held by running requests or the prefix cache
+    std::int32_t kv_blocks_cached = 0;   // held by the prefix cache
+    std::uint64_t requests_finished = 0;
+    std::uint64_t requests_cancelled = 0;
+    std::uint64_t requests_failed = 0;
+    std::uint64_t computed_tokens = 0;   // run through the model (prompt and decode)
+    std::uint64_t injected_tokens = 0;
+    std::uint64_t cached_tokens = 0;     // prefix-cache hits
+    std::uint64_t generated_tokens = 0;
+    std::uint64_t preemptions = 0;
+    std::uint64_t steps = 0;
+    std::optional<inject::ChunkPoolStats> chunk_pool;  // with memory
+};
+
+class Engine {
+  public:
+    // Starts the step loop. `model` must outlive the engine. `store` and `retriever` (may be
+    // null: no memory requests) too. An Error when the memory runtime cannot be created.
+    static Result<std::unique_ptr<Engine>> start(LocalModel& model, memory::MemoryStore* store,
+                                                 const retrieval::Retriever* retriever,
+                                                 const EngineOptions& options = {});
+    // Stops the loop; requests still in flight finish with an error event.
+    ~Engine();
+    Engine(const Engine&) = delete;
+    Engine& operator=(const Engine&) = delete;
+
+    // Validates, prepares and queues a request. Errors: InvalidArgument (bad sampling, empty
+    // or over-long prompt, no chat template), NotFound (unknown memory user), Unavailable
+    // (too many requests in flight). Thread-safe.
+    Result<std::shared_ptr<RequestStream>> submit(EngineRequest request);
+
+    EngineStats stats() const;
+    const LocalModel& model() const { return model_; }
+    // The chunk pool's invalidation hook (see ChunkInvalidator); null without memory.
+    MemoryRuntime* memory_runtime() { return runtime_.get(); }
+
+  private:
+    struct Active;
+
+    Engine(LocalModel& model, memory::MemoryStore* store, const retrieval::Retriever* retriever,
+           const EngineOptions& options);
+    Result<std::unique_ptr<Active>> prepare(EngineRequest request);
+
+    void loop();
+    void take_new_requests();
+    void drop_cancelled();
+    void prepare_memory();
+    Status run_step(StepPlan& plan);
+    Status inject(const Injection& injection);
+    void emit(Active& a, std::int32_t token);
+    // Sends the request's last event (finished, with usage) and frees everything it holds.
+    void end(Active& a, StreamEvent event);
+    void fail(Active& a, Error error);
+
+    LocalModel& model_;
+    memory::MemoryStore* store_;
+    const retrieval::Retriever* retriever_;
+    EngineOptions options_;
+    std::unique_ptr<MemoryRuntime> runtime_;
+    kv::PrefixCache cache_;
+    Scheduler scheduler_;
+    std::unique_ptr<ChunkInvalidator> invalidator_;
+
+    // Shared with submit() and stats().
+    mutable std::mutex mutex_;
+    std::condition_variable wake_;
+    std::deque<std::unique_ptr<Active>> incoming_;
+    std::size_t in_flight_ = 0;
+    EngineStats stats_;
+    bool stopping_ = false;
+
+    // Step-loop thread only.
+    std::unordered_map<std::uint64_t, std::unique_ptr<Active>> active_;
+    std::atomic<std::uint64_t> next_id_{1};
+    std::vector<std::int32_t> step_ids_, step_positions_, sampled_;
+    std::vector<model::BatchSequence> step_seqs_;
+    std::vector<float> logits_;
+    std::thread thread_;
+};
+
+}  // namespace inferscale::engine

@@ -1,0 +1,56 @@
+#pragma once
+// RequestStream: the channel between the engine's step loop, which produces a request's output,
+// and the thread that serves it (an HTTP handler). The engine pushes events; the consumer takes
+// whatever has accumulated since its last call, merged into one event, so a slow consumer
+// costs one merge, not a queue per token. Cancelling (the client went away) is seen by the
+// engine at its next step, which then frees the request's blocks.
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <string>
+
+#include "base/result.h"
+
+namespace inferscale::engine {
+
+struct Usage {
+    std::int64_t prompt_tokens = 0;      // the whole prompt, injected memory included
+    std::int64_t completion_tokens = 0;
+    std::int64_t cached_tokens = 0;      // prompt tokens not computed: injected or prefix-cached
+    std::int64_t memory_tokens = 0;      // prompt tokens that carry memory (kv and prompt modes)
+    std::int64_t injected_tokens = 0;    // kv mode: tokens whose KV was injected
+};
+
+struct StreamEvent {
+    std::string text;              // final text since the previous event (never a partial stop)
+    std::int64_t new_tokens = 0;   // tokens sampled since the previous event
+    bool first_token = false;      // this event carries the request's first sampled token
+    bool finished = false;
+    const char* finish_reason = "stop";  // "stop" or "length", with finished
+    Usage usage;                   // with finished
+    std::optional<Error> error;    // the request failed; finished is set
+};
+
+class RequestStream {
+  public:
+    // Consumer side. Waits up to `timeout` for output: nullopt when none came, or after the
+    // finishing event was taken.
+    std::optional<StreamEvent> next(std::chrono::milliseconds timeout);
+    void cancel();
+
+    // Engine side.
+    bool cancelled() const;
+    void push(StreamEvent event);
+
+  private:
+    mutable std::mutex mutex_;
+    std::condition_variable ready_;
+    std::optional<StreamEvent> pending_;
+    bool done_ = false;  // the finishing event was taken
+    bool cancelled_ = false;
+};
+
+}  // namespace inferscale::engine
