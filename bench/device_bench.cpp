@@ -3,30 +3,29 @@
 #include <cstring>
 #include <string>
 
-#include "backends/cpu/cpu_backend.h"
 #include "backends/cuda/cuda_backend.h"
+#include "engine/backend_choice.h"
 
 namespace inferscale::bench {
 
 Result<BenchBackend> open_bench_backend(const std::string& name, int device,
                                         const Progress& progress) {
+    const tensor::Device kind = IS_TRY(engine::parse_device(name));
+    engine::OpenedBackend opened =
+        IS_TRY(engine::open_backend(engine::BackendChoice{.device = kind, .cuda_device = device}));
     BenchBackend b;
-    b.cuda = name == "cuda";
+    b.cuda = kind == tensor::Device::Cuda;
+    b.backend = std::move(opened.backend);
     if (!b.cuda) {
-        b.backend = std::make_unique<backends::cpu::CpuBackend>();
         progress("cpu backend: a dry run of the bench's logic");
         return b;
     }
-    auto created = IS_TRY(backends::cuda::CudaBackend::create(device));
-    b.stream = created->stream();
-    b.backend = std::move(created);
-    cudaDeviceProp prop{};
-    IS_CUDA_CHECK(cudaGetDeviceProperties(&prop, device));
-    b.device_name = prop.name;
-    progress("device %d: %s, %d SMs, %.1f GiB", device, prop.name, prop.multiProcessorCount,
-             static_cast<double>(prop.totalGlobalMem) / (1 << 30));
+    b.stream = static_cast<backends::cuda::CudaBackend&>(*b.backend).stream();
+    b.device_name = opened.name;
+    progress("device: %s", opened.description.c_str());
     return b;
 }
+
 namespace {
 
 constexpr int kWarmup = 3;

@@ -6,6 +6,8 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include "engine/backend_choice.h"
+
 namespace inferscale::cli {
 namespace {
 
@@ -36,6 +38,12 @@ void add_model_flags(CLI::App& cmd, ModelArgs& args) {
     args.path = default_model_path();
     cmd.add_option("--model", args.path, "GGUF file or Hugging Face model directory")
         ->capture_default_str();
+    cmd.add_option("--device", args.device,
+                   engine::cuda_built() ? "cpu or cuda (GPU 0)" : "cpu (this build has no CUDA)")
+        ->capture_default_str();
+    cmd.add_option("--random-weights", args.random_weights,
+                   "a Hugging Face config.json: random weights of its shape (benchmarks); the "
+                   "tokenizer still comes from --model");
     cmd.add_option("--threads", args.threads, "CPU threads (0: all cores)");
     cmd.add_option("--max-context", args.max_context, "context length in tokens")
         ->capture_default_str()
@@ -46,6 +54,8 @@ Result<std::unique_ptr<engine::LocalModel>> load_model(
     const ModelArgs& args, const std::function<void(engine::LocalModelOptions&)>& tune) {
     engine::LocalModelOptions options;
     options.model_path = args.path;
+    options.device = IS_TRY(engine::parse_device(args.device));
+    options.random_weights_config = args.random_weights;
     options.num_threads = args.threads;
     options.max_context = args.max_context;
     options.kv_tokens = args.max_context;

@@ -22,12 +22,16 @@ std::string default_model_path();
 
 struct ModelArgs {
     std::string path;
+    std::string device = "cpu";      // "cpu" or "cuda"
+    std::string random_weights;      // a config.json: random weights of that shape
     int threads = 0;
     std::int64_t max_context = 4096;
 };
+// --model, --device, --random-weights, --threads, --max-context.
 void add_model_flags(CLI::App& cmd, ModelArgs& args);
 
-// Loads the model, drawing a progress bar on stderr when it is a terminal.
+// Loads the model, drawing a progress bar on stderr when it is a terminal. An Error when the
+// device cannot be used (a build without CUDA, no GPU) or the files cannot be loaded.
 // `tune` may adjust the options (capacities) before loading.
 Result<std::unique_ptr<engine::LocalModel>> load_model(
     const ModelArgs& args, const std::function<void(engine::LocalModelOptions&)>& tune = {});

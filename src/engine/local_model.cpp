@@ -1,8 +1,10 @@
 #include "engine/local_model.h"
 
 #include <algorithm>
+#include <optional>
 
-#include "backends/cpu/cpu_backend.h"
+#include "engine/backend_choice.h"
+#include "model/hf_config.h"
 
 namespace inferscale::engine {
 namespace {
@@ -14,25 +16,42 @@ Result<tokenizer::Tokenizer> load_tokenizer(const model::ModelFiles& files) {
     return make_error("the model files carry no tokenizer (no tokenizer.json, no GGUF vocab)");
 }
 
+std::string weights_identity(const LocalModelOptions& options) {
+    std::string name = options.model_path;
+    if (!options.random_weights_config.empty())
+        name += "+random(" + options.random_weights_config + ",seed=" +
+                std::to_string(options.random_seed) + ")";
+    if (options.device != tensor::Device::Cpu) name += std::string("@") + device_label(options.device);
+    return name;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& options,
                                                      const model::LoadProgress& progress) {
-    // The CPU backend multiplies GGUF Q8_0/Q4_0/Q4_1 blocks directly (as llama.cpp does).
+    // Open the device first: asking for a GPU that is not there should not cost a model load.
+    OpenedBackend opened = IS_TRY(open_backend(BackendChoice{.device = options.device,
+                                                             .num_threads = options.num_threads,
+                                                             .cuda_device = options.cuda_device}));
+    std::unique_ptr<tensor::Backend> backend = std::move(opened.backend);
+    std::optional<model::HfConfig> random_shape;
+    if (!options.random_weights_config.empty())
+        random_shape = IS_TRY(model::load_hf_config(options.random_weights_config));
+    // Q8_0/Q4_0/Q4_1 GGUF matrices stay in block form: the CPU backend multiplies the blocks
+    // directly (as llama.cpp does), the CUDA backend widens them to bf16 on upload.
     model::ModelFiles files = IS_TRY(model::load_model_files(
         options.model_path, progress, model::LoadOptions{.keep_quantized = true}));
     tokenizer::Tokenizer tok = IS_TRY(load_tokenizer(files));
 
-    backends::cpu::CpuBackendOptions cpu_options;
-    cpu_options.num_threads = options.num_threads;
-    auto backend = std::make_unique<backends::cpu::CpuBackend>(cpu_options);
-
+    const model::ModelConfig& config = random_shape ? random_shape->config : files.config;
     const std::int64_t max_context =
-        std::min<std::int64_t>(options.max_context, files.config.max_position_embeddings);
+        std::min<std::int64_t>(options.max_context, config.max_position_embeddings);
     model::LlamaModelOptions model_options;
     model_options.max_positions = max_context;
-    model::LlamaModel llama =
-        IS_TRY(model::LlamaModel::create(*backend, files.config, files.weights, model_options));
+    model::LlamaModel llama = IS_TRY(
+        random_shape ? model::LlamaModel::create_random(*backend, config, options.random_seed,
+                                                        model_options)
+                     : model::LlamaModel::create(*backend, config, files.weights, model_options));
 
     const std::int64_t block_size = 16;
     const std::int64_t kv_tokens = std::max(options.kv_tokens, max_context);
@@ -50,7 +69,8 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
         new LocalModel(std::move(backend), std::move(llama), std::move(kv), std::move(ws),
                        std::move(tok)));
     local->max_context_ = max_context;
-    local->model_name_ = options.model_path;
+    local->model_name_ = weights_identity(options);
+    local->device_description_ = std::move(opened.description);
     local->eos_ids_ = files.eos_token_ids;
     if (!files.chat_template.empty()) {
         auto tmpl = tokenizer::ChatTemplate::detect(files.chat_template);

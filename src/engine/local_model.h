@@ -2,6 +2,11 @@
 // LocalModel: everything needed to run one model in this process: its tokenizer and chat
 // template, a backend, the model's weights on it, a paged KV cache with its block accounting,
 // and a forward workspace. Built once by load(); the CLI and the engine share it.
+//
+// The backend is the CPU (activations and KV f32, GGUF Q8_0/Q4_0/Q4_1 matrices kept in block
+// form) or, in builds with INFERSCALE_CUDA, one GPU (weights, activations and KV bf16). With
+// random_weights_config the weights are random at that config's shape (benchmarks at real
+// scale without a download) while the tokenizer and chat template still come from model_path.
 
 #include <cstdint>
 #include <memory>
@@ -23,7 +28,14 @@ namespace inferscale::engine {
 
 struct LocalModelOptions {
     std::string model_path;
+    tensor::Device device = tensor::Device::Cpu;
+    int cuda_device = 0;              // GPU index when device is Cuda
     int num_threads = 0;              // CPU backend threads; 0: all cores
+    // A Hugging Face config.json: random weights of its shape (LlamaModel::create_random, seeded
+    // by random_seed) instead of model_path's weights. Prompt ids beyond the config's
+    // vocabulary are rejected by generate(); sampled ids beyond the tokenizer's decode to "".
+    std::string random_weights_config;
+    std::uint64_t random_seed = 1;
     std::int64_t max_context = 4096;  // tokens per sequence; capped by the model's positions
     std::int64_t kv_tokens = 8192;    // KV cache capacity in tokens, all sequences together
     std::int64_t max_batch_tokens = 512;  // new tokens per forward step
@@ -32,7 +44,8 @@ struct LocalModelOptions {
 
 class LocalModel {
   public:
-    // An Error names what failed: the model files, the tokenizer, or memory on the backend.
+    // An Error names what failed: the device (CUDA not built, no GPU), the model files or the
+    // random-weights config, the tokenizer, or memory on the backend.
     static Result<std::unique_ptr<LocalModel>> load(const LocalModelOptions& options,
                                                     const model::LoadProgress& progress = {});
 
@@ -41,8 +54,12 @@ class LocalModel {
     // The model's chat template; nullopt when the files carry none we recognise.
     const std::optional<tokenizer::ChatTemplate>& chat_template() const { return chat_template_; }
     std::int64_t max_context() const { return max_context_; }
-    // The path the model was loaded from (part of memory chunk identities).
+    // What the weights and KV values are (part of memory chunk identities): the model path,
+    // plus "@cuda" on the GPU (its bf16 KV differs from the CPU's) and the random-weights
+    // config and seed.
     const std::string& model_name() const { return model_name_; }
+    // The backend in words, for logs: "cpu" or the GPU's name.
+    const std::string& device_description() const { return device_description_; }
     std::int64_t block_size() const { return kv_.layout().block_size; }
     bool is_end_of_generation(std::int32_t id) const;
 
@@ -72,6 +89,7 @@ class LocalModel {
     std::vector<std::int64_t> eos_ids_;
     std::int64_t max_context_ = 0;
     std::string model_name_;
+    std::string device_description_;
 };
 
 }  // namespace inferscale::engine

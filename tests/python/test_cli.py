@@ -133,3 +133,56 @@ def test_truncated_safetensors(tmp_path):
 def test_bad_sampling_flag():
     assert_clean_failure(run("generate", "--model", MODEL, "--prompt", "x", "--top-p", "0"),
                          "top_p")
+
+
+@needs_model
+def test_unknown_device():
+    assert_clean_failure(run("generate", "--model", MODEL, "--prompt", "x", "--device", "tpu"),
+                         "unknown device 'tpu'")
+
+
+@needs_model
+def test_cuda_device_without_cuda_or_gpu():
+    res = run("generate", "--model", MODEL, "--prompt", "x", "--max-tokens", "2",
+              "--device", "cuda")
+    if res.returncode == 0:
+        pytest.skip("this build has CUDA and the machine a GPU")
+    # A CPU-only build says so; a CUDA build on a machine without a GPU names the runtime error.
+    assert_clean_failure(res, "device cuda: ")
+
+
+def tiny_config(tmp_path, vocab_size=49152):
+    """A Llama config.json small enough for the CPU whose vocabulary holds SmolLM2's ids."""
+    cfg = {"architectures": ["LlamaForCausalLM"], "model_type": "llama", "hidden_size": 64,
+           "intermediate_size": 128, "num_hidden_layers": 2, "num_attention_heads": 4,
+           "num_key_value_heads": 2, "vocab_size": vocab_size, "max_position_embeddings": 256,
+           "rms_norm_eps": 1e-5, "rope_theta": 10000.0, "tie_word_embeddings": True}
+    path = tmp_path / "config.json"
+    path.write_text(json.dumps(cfg))
+    return str(path)
+
+
+@needs_model
+def test_random_weights_use_the_config_shape_and_the_model_tokenizer(tmp_path):
+    cfg = tiny_config(tmp_path)
+    args = ("generate", "--model", MODEL, "--random-weights", cfg, "--prompt",
+            "The capital of France is", "--max-tokens", "6", "--ignore-eos", "--json")
+    a, b = run(*args), run(*args)
+    assert a.returncode == 0, a.stderr
+    out = json.loads(a.stdout)
+    assert out == json.loads(b.stdout)  # seeded: the same weights every run
+    # The prompt is tokenized by the bundled model's tokenizer.
+    assert out["prompt_token_ids"] == json.loads(
+        run("generate", "--model", MODEL, "--prompt", "The capital of France is",
+            "--max-tokens", "1", "--json").stdout)["prompt_token_ids"]
+    assert len(out["token_ids"]) == 6 and all(0 <= t < 49152 for t in out["token_ids"])
+
+
+@needs_model
+def test_random_weights_config_errors(tmp_path):
+    assert_clean_failure(run("generate", "--model", MODEL, "--prompt", "x", "--random-weights",
+                             str(tmp_path / "missing.json")), "missing.json")
+    # Prompt ids the random model's vocabulary does not have are refused, not looked up.
+    cfg = tiny_config(tmp_path, vocab_size=64)
+    assert_clean_failure(run("generate", "--model", MODEL, "--random-weights", cfg, "--prompt",
+                             "The capital of France is"), "outside the vocabulary")
