@@ -26,16 +26,14 @@ void Histogram::observe(double seconds) {
 void Histogram::render(const std::string& name, const std::string& help, std::string& out) const {
     std::lock_guard lock(mutex_);
     out += "# HELP " + name + " " + help + "\n# TYPE " + name + " histogram\n";
-    char buf[128];
+    char buf[64];
     for (std::size_t i = 0; i < kBounds.size(); ++i) {
-        std::snprintf(buf, sizeof(buf), "%s_bucket{le=\"%g\"} %llu\n", name.c_str(), kBounds[i],
-                      static_cast<unsigned long long>(counts_[i]));
-        out += buf;
+        std::snprintf(buf, sizeof(buf), "%g", kBounds[i]);
+        out += name + "_bucket{le=\"" + buf + "\"} " + std::to_string(counts_[i]) + "\n";
     }
-    std::snprintf(buf, sizeof(buf), "%s_bucket{le=\"+Inf\"} %llu\n%s_sum %.9g\n%s_count %llu\n",
-                  name.c_str(), static_cast<unsigned long long>(count_), name.c_str(), sum_,
-                  name.c_str(), static_cast<unsigned long long>(count_));
-    out += buf;
+    std::snprintf(buf, sizeof(buf), "%.9g", sum_);
+    out += name + "_bucket{le=\"+Inf\"} " + std::to_string(count_) + "\n" + name + "_sum " + buf +
+           "\n" + name + "_count " + std::to_string(count_) + "\n";
 }
 
 std::string ServerMetrics::render(const engine::EngineStats& s) const {
@@ -48,7 +46,7 @@ std::string ServerMetrics::render(const engine::EngineStats& s) const {
          "Queued requests whose memory chunks are being fetched or encoded.", double(s.waiting_for_memory));
     line(out, "inferscale_kv_blocks_total", "gauge", "KV cache blocks.", s.kv_blocks_total);
     line(out, "inferscale_kv_blocks_in_use", "gauge",
-         "KV blocks held by requests or the prefix cache.", s.kv_blocks_used);
+         "KV blocks held by requests.", s.kv_blocks_used);
     line(out, "inferscale_kv_blocks_cached", "gauge", "KV blocks held by the prefix cache.", s.kv_blocks_cached);
     line(out, "inferscale_requests_finished_total", "counter", "Requests answered.", double(s.requests_finished));
     line(out, "inferscale_requests_cancelled_total", "counter",

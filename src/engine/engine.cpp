@@ -431,7 +431,11 @@ void Engine::loop() {
             std::unique_lock lock(mutex_);
             stats_.waiting = scheduler_.num_waiting();
             stats_.running = scheduler_.num_running();
-            stats_.kv_blocks_used = model_.blocks().num_blocks() - model_.blocks().num_free();
+            stats_.waiting_for_memory = static_cast<std::size_t>(std::count_if(
+                active_.begin(), active_.end(), [](const auto& kv) {
+                    return kv.second->seq.status == SequenceStatus::WaitingForMemory;
+                }));
+            stats_.kv_blocks_used = model_.blocks().num_blocks() - cache_.num_available();
             stats_.kv_blocks_cached = cache_.num_cached();
             if (runtime_) stats_.chunk_pool = runtime_->pool().stats();
             if (plan.empty() && incoming_.empty() && !stopping_) {

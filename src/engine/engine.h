@@ -59,7 +59,7 @@ struct EngineStats {
     std::size_t waiting_for_memory = 0;
     std::size_t running = 0;
     std::int32_t kv_blocks_total = 0;
-    std::int32_t kv_blocks_used = 0;     // held by running requests or the prefix cache
+    std::int32_t kv_blocks_used = 0;     // held by requests (the prefix cache's unused ones not)
     std::int32_t kv_blocks_cached = 0;   // held by the prefix cache
     std::uint64_t requests_finished = 0;
     std::uint64_t requests_cancelled = 0;

@@ -1,0 +1,232 @@
+"""The real `inferscale serve` binary driven by the official openai client: chat and completions,
+streaming and not, stop sequences, usage, the memory API, errors and tenant isolation."""
+import json
+import os
+import subprocess
+
+import httpx
+import openai
+import pytest
+
+from server_process import BIN, MODEL, MODEL_ID, Server
+
+pytestmark = pytest.mark.skipif(not os.path.exists(MODEL), reason="run scripts/setup.sh first")
+
+KEYS = {"sk-alice": ["alice"], "sk-bob": ["bob"], "sk-admin": ["*"]}
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    s = Server(tmp_path_factory.mktemp("server"), keys=KEYS)
+    yield s
+    s.stop()
+
+
+def client(server, key="sk-admin"):
+    return openai.OpenAI(base_url=server.url + "/v1", api_key=key, max_retries=0)
+
+
+def cli_chat(message, max_tokens):
+    """The same question through `inferscale chat`, a separate single-sequence code path."""
+    res = subprocess.run([BIN, "chat", "--model", MODEL, "--message", message, "--max-tokens",
+                          str(max_tokens)], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    return res.stdout.rstrip("\n")
+
+
+def chat(c, content, **kw):
+    return c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": content}],
+                                     temperature=0, **kw)
+
+
+def test_models_lists_the_served_model(server):
+    assert [m.id for m in client(server).models.list().data] == [MODEL_ID]
+
+
+def test_greedy_chat_matches_the_cli(server):
+    question = "Name three colours of the rainbow."
+    r = chat(client(server), question, max_tokens=24)
+    assert r.choices[0].message.role == "assistant"
+    assert r.choices[0].message.content == cli_chat(question, 24)
+    assert r.usage.completion_tokens == 24 and r.choices[0].finish_reason == "length"
+    assert r.usage.total_tokens == r.usage.prompt_tokens + r.usage.completion_tokens
+
+
+def test_streaming_equals_non_streaming_and_reports_usage(server):
+    c = client(server)
+    full = chat(c, "Write one sentence about the sea.", max_tokens=32)
+    chunks = list(chat(c, "Write one sentence about the sea.", max_tokens=32, stream=True,
+                       stream_options={"include_usage": True}))
+    assert chunks[0].choices[0].delta.role == "assistant"
+    text = "".join(ch.choices[0].delta.content or "" for ch in chunks if ch.choices)
+    assert text == full.choices[0].message.content
+    finishes = [ch.choices[0].finish_reason for ch in chunks if ch.choices and ch.choices[0].finish_reason]
+    assert finishes == [full.choices[0].finish_reason]
+    assert chunks[-1].choices == [] and chunks[-1].usage.completion_tokens == full.usage.completion_tokens
+    assert chunks[-1].usage.prompt_tokens == full.usage.prompt_tokens
+
+
+def test_stop_sequences_cut_the_answer_and_never_leak_into_the_stream(server):
+    c = client(server)
+    question = "Count from one to ten."
+    full = chat(c, question, max_tokens=40).choices[0].message.content
+    # A stop string from the middle of the answer, at its first occurrence, likely spanning
+    # a token boundary.
+    k = next(k for k in range(len(full) // 3, len(full) - 5)
+             if full[k:k + 5].strip() and full.index(full[k:k + 5]) == k)
+    stop = full[k:k + 5]
+    cut = full[:k]
+    r = chat(c, question, max_tokens=40, stop=[stop])
+    assert r.choices[0].message.content == cut and r.choices[0].finish_reason == "stop"
+    pieces = [ch.choices[0].delta.content or "" for ch in chat(c, question, max_tokens=40, stop=stop,
+                                                                stream=True) if ch.choices]
+    assert "".join(pieces) == cut
+    assert all(stop not in p for p in pieces)
+
+
+def test_completions_stream_and_not(server):
+    c = client(server)
+    r = c.completions.create(model=MODEL_ID, prompt="The capital of France is", max_tokens=12,
+                             temperature=0)
+    streamed = "".join(ch.choices[0].text for ch in c.completions.create(
+        model=MODEL_ID, prompt="The capital of France is", max_tokens=12, temperature=0, stream=True)
+        if ch.choices)
+    assert r.choices[0].text == streamed and len(r.choices[0].text) > 0
+    res = subprocess.run([BIN, "generate", "--model", MODEL, "--prompt", "The capital of France is",
+                          "--max-tokens", "12"], capture_output=True, text=True, timeout=300)
+    assert res.stdout.rstrip("\n").endswith(r.choices[0].text.rstrip("\n"))
+
+
+def test_seeded_sampling_is_reproducible(server):
+    c = client(server)
+    a, b = (c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "Tell me a story."}],
+                                      temperature=0.9, top_p=0.9, seed=1234, max_tokens=24)
+            for _ in range(2))
+    assert a.choices[0].message.content == b.choices[0].message.content
+
+
+def test_memory_api_round_trip_and_memory_in_chat(server):
+    c = client(server)
+    added = c.post("/memories", cast_to=object, body={
+        "user_id": "alice", "facts": ["Alice has a dog named Biscuit.", "Alice works as a nurse."]})
+    ids = [m["id"] for m in added["results"]]
+    assert [m["memory"] for m in added["results"]] == ["Alice has a dog named Biscuit.",
+                                                       "Alice works as a nurse."]
+    c.post("/memories", cast_to=object, body={"user_id": "bob", "facts": ["Bob has a cat named Pixel."]})
+    listed = c.get("/memories", cast_to=object, options={"params": {"user_id": "alice"}})
+    assert [m["id"] for m in listed["results"]] == ids
+    assert c.get(f"/memories/{ids[1]}", cast_to=object)["memory"] == "Alice works as a nurse."
+    found = c.post("/memories/search", cast_to=object, body={"user_id": "alice", "query": "dog", "top_k": 1})
+    assert [m["id"] for m in found["results"]] == [ids[0]]
+    turns = c.post("/memories", cast_to=object, body={
+        "user_id": "alice", "messages": [{"role": "user", "content": "I adopted Biscuit in May."}]})
+    assert turns["turns_added"] == 1
+
+    for mode in ["kv", "prompt"]:
+        r = client(server, "sk-alice").chat.completions.create(
+            model=MODEL_ID, user="alice", extra_body={"memory": {"mode": mode, "top_k": 5}},
+            messages=[{"role": "user", "content": "What is the name of my dog?"}],
+            temperature=0, max_tokens=24)
+        assert "Biscuit" in r.choices[0].message.content, (mode, r.choices[0].message.content)
+        if mode == "kv":
+            assert r.usage.prompt_tokens_details.cached_tokens > 0
+    r = client(server, "sk-bob").chat.completions.create(
+        model=MODEL_ID, extra_body={"metadata": {"user_id": "bob"}, "memory": {"mode": "kv"}},
+        messages=[{"role": "user", "content": "What is the name of my dog?"}], temperature=0, max_tokens=24)
+    assert "Biscuit" not in r.choices[0].message.content
+
+    updated = c.put(f"/memories/{ids[0]}", cast_to=object, body={"text": "Alice has a dog named Mango."})
+    assert updated["memory"] == "Alice has a dog named Mango."
+    r = chat(client(server, "sk-alice"), "What is the name of my dog?", max_tokens=24, user="alice")
+    assert "Mango" in r.choices[0].message.content and "Biscuit" not in r.choices[0].message.content
+    assert c.delete(f"/memories/{ids[1]}", cast_to=object) == {"id": ids[1], "deleted": True}
+    with pytest.raises(openai.NotFoundError):
+        c.get(f"/memories/{ids[1]}", cast_to=object)
+    assert c.delete("/memories", cast_to=object, options={"params": {"user_id": "bob"}})["deleted"]
+    with pytest.raises(openai.NotFoundError):
+        c.get("/memories", cast_to=object, options={"params": {"user_id": "bob"}})
+
+
+def test_tenants_never_see_each_others_memories(server):
+    admin = client(server)
+    carol = admin.post("/memories", cast_to=object, body={"user_id": "carol", "facts": ["Carol's PIN is 4321."]})
+    fact_id = carol["results"][0]["id"]
+    alice = client(server, "sk-alice")
+    with pytest.raises(openai.PermissionDeniedError):
+        alice.get("/memories", cast_to=object, options={"params": {"user_id": "carol"}})
+    with pytest.raises(openai.PermissionDeniedError):
+        alice.post("/memories/search", cast_to=object, body={"user_id": "carol", "query": "PIN"})
+    with pytest.raises(openai.NotFoundError):  # the id exists, but not for this key
+        alice.get(f"/memories/{fact_id}", cast_to=object)
+    with pytest.raises(openai.NotFoundError):
+        alice.delete(f"/memories/{fact_id}", cast_to=object)
+    with pytest.raises(openai.PermissionDeniedError):
+        chat(alice, "What is my PIN?", max_tokens=8, user="carol")
+    with pytest.raises(openai.PermissionDeniedError):
+        alice.post("/memories", cast_to=object, body={"user_id": "carol", "facts": ["x"]})
+    with pytest.raises(openai.AuthenticationError):
+        client(server, "sk-nobody").models.list()
+    assert admin.get(f"/memories/{fact_id}", cast_to=object)["memory"] == "Carol's PIN is 4321."
+
+
+def raw(server, method, path, key="sk-admin", **kw):
+    return httpx.request(method, server.url + path, headers={"Authorization": f"Bearer {key}"}, **kw)
+
+
+def error_of(res, status):
+    assert res.status_code == status, res.text
+    body = res.json()["error"]
+    assert body["message"] and body["type"]
+    return body
+
+
+def test_errors_are_openai_json_with_the_right_status(server):
+    c = client(server)
+    error_of(raw(server, "POST", "/v1/chat/completions", content=b"{not json"), 400)
+    error_of(raw(server, "POST", "/v1/chat/completions", content=b"[1, 2]"), 400)
+    assert error_of(raw(server, "POST", "/v1/chat/completions", json={
+        "model": MODEL_ID, "messages": [{"role": "user", "content": "hi"}], "max_tokens": "many"}),
+        400)["param"] == "max_tokens"
+    with pytest.raises(openai.BadRequestError):
+        c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "hi"}],
+                                  temperature=7)
+    with pytest.raises(openai.BadRequestError):
+        c.chat.completions.create(model=MODEL_ID, messages=[])
+    with pytest.raises(openai.NotFoundError) as e:
+        c.chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": "hi"}])
+    assert e.value.body["code"] == "model_not_found"
+    with pytest.raises(openai.NotFoundError):  # memory for a user with no memories
+        chat(c, "hello", max_tokens=4, user="nobody-here")
+    with pytest.raises(openai.NotFoundError):
+        c.get("/memories/999999", cast_to=object)
+    with pytest.raises(openai.NotFoundError):
+        c.put("/memories/abc", cast_to=object, body={"text": "x"})
+    with pytest.raises(openai.BadRequestError):  # longer than the context
+        chat(c, "word " * 5000, max_tokens=4)
+    with pytest.raises(openai.BadRequestError):
+        c.post("/memories", cast_to=object, body={"user_id": "alice", "facts": [""]})
+    error_of(raw(server, "POST", "/v1/memories", content=b"x" * (5 << 20)), 413)
+    error_of(raw(server, "GET", "/v1/nothing-here"), 404)
+    # The server is still fine.
+    assert chat(c, "Say hi.", max_tokens=4).choices[0].message.content
+
+
+def test_overload_is_503_and_the_server_recovers(tmp_path):
+    s = Server(tmp_path, "--max-requests", "1")
+    try:
+        c = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0)
+        stream = c.chat.completions.create(model=MODEL_ID, messages=[{"role": "user", "content": "Tell a long story."}],
+                                           max_tokens=200, temperature=0, stream=True)
+        next(iter(stream))  # the first request is in flight
+        with pytest.raises(openai.InternalServerError) as e:
+            chat(c, "hi", max_tokens=2)
+        assert e.value.status_code == 503
+        stream.close()
+        for _ in range(100):
+            if s.metrics()["inferscale_requests_running"] == 0:
+                break
+            import time
+            time.sleep(0.05)
+        assert chat(c, "hi", max_tokens=2).choices[0].message.content is not None
+    finally:
+        s.stop()
