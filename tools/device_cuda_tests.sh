@@ -8,11 +8,16 @@
 #   Defaults: BUILD_DIR=build-cuda, BUNDLE_DIR=build-cuda-device (ignored by git via /build*/,
 #   so it can be carried to the device machine).
 #
+#   When BUILD_DIR/bin/inferscale is built, it goes into BUNDLE_DIR/app too.
+#
 #   On the GPU machine, from the repository root, carrying BUNDLE_DIR:
 #     tools/device_cuda_tests.sh run [BUNDLE_DIR]
 #   runs every bundled test, writes one log per test plus summary.txt and env.txt to $OUT
 #   (or ./cuda-test-logs when OUT is unset), prints a summary, and exits non-zero when any
-#   test failed or could not start.
+#   test failed or could not start. The real-model test and the CLI need the bundled model at
+#   models/ (INFERSCALE_MODELS); with the CLI bundled, cli.log shows it on the GPU: a chat
+#   with the bundled model, one answered from memory (kv), and 8 tokens from random weights at
+#   each configs/*.json shape, each timed from start to exit (load included).
 #
 # The driver (libcuda), the CUDA runtime and cuBLAS/cuBLASLt are never bundled: they come from
 # the GPU machine's CUDA install, which must match the toolkit the build used (13.x). Bundled
@@ -43,9 +48,44 @@ for t in json.load(sys.stdin)["tests"]:
         strip --strip-unneeded "$out/bin/$(basename "$exe")" 2>/dev/null || true
         bundle_libs "$exe" "$out/lib"
     done
+    if [[ -x $build/bin/inferscale ]]; then
+        mkdir -p "$out/app"
+        cp "$build/bin/inferscale" "$out/app/"
+        strip --strip-unneeded "$out/app/inferscale" 2>/dev/null || true
+        bundle_libs "$build/bin/inferscale" "$out/lib"
+    fi
     echo "bundled into $out:"
     ls -l "$out/bin" "$out/lib"
     du -sh "$out"
+}
+
+# The CLI on the GPU (cli.log): each command timed from start to exit, model load included.
+# Returns non-zero when a command failed (the others still run).
+run_cli() {
+    local cli=$1 log=$2 db cli_failed=0
+    db=$(mktemp -d)/memory.db
+    cli_step() {
+        echo "\$ inferscale $*" | tee -a "$log"
+        local start status=0
+        start=$(date +%s.%N)
+        set +e
+        timeout 120 "$cli" "$@" >>"$log" 2>&1
+        status=$?
+        set -e
+        echo "   (exit $status, $(awk -v a="$start" -v b="$(date +%s.%N)" 'BEGIN { printf "%.2f", b - a }') s wall)" |
+            tee -a "$log"
+        [[ $status -eq 0 ]] || cli_failed=1
+    }
+    cli_step chat --device cuda --max-tokens 48 --message "What is the capital of France?"
+    cli_step memory add --db "$db" --user alice --text "Alice's dog is named Biscuit."
+    cli_step chat --device cuda --db "$db" --user alice --memory kv --max-tokens 24 \
+        --message "What is the name of my dog?"
+    local config
+    for config in configs/*.json; do
+        cli_step generate --device cuda --random-weights "$config" --max-tokens 8 --ignore-eos \
+            --json --prompt "The capital of France is"
+    done
+    return $cli_failed
 }
 
 run() {
@@ -61,10 +101,12 @@ run() {
     # Only the bundled libraries this machine lacks go on the path (through a links folder).
     local links
     links=$(mktemp -d)
-    link_missing_libs "$bundle_dir" "$links" "$cuda_path" "$bundle_dir"/bin/*
+    link_missing_libs "$bundle_dir" "$links" "$cuda_path" "$bundle_dir"/bin/* \
+        $(ls "$bundle_dir"/app/* 2>/dev/null)
     local exe
     # The model test reads the golden checkpoints from the checkout (run from its root).
     export INFERSCALE_FIXTURES=${INFERSCALE_FIXTURES:-$PWD/tests/fixtures}
+    export INFERSCALE_MODELS=${INFERSCALE_MODELS:-$PWD/models}
     export LD_LIBRARY_PATH=$links${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
     {
@@ -107,6 +149,15 @@ run() {
         fi
         if [[ -n $tally ]]; then echo "$tally" | sed 's/^/    /' | tee -a "$summary"; fi
     done
+    if [[ -x $bundle_dir/app/inferscale ]]; then
+        echo "== inferscale CLI on the GPU (cli.log)"
+        if run_cli "$bundle_dir/app/inferscale" "$logs/cli.log"; then
+            echo "PASS inferscale CLI (cli.log)" | tee -a "$summary"
+        else
+            failed=1
+            echo "FAIL inferscale CLI (cli.log)" | tee -a "$summary"
+        fi
+    fi
     rm -rf "$links"
     echo "logs in $logs"
     if [[ $failed -ne 0 ]]; then

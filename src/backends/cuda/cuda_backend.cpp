@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_sampling.h"
 #include "backends/cuda/lt_matmul.h"
+#include "tensor/quantized.h"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -155,7 +157,9 @@ void CudaBackend::synchronize() {
 Result<tensor::DeviceWeight> CudaBackend::upload_weight(const Tensor& host) {
     IS_CHECK(host.device == tensor::Device::Cpu) << "weights arrive in host memory";
     IS_CHECK(host.rank >= 1) << "weight rank " << host.rank;
-    if (host.dtype != DType::F32 && host.dtype != DType::F16 && host.dtype != DType::BF16) {
+    const bool blocks = tensor::is_block_quantized(host.dtype);
+    if (!blocks && host.dtype != DType::F32 && host.dtype != DType::F16 &&
+        host.dtype != DType::BF16) {
         return make_error(std::string("cuda backend: cannot upload a ") +
                           std::string(tensor::dtype_name(host.dtype)) + " weight");
     }
@@ -171,23 +175,37 @@ Result<tensor::DeviceWeight> CudaBackend::upload_weight(const Tensor& host) {
     if (host.dtype == DType::BF16) {
         IS_CUDA_CHECK(cudaMemcpyAsync(w.tensor.data, host.data, count * 2,
                                       cudaMemcpyHostToDevice, stream_));
-    } else {
-        const std::size_t elem = tensor::dtype_size(host.dtype);
-        const std::size_t chunk = std::min(count, kStagingBytes / elem);
-        tensor::Buffer staging = IS_TRY(allocate(chunk * elem));
-        // Stream order keeps the next chunk's copy behind this chunk's conversion.
-        for (std::size_t first = 0; first < count; first += chunk) {
-            const std::size_t n = std::min(chunk, count - first);
-            IS_CUDA_CHECK(cudaMemcpyAsync(staging.data(),
-                                          static_cast<const char*>(host.data) + first * elem,
-                                          n * elem, cudaMemcpyHostToDevice, stream_));
-            launch_convert(staging.data(), host.dtype,
-                           static_cast<char*>(w.tensor.data) + first * 2, DType::BF16,
-                           static_cast<std::int64_t>(n), stream_);
-        }
-        synchronize();  // before `staging` is freed
+        synchronize();  // `host` is only borrowed for the call
+        return w;
     }
-    synchronize();  // `host` is only borrowed for the call
+    // GGUF blocks (Q8_0/Q4_0/Q4_1) are widened on the host with the reference's exact f32
+    // dequantization (tensor/quantized.h), then narrowed to bf16 like an f32 checkpoint: one
+    // dequantizer for both backends, and bf16 is what every CUDA op reads anyway.
+    const DType staged = blocks ? DType::F32 : host.dtype;
+    const std::size_t elem = tensor::dtype_size(staged);
+    std::size_t chunk = std::min(count, kStagingBytes / elem);
+    if (blocks) chunk -= chunk % tensor::kQuantBlock;  // whole blocks; count is a multiple
+    tensor::Buffer staging = IS_TRY(allocate(chunk * elem));
+    std::vector<float> widened(blocks ? chunk : 0);
+    // Stream order keeps the next chunk's copy behind this chunk's conversion; a copy from
+    // pageable memory has taken its bytes when it returns, so `widened` can be refilled.
+    for (std::size_t first = 0; first < count; first += chunk) {
+        const std::size_t n = std::min(chunk, count - first);
+        const void* src = static_cast<const char*>(host.data) + first * elem;
+        if (blocks) {
+            tensor::dequantize_blocks(
+                host.dtype,
+                static_cast<const char*>(host.data) +
+                    tensor::dtype_row_bytes(host.dtype, static_cast<std::int64_t>(first)),
+                widened.data(), n);
+            src = widened.data();
+        }
+        IS_CUDA_CHECK(
+            cudaMemcpyAsync(staging.data(), src, n * elem, cudaMemcpyHostToDevice, stream_));
+        launch_convert(staging.data(), staged, static_cast<char*>(w.tensor.data) + first * 2,
+                       DType::BF16, static_cast<std::int64_t>(n), stream_);
+    }
+    synchronize();  // before `staging` is freed; `host` is only borrowed for the call
     return w;
 }
 
