@@ -40,8 +40,7 @@ struct MemoryArgs {
     std::string mode;  // empty: kv with --user, none without
     DbArgs db;
     engine::RetrievalOptions retrieval;
-    std::string encoding = "after-header";
-    std::string chunk_dir;  // empty: "chunks" beside the database; "none": no disk tier
+    ChunkArgs chunks;
 };
 
 // A user's memory, opened once for the whole chat: the store, its BM25 index kept in step, and
@@ -56,17 +55,8 @@ class MemorySession {
         if (!IS_TRY(s->store_->has_user(args.user)))
             return make_error("unknown user '" + args.user + "' (add memories with `inferscale memory add`)");
         s->indexer_ = IS_TRY(memory::FactIndexer::attach(*s->store_, s->index_));
-        engine::MemoryOptions options;
-        if (args.encoding == "standalone") options.encoding = inject::EncodingMode::Standalone;
-        else if (args.encoding == "after-header") options.encoding = inject::EncodingMode::AfterHeader;
-        else return make_error("--encoding must be standalone or after-header");
-        if (args.chunk_dir != "none") {
-            const std::string db = args.db.path.empty() ? default_db_path() : args.db.path;
-            options.disk_dir = !args.chunk_dir.empty()
-                                   ? args.chunk_dir
-                                   : (std::filesystem::path(db).parent_path() / "chunks").string();
-        }
-        s->runtime_ = IS_TRY(engine::MemoryRuntime::create(lm, options));
+        s->runtime_ = IS_TRY(engine::MemoryRuntime::create(
+            lm, memory_options(args.chunks, s->store_->path())));
         return s;
     }
 
@@ -104,11 +94,7 @@ void add_memory_flags(CLI::App& cmd, MemoryArgs& args) {
     cmd.add_option("--context-window", args.retrieval.context_window,
                    "conversation turns each fact is encoded after")
         ->capture_default_str()->check(CLI::Range(0, 1000));
-    cmd.add_option("--encoding", args.encoding,
-                   "chunk encoding: after-header (chunks follow the memory header) or standalone")
-        ->capture_default_str();
-    cmd.add_option("--chunk-dir", args.chunk_dir,
-                   "disk tier of encoded KV chunks (default: chunks/ beside the database; none: off)");
+    add_chunk_flags(cmd, args.chunks);
     add_db_flag(cmd, args.db);
 }
 

@@ -92,6 +92,32 @@ void add_db_flag(CLI::App& cmd, DbArgs& args) {
                                                                      : default_db_path()) + ")");
 }
 
+void add_chunk_flags(CLI::App& cmd, ChunkArgs& args) {
+    cmd.add_option("--encoding", args.encoding,
+                   "chunk encoding: after-header (chunks follow the memory header) or standalone")
+        ->check(CLI::IsMember({"after-header", "standalone"}))
+        ->capture_default_str();
+    cmd.add_option("--chunk-dir", args.chunk_dir,
+                   "disk tier of encoded KV chunks (default: chunks/ beside the database; none: off)");
+    cmd.add_option("--device-pool-mb", args.device_pool_mb, "chunk pool: device tier size in MiB")
+        ->capture_default_str();
+    cmd.add_option("--host-pool-mb", args.host_pool_mb, "chunk pool: host tier size in MiB")
+        ->capture_default_str();
+}
+
+engine::MemoryOptions memory_options(const ChunkArgs& args, const std::string& db_path) {
+    engine::MemoryOptions options;
+    options.encoding = args.encoding == "standalone" ? inject::EncodingMode::Standalone
+                                                     : inject::EncodingMode::AfterHeader;
+    options.device_pool_bytes = args.device_pool_mb << 20;
+    options.host_pool_bytes = args.host_pool_mb << 20;
+    if (args.chunk_dir != "none")
+        options.disk_dir = !args.chunk_dir.empty()
+                               ? args.chunk_dir
+                               : (fs::path(db_path).parent_path() / "chunks").string();
+    return options;
+}
+
 Result<std::unique_ptr<memory::MemoryStore>> open_store(const DbArgs& args) {
     std::string path = args.path;
     if (path.empty()) {

@@ -11,6 +11,7 @@
 
 #include "base/result.h"
 #include "engine/local_model.h"
+#include "engine/memory_answer.h"
 #include "memory/memory_store.h"
 #include "sampling/sampling_params.h"
 
@@ -50,6 +51,18 @@ struct DbArgs {
 void add_db_flag(CLI::App& cmd, DbArgs& args);
 // Opens the store; for the default location, creates its folder first.
 Result<std::unique_ptr<memory::MemoryStore>> open_store(const DbArgs& args);
+
+// The memory chunk flags of chat, serve and memory encode.
+struct ChunkArgs {
+    std::string encoding = "after-header";  // or "standalone"
+    std::string chunk_dir;                  // empty: chunks/ beside the database; "none": off
+    std::size_t device_pool_mb = 1024;
+    std::size_t host_pool_mb = 4096;
+};
+// --encoding, --chunk-dir, --device-pool-mb, --host-pool-mb.
+void add_chunk_flags(CLI::App& cmd, ChunkArgs& args);
+// The memory runtime's options for a store at `db_path`.
+engine::MemoryOptions memory_options(const ChunkArgs& args, const std::string& db_path);
 
 // A progress bar "label [####    ] done/total" on stderr, redrawn only when it moves; an empty
 // function when stderr is not a terminal.

@@ -7,6 +7,7 @@
 //   inferscale memory delete --id ID | --user U
 //   inferscale memory search --user U --query Q [--top-k K] [--json]
 //   inferscale memory import-locomo FILE... [--user U]
+//   inferscale memory encode --user U [--context-window W]   (memory_encode.cpp)
 // Every command takes --db PATH (default: see default_db_path).
 
 #include <unistd.h>
@@ -23,6 +24,7 @@
 
 #include "apps/cli/cli_support.h"
 #include "apps/cli/commands.h"
+#include "apps/cli/memory_commands.h"
 #include "memory/locomo_import.h"
 #include "memory/memory_store.h"
 #include "retrieval/bm25_index.h"
@@ -211,8 +213,11 @@ Command add_memory_command(CLI::App& app) {
     import->add_option("--user", args->user, "user id (default: the file name without .json)");
     add_db_flag(*import, args->db);
 
-    return [args, add, list, update, update_id, del, del_id, search, import]() -> int {
+    const std::function<int()> encode = add_memory_encode_command(*memory);
+
+    return [args, add, list, update, update_id, del, del_id, search, import, encode]() -> int {
         const Args& a = *args;
+        if (const int rc = encode(); rc >= 0) return rc;
         if (add->parsed()) return run_add(a.db, a.user, a.text, a.from_stdin);
         if (list->parsed()) return run_list(a.db, a.user, a.json);
         if (update->parsed())

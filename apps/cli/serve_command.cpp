@@ -36,8 +36,7 @@ Command add_serve_command(CLI::App& app) {
         std::int64_t max_batch_seqs = 64;
         std::string api_keys;
         std::string memory_mode = "kv";
-        std::string encoding = "after-header";
-        std::string chunk_dir;
+        ChunkArgs chunks;
         bool no_memory = false;
         bool no_prefix_cache = false;
     };
@@ -69,11 +68,7 @@ Command add_serve_command(CLI::App& app) {
     cmd->add_option("--context-window", a->server.memory.context_window,
                     "default conversation turns each fact is encoded after")
         ->capture_default_str();
-    cmd->add_option("--encoding", a->encoding, "chunk encoding: after-header or standalone")
-        ->check(CLI::IsMember({"after-header", "standalone"}))
-        ->capture_default_str();
-    cmd->add_option("--chunk-dir", a->chunk_dir,
-                    "disk tier of encoded chunks (default: chunks/ beside the database; none: off)");
+    add_chunk_flags(*cmd, a->chunks);
     cmd->add_flag("--no-memory", a->no_memory, "serve without a memory store");
     cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "turn prefix caching off");
 
@@ -98,12 +93,7 @@ Command add_serve_command(CLI::App& app) {
             auto attached = memory::FactIndexer::attach(*store, index);
             if (!attached.ok()) return fail(attached.error().message);
             indexer = std::move(attached).value();
-            eo.memory.encoding = a->encoding == "standalone" ? inject::EncodingMode::Standalone
-                                                             : inject::EncodingMode::AfterHeader;
-            if (a->chunk_dir != "none")
-                eo.memory.disk_dir = !a->chunk_dir.empty()
-                                         ? a->chunk_dir
-                                         : (std::filesystem::path(store->path()).parent_path() / "chunks").string();
+            eo.memory = memory_options(a->chunks, store->path());
         }
         auto engine = engine::Engine::start(lm, store.get(), store ? &index : nullptr, eo);
         if (!engine.ok()) return fail(engine.error().message);

@@ -143,6 +143,7 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
     f.read("seed", seed, "an integer", &json::is_number_integer);
     f.read("n", n, "an integer", &json::is_number_integer);
     f.read("stream", call.stream, "a boolean", &json::is_boolean);
+    f.read("ignore_eos", s.ignore_eos, "a boolean", &json::is_boolean);  // as vLLM takes it
     if (f.error) return *f.error;
     if (const json* so = f.get("stream_options")) {
         if (!so->is_object()) return bad_request("'stream_options' must be an object", "stream_options");

@@ -6,6 +6,7 @@
 // Memory rides on the standard `user` field (or metadata.user_id) with an extension object
 //   "memory": {"mode": "kv" | "prompt" | "none", "top_k": K, "context_window": W}
 // A request with a user and no memory object uses the server's default memory mode.
+// `ignore_eos: true` (as vLLM takes it) generates exactly max_tokens tokens, for benchmarks.
 
 #include <cstdint>
 #include <optional>

@@ -35,34 +35,46 @@ Result<std::vector<std::int32_t>> context_tokens(const LocalModel& lm,
 
 }  // namespace
 
+Result<std::vector<MemoryFact>> memory_facts(const LocalModel& lm, memory::MemoryStore& store,
+                                             std::string_view user,
+                                             std::span<const memory::Fact> facts,
+                                             int context_window) {
+    if (context_window < 0) return make_error(ErrorKind::InvalidArgument, "context_window must be >= 0");
+    std::optional<std::vector<memory::Turn>> turns;  // read once, only when a fact needs them
+    std::vector<MemoryFact> out;
+    for (const memory::Fact& fact : facts) {
+        if (fact.user != user)
+            return make_error("retrieval returned a fact of another user; refusing to serve it");
+        MemoryFact m;
+        m.id = std::to_string(fact.id);
+        m.text = fact.text;
+        m.window = context_window;
+        if (context_window > 0 && fact.source) {
+            if (!turns) turns = IS_TRY(store.list_turns(user));
+            const auto fact_tokens = IS_TRY(inject::fact_token_ids(lm.tokenizer(), fact.text));
+            m.context_tokens = IS_TRY(context_tokens(lm, *turns, *fact.source, context_window,
+                                                     fact_tokens.size()));
+        }
+        out.push_back(std::move(m));
+    }
+    return out;
+}
+
 Result<std::vector<MemoryFact>> retrieve_memory_facts(const LocalModel& lm,
                                                       memory::MemoryStore& store,
                                                       const retrieval::Retriever& retriever,
                                                       std::string_view user,
                                                       std::string_view question,
                                                       const RetrievalOptions& options) {
-    if (options.top_k < 0) return make_error("top_k must be >= 0");
-    if (options.context_window < 0) return make_error("context_window must be >= 0");
+    if (options.top_k < 0) return make_error(ErrorKind::InvalidArgument, "top_k must be >= 0");
     const auto hits = retriever.search(user, question, static_cast<std::size_t>(options.top_k));
-    std::optional<std::vector<memory::Turn>> turns;  // read once, only when a fact needs them
-    std::vector<MemoryFact> facts;
+    std::vector<memory::Fact> facts;
     for (const retrieval::Hit& hit : hits) {
-        const memory::Fact fact = IS_TRY(store.get_fact(hit.fact_id));
-        if (fact.user != user)
-            return make_error("retrieval returned a fact of another user; refusing to serve it");
-        MemoryFact out;
-        out.id = std::to_string(fact.id);
-        out.text = fact.text;
-        out.window = options.context_window;
-        if (options.context_window > 0 && fact.source) {
-            if (!turns) turns = IS_TRY(store.list_turns(user));
-            const auto fact_tokens = IS_TRY(inject::fact_token_ids(lm.tokenizer(), fact.text));
-            out.context_tokens = IS_TRY(context_tokens(lm, *turns, *fact.source,
-                                                       options.context_window, fact_tokens.size()));
-        }
-        facts.push_back(std::move(out));
+        auto fact = store.get_fact(hit.fact_id);
+        if (!fact.ok() && fact.error().kind == ErrorKind::NotFound) continue;  // deleted meanwhile
+        facts.push_back(IS_TRY(std::move(fact)));
     }
-    return facts;
+    return memory_facts(lm, store, user, facts, options.context_window);
 }
 
 }  // namespace inferscale::engine

@@ -4,6 +4,7 @@
 // fact's source turn, dropping the oldest context tokens when context + fact would not fit.
 // Only `user`'s facts and turns are ever read.
 
+#include <span>
 #include <string_view>
 #include <vector>
 
@@ -19,6 +20,14 @@ struct RetrievalOptions {
     int top_k = 5;
     int context_window = 0;  // w: preceding conversation turns each chunk is encoded after
 };
+
+// `facts` (all of `user`'s) as MemoryFacts with their context tokens for a window of
+// `context_window` turns, in the given order. An Error when the store fails or a fact is
+// someone else's.
+Result<std::vector<MemoryFact>> memory_facts(const LocalModel& lm, memory::MemoryStore& store,
+                                             std::string_view user,
+                                             std::span<const memory::Fact> facts,
+                                             int context_window);
 
 // Best-ranked first, as the retriever returns them. An Error when the store fails or a hit's
 // fact is gone or belongs to someone else (a retriever bug, never served).

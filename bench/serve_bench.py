@@ -1,0 +1,183 @@
+#!/usr/bin/env python3
+"""The reference's serving workload over HTTP against the real `inferscale serve`.
+
+U users (10, 25, 50, 75, 100), each holding the first LoCoMo conversation's observations as
+their own memory (separate user ids, so separate facts and chunks), each asking 2 questions
+drawn from that conversation's QA list (seed 42, as the reference). All U*2 requests are sent
+at once as streaming chat completions with top-k 50 memory and exactly 50 output tokens.
+Retrieval, prompt building and injection are inside the timed region (the reference left them
+out). Per mode (kv, prompt): QPS = requests / wall time, TTFT p50/p99 as the clients see it.
+Before each measured batch the same requests run once with max_tokens 1, so kv chunks are
+encoded (as the reference precomputes them); the server runs without the prefix cache, so the
+measured batch recomputes everything a cold request would.
+
+  python3 bench/serve_bench.py                        # CPU, bundled model
+  python3 bench/serve_bench.py --server-args "--device cuda --random-weights configs/llama-3.1-8b.json ..."
+"""
+import argparse
+import asyncio
+import json
+import os
+import random
+import shlex
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import httpx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def percentile(values, q):
+    v = sorted(values)
+    return v[min(len(v) - 1, max(0, round(q / 100 * (len(v) - 1))))]
+
+
+def load_questions(conversation, users, seed=42):
+    qa = json.load(open(conversation))["qa"]
+    return {u: [q["question"] for q in random.Random(f"{seed}:requests:{u}").sample(qa, 2)]
+            for u in range(users)}
+
+
+async def one_request(client, model, user, question, mode, max_tokens, top_k, window):
+    body = {"model": model, "stream": True, "temperature": 0, "max_tokens": max_tokens,
+            "ignore_eos": True, "user": user,
+            "memory": {"mode": mode, "top_k": top_k, "context_window": window},
+            "messages": [{"role": "user", "content": question}]}
+    start = time.perf_counter()
+    ttft = None
+    tokens = 0
+    async with client.stream("POST", "/v1/chat/completions", json=body) as r:
+        if r.status_code != 200:
+            raise RuntimeError(f"HTTP {r.status_code}: {(await r.aread()).decode()}")
+        async for line in r.aiter_lines():
+            if not line.startswith("data: ") or line == "data: [DONE]":
+                continue
+            chunk = json.loads(line[6:])
+            if "error" in chunk:
+                raise RuntimeError(chunk["error"]["message"])
+            if chunk["choices"] and chunk["choices"][0]["delta"].get("content") is not None:
+                if ttft is None:
+                    ttft = time.perf_counter() - start
+                tokens += 1
+    return ttft, time.perf_counter() - start
+
+
+async def run_batch(url, model, requests, mode, max_tokens, top_k, window):
+    limits = httpx.Limits(max_connections=len(requests) + 8, max_keepalive_connections=len(requests) + 8)
+    async with httpx.AsyncClient(base_url=url, timeout=3600, limits=limits) as client:
+        start = time.perf_counter()
+        results = await asyncio.gather(*[one_request(client, model, u, q, mode, max_tokens, top_k, window)
+                                         for u, q in requests])
+        wall = time.perf_counter() - start
+    return wall, [r[0] for r in results]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "inferscale"))
+    ap.add_argument("--server-args", default="", help="extra `inferscale serve` flags (model, device)")
+    ap.add_argument("--users", default="10,25,50,75,100")
+    ap.add_argument("--modes", default="kv,prompt")
+    ap.add_argument("--top-k", type=int, default=50)
+    ap.add_argument("--context-window", type=int, default=0)
+    ap.add_argument("--max-tokens", type=int, default=50)
+    ap.add_argument("--lone", type=int, default=5, help="lone-user kv requests for the TTFT baseline")
+    ap.add_argument("--conversation", default=os.path.join(ROOT, "..", "shared", "data", "locomo10", "26.json"))
+    ap.add_argument("--out", default="", help="write the results as JSON here")
+    args = ap.parse_args()
+    levels = [int(u) for u in args.users.split(",")]
+    modes = args.modes.split(",")
+
+    work = tempfile.mkdtemp(prefix="serve_bench_")
+    db = os.path.join(work, "memory.db")
+    print(f"importing {max(levels)} users' memories", file=sys.stderr)
+    for u in range(max(levels)):
+        subprocess.run([args.bin, "memory", "import-locomo", args.conversation, "--user", f"u{u}",
+                        "--db", db], check=True, capture_output=True)
+    questions = load_questions(args.conversation, max(levels))
+
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    cmd = [args.bin, "serve", "--port", str(port), "--db", db, "--chunk-dir", os.path.join(work, "chunks"),
+           "--no-prefix-cache", "--max-requests", "4096"] + shlex.split(args.server_args)
+    print("server:", " ".join(cmd), file=sys.stderr)
+    log = open(os.path.join(work, "server.log"), "w")
+    server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
+    try:
+        deadline = time.time() + 600
+        while True:
+            if server.poll() is not None:
+                sys.exit("the server exited: " + open(log.name).read())
+            try:
+                if httpx.get(url + "/health", timeout=1).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if time.time() > deadline:
+                sys.exit("the server did not start")
+            time.sleep(0.2)
+        model = httpx.get(url + "/v1/models").json()["data"][0]["id"]
+
+        def batch(requests, mode, max_tokens):
+            return asyncio.run(run_batch(url, model, requests, mode, max_tokens, args.top_k, args.context_window))
+
+        results = {"levels": levels, "top_k": args.top_k, "max_tokens": args.max_tokens,
+                   "context_window": args.context_window, "server_args": args.server_args, "rows": []}
+        # The lone user: kv requests one at a time (chunks warmed first).
+        lone_requests = [(f"u{u}", questions[u][0]) for u in range(args.lone)]
+        batch(lone_requests, "kv", 1)
+        lone = [batch([r], "kv", args.max_tokens)[1][0] for r in lone_requests]
+        results["kv_lone_ttft_ms"] = statistics.median(lone) * 1e3
+        print(f"lone user kv TTFT p50 {results['kv_lone_ttft_ms']:.1f} ms", file=sys.stderr)
+        for users in levels:
+            requests = [(f"u{u}", q) for u in range(users) for q in questions[u]]
+            row = {"users": users, "requests": len(requests)}
+            for mode in modes:
+                batch(requests, mode, 1)  # warm: chunks encoded, nothing else kept
+                wall, ttfts = batch(requests, mode, args.max_tokens)
+                row[mode] = {"qps": len(requests) / wall, "wall_s": wall,
+                             "ttft_p50_ms": percentile(ttfts, 50) * 1e3,
+                             "ttft_p99_ms": percentile(ttfts, 99) * 1e3}
+                print(f"users {users:3d} {mode:6s} QPS {row[mode]['qps']:7.2f}  TTFT p50 "
+                      f"{row[mode]['ttft_p50_ms']:8.1f} ms  p99 {row[mode]['ttft_p99_ms']:8.1f} ms",
+                      file=sys.stderr)
+            if "kv" in row and "prompt" in row:
+                row["qps_kv_over_prompt"] = row["kv"]["qps"] / row["prompt"]["qps"]
+            if "kv" in row:
+                row["kv_ttft_p50_over_lone"] = row["kv"]["ttft_p50_ms"] / results["kv_lone_ttft_ms"]
+            results["rows"].append(row)
+        results["metrics_after"] = httpx.get(url + "/metrics").text
+    finally:
+        server.send_signal(signal.SIGTERM)
+        try:
+            server.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            server.kill()
+
+    print("\n| users | kv QPS | prompt QPS | kv/prompt | kv TTFT p50 / p99 ms | prompt TTFT p50 / p99 ms | kv p50 / lone |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for r in results["rows"]:
+        kv, pr = r.get("kv", {}), r.get("prompt", {})
+        print(f"| {r['users']} | {kv.get('qps', 0):.2f} | {pr.get('qps', 0):.2f} | "
+              f"{r.get('qps_kv_over_prompt', 0):.2f} | {kv.get('ttft_p50_ms', 0):.0f} / {kv.get('ttft_p99_ms', 0):.0f} | "
+              f"{pr.get('ttft_p50_ms', 0):.0f} / {pr.get('ttft_p99_ms', 0):.0f} | {r.get('kv_ttft_p50_over_lone', 0):.2f} |")
+    print(f"lone-user kv TTFT p50: {results['kv_lone_ttft_ms']:.1f} ms")
+    if args.out:
+        with open(args.out, "w") as f:
+            json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
