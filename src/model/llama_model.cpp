@@ -32,7 +32,7 @@ std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; 
 }  // namespace
 
 Result<LlamaModel> LlamaModel::create_shell(tensor::Backend& backend, const ModelConfig& c,
-                                            const LlamaModelOptions& options) {
+                                            const LlamaModelOptions& options, bool ggml_angles) {
     if (c.num_layers <= 0 || c.hidden_size <= 0 || c.num_heads <= 0 || c.num_kv_heads <= 0 ||
         c.head_dim <= 0 || c.head_dim % 2 != 0 || c.num_heads % c.num_kv_heads != 0 ||
         c.vocab_size <= 0 || c.intermediate_size <= 0) {
@@ -45,7 +45,9 @@ Result<LlamaModel> LlamaModel::create_shell(tensor::Backend& backend, const Mode
         options.max_positions > 0 ? options.max_positions : c.max_position_embeddings;
     if (m.max_positions_ <= 0) return make_error("llama model: no maximum position");
 
-    const HostRopeTables host = make_rope_tables(rope_params(c), m.max_positions_);
+    RopeParams rope = rope_params(c);
+    rope.ggml_angles = ggml_angles && rope.scaling.factor == 0.0f;
+    const HostRopeTables host = make_rope_tables(rope, m.max_positions_);
     const std::size_t table_bytes = host.cos.size() * sizeof(float);
     tensor::Arena arena;
     const std::size_t cos_off = arena.reserve(DType::F32, {m.max_positions_, host.half_dim});
@@ -62,7 +64,11 @@ Result<LlamaModel> LlamaModel::create_shell(tensor::Backend& backend, const Mode
 Result<LlamaModel> LlamaModel::create(tensor::Backend& backend, const ModelConfig& c,
                                       const WeightStore& weights,
                                       const LlamaModelOptions& options) {
-    LlamaModel m = IS_TRY(create_shell(backend, c, options));
+    // Block-quantized matrices come from a GGUF file, whose reference is llama.cpp: rotate by
+    // its angles (a backend that multiplies the blocks computes the other ops as ggml does too).
+    const tensor::Tensor* q0 = weights.find(layer_name(0, "self_attn.q_proj.weight"));
+    const bool ggml = q0 != nullptr && tensor::is_block_quantized(q0->dtype);
+    LlamaModel m = IS_TRY(create_shell(backend, c, options, ggml));
     const std::int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim,
                        kv_dim = c.num_kv_heads * c.head_dim, ffn = c.intermediate_size;
     m.embed_ = IS_TRY(upload(backend, weights, "model.embed_tokens.weight", {c.vocab_size, h}));
@@ -244,6 +250,8 @@ void LlamaModel::enqueue(kv::KvStorage& kv, ForwardWorkspace& ws, bool sample) {
     args.num_seqs = s;
     args.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
     args.fixed_max_kv_len = st.fixed_max_kv_len;
+    // The GGUF loader un-interleaves the rotary pairs of llama/mistral Q/K rows (not qwen2's).
+    args.qk_ggml_interleaved = config_.architecture != Architecture::Qwen2;
 
     const std::int64_t n = st.num_tokens;
     be.embedding(embed_.tensor, meta(l.token_ids, n), leading(ws.hidden, n));

@@ -105,9 +105,11 @@ class LlamaModel {
     };
 
     LlamaModel() = default;
-    // Checks the config and builds the RoPE tables: everything but the weights.
+    // Checks the config and builds the RoPE tables (with ggml's angles when `ggml_angles`, see
+    // RopeParams): everything but the weights.
     static Result<LlamaModel> create_shell(tensor::Backend& backend, const ModelConfig& config,
-                                           const LlamaModelOptions& options);
+                                           const LlamaModelOptions& options,
+                                           bool ggml_angles = false);
     Status validate(const ForwardBatch& batch, const kv::KvStorage& kv,
                     const ForwardWorkspace& ws) const;
     void run_layer(std::int64_t layer, const tensor::PagedAttentionArgs& attn_args,

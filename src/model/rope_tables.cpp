@@ -50,6 +50,19 @@ HostRopeTables make_rope_tables(const RopeParams& params, std::int64_t max_posit
     t.half_dim = static_cast<std::int64_t>(inv.size());
     t.cos.resize(static_cast<std::size_t>(max_positions * t.half_dim));
     t.sin.resize(t.cos.size());
+    if (params.ggml_angles) {
+        IS_CHECK(params.scaling.factor == 0.0f) << "ggml angles with rope scaling";
+        // ggml_rope_cache_init: the angle of pair i is pos * s^i, one f32 multiply per step.
+        const float step = std::pow(params.theta, -2.0f / static_cast<float>(params.head_dim));
+        for (std::int64_t pos = 0; pos < max_positions; ++pos) {
+            float angle = static_cast<float>(pos);
+            for (std::int64_t i = 0; i < t.half_dim; ++i, angle *= step) {
+                t.cos[pos * t.half_dim + i] = std::cos(angle);
+                t.sin[pos * t.half_dim + i] = std::sin(angle);
+            }
+        }
+        return t;
+    }
     for (std::int64_t pos = 0; pos < max_positions; ++pos) {
         for (std::int64_t i = 0; i < t.half_dim; ++i) {
             // The angle is rounded to f32 before cos/sin, as in the reference.

@@ -15,6 +15,10 @@ struct RopeParams {
     float theta = 10000.0f;
     std::int64_t head_dim = 0;
     RopeScaling scaling;  // factor 0: none
+    // Angles as llama.cpp's CPU backend forms them (GGUF models, whose reference is llama.cpp):
+    // theta_i = pos * s^i by repeated f32 multiplication, s = powf(theta, -2 / head_dim).
+    // Only without scaling (GGUF files with llama3 frequency factors are not loaded).
+    bool ggml_angles = false;
 };
 
 RopeParams rope_params(const ModelConfig& config);
@@ -22,7 +26,7 @@ RopeParams rope_params(const ModelConfig& config);
 // inv_freq[i] = theta^(-2i / head_dim), then llama3-scaled: [head_dim / 2] f32.
 std::vector<float> rope_inv_freq(const RopeParams& params);
 
-// Host tables of cos/sin(pos * inv_freq[i]) for pos < max_positions.
+// Host tables of cos/sin(pos * inv_freq[i]) (or the ggml angles) for pos < max_positions.
 struct HostRopeTables {
     std::int64_t max_positions = 0;
     std::int64_t half_dim = 0;

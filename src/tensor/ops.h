@@ -40,6 +40,11 @@ struct PagedAttentionArgs {
     // at most this many tokens, and a GPU backend sizes its launches from this bound and
     // num_seqs alone, so one recorded launch serves every step with the same num_seqs.
     std::int32_t fixed_max_kv_len = 0;
+    // The head rows of q and k hold llama.cpp's interleaved rotary pairs un-interleaved (a
+    // llama/mistral GGUF, whose Q/K rows the loader un-permuted): element i of ggml's row is
+    // element (i % 2) * d / 2 + i / 2 here. Only a backend reproducing ggml's summation order
+    // reads it (the CPU backend's ggml arithmetic); a plain dot product is the same either way.
+    bool qk_ggml_interleaved = false;
 };
 
 // Memory injection: copy pre-RoPE K and V rows of several chunks into paged slots of every

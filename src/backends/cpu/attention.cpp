@@ -38,32 +38,44 @@ void write_kv(const float* k, const float* v, std::int64_t n, const std::int32_t
     }
 }
 
+AttentionItem locate_item(const AttentionMeta& meta, std::int64_t item, std::int64_t heads,
+                          std::int64_t kv_heads, std::int64_t head_dim, std::int64_t block_size) {
+    const std::int64_t t = item / heads, h = item % heads;
+    // The sequence whose query range holds token t.
+    const std::int32_t* it = std::upper_bound(meta.qo_indptr, meta.qo_indptr + meta.num_seqs + 1,
+                                              static_cast<std::int32_t>(t));
+    const std::int64_t s = (it - meta.qo_indptr) - 1;
+    const std::int64_t q_len = meta.qo_indptr[s + 1] - meta.qo_indptr[s];
+    const std::int64_t num_pages = meta.indptr[s + 1] - meta.indptr[s];
+    const std::int64_t kv_len = (num_pages - 1) * block_size + meta.last_page_len[s];
+    IS_CHECK(num_pages > 0 && kv_len >= q_len) << "seq " << s << " kv " << kv_len;
+    AttentionItem a;
+    a.row = t;
+    a.head = h;
+    a.page_ids = meta.indices + meta.indptr[s];
+    a.q_len = q_len;
+    // Causal: this query is KV index kv_len - q_len + (t - start) and sees up to itself.
+    a.visible = kv_len - q_len + (t - meta.qo_indptr[s]) + 1;
+    a.kv_offset = (h / (heads / kv_heads)) * head_dim;
+    return a;
+}
+
 void paged_attention(const float* q, std::int64_t n, std::int64_t heads, const PagedKvView& pages,
                      const AttentionMeta& meta, float* out) {
     const std::int64_t d = pages.head_dim, bs = pages.block_size, kvh = pages.kv_heads;
     IS_CHECK(d <= kMaxHeadDim && bs <= kMaxBlockSize) << "head_dim " << d << " block " << bs;
     IS_CHECK(heads % kvh == 0) << heads << " heads, " << kvh << " kv heads";
     IS_CHECK_EQ(meta.qo_indptr[meta.num_seqs], n);
-    const std::int64_t group = heads / kvh;
     const std::int64_t token_stride = kvh * d;  // one token's row inside a page
     const std::int64_t items = n * heads;
 
 #pragma omp parallel for schedule(dynamic, 2)
     for (std::int64_t item = 0; item < items; ++item) {
-        const std::int64_t t = item / heads, h = item % heads;
-        // The sequence whose query range holds token t.
-        const std::int32_t* it = std::upper_bound(
-            meta.qo_indptr, meta.qo_indptr + meta.num_seqs + 1, static_cast<std::int32_t>(t));
-        const std::int64_t s = (it - meta.qo_indptr) - 1;
-        const std::int64_t q_len = meta.qo_indptr[s + 1] - meta.qo_indptr[s];
-        const std::int64_t num_pages = meta.indptr[s + 1] - meta.indptr[s];
-        const std::int64_t kv_len = (num_pages - 1) * bs + meta.last_page_len[s];
-        IS_CHECK(num_pages > 0 && kv_len >= q_len) << "seq " << s << " kv " << kv_len;
-        // Causal: this query is KV index kv_len - q_len + (t - start) and sees up to itself.
-        const std::int64_t visible = kv_len - q_len + (t - meta.qo_indptr[s]) + 1;
-        const std::int32_t* page_ids = meta.indices + meta.indptr[s];
-        const float* qv = q + (t * heads + h) * d;
-        const std::int64_t kv_off = (h / group) * d;
+        const AttentionItem a = locate_item(meta, item, heads, kvh, d, bs);
+        const std::int64_t visible = a.visible;
+        const std::int32_t* page_ids = a.page_ids;
+        const float* qv = q + item * d;
+        const std::int64_t kv_off = a.kv_offset;
 
         float acc[kMaxHeadDim];
         float scores[kMaxBlockSize];
@@ -94,7 +106,7 @@ void paged_attention(const float* q, std::int64_t n, std::int64_t heads, const P
             }
             running_max = new_max;
         }
-        float* o = out + (t * heads + h) * d;
+        float* o = out + item * d;
         const float inv = 1.0f / denom;
         for (std::int64_t i = 0; i < d; ++i) o[i] = acc[i] * inv;
     }

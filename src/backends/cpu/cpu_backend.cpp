@@ -50,7 +50,8 @@ PagedKvView kv_view(const tensor::KvPages& pages) {
 
 }  // namespace
 
-CpuBackend::CpuBackend(CpuBackendOptions options) : options_(options) {
+CpuBackend::CpuBackend(CpuBackendOptions options)
+    : options_(options), ggml_(options.arithmetic == Arithmetic::Ggml) {
     if (options.num_threads > 0) omp_set_num_threads(options.num_threads);
     // sgemm runs inside our OpenMP team (see matmul.cpp), so OpenBLAS itself stays serial.
     // This is a process-wide OpenBLAS setting; the CPU backend is its only user.
@@ -86,6 +87,9 @@ void CpuBackend::fill_zero(Tensor t) {
 Result<tensor::DeviceWeight> CpuBackend::upload_weight(const Tensor& host) {
     IS_CHECK(host.device == tensor::Device::Cpu) << "weights arrive in host memory";
     IS_CHECK(host.rank >= 1 && host.rank <= 2) << "weight rank " << host.rank;
+    if (options_.arithmetic == Arithmetic::Auto && tensor::is_block_quantized(host.dtype)) {
+        ggml_ = true;
+    }
     // Matrices keep their stored precision (block-quantized ones their blocks); everything else
     // is read as f32 by the kernels.
     DType dtype = host.rank == 2 ? host.dtype : DType::F32;
@@ -135,6 +139,11 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tens
     check_host(weight, DType::F32, 1, "rms_norm weight");
     check_host(out, DType::F32, 2, "rms_norm out");
     IS_CHECK(x.shape == out.shape && weight.shape[0] == x.shape[1]) << "rms_norm shape";
+    if (ggml_) {
+        cpu::rms_norm_ggml(x.as<float>(), weight.as<float>(), eps, x.shape[0], x.shape[1],
+                           out.as<float>());
+        return;
+    }
     cpu::rms_norm(x.as<float>(), weight.as<float>(), eps, x.shape[0], x.shape[1], out.as<float>());
 }
 
@@ -168,6 +177,10 @@ void CpuBackend::add(Tensor x, const Tensor& y) {
 void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
     IS_CHECK(gate.dtype == DType::F32 && up.dtype == DType::F32 && out.dtype == DType::F32);
     IS_CHECK(gate.numel() == up.numel() && gate.numel() == out.numel()) << "swiglu";
+    if (ggml_) {
+        cpu::swiglu_ggml(gate.as<float>(), up.as<float>(), gate.numel(), out.as<float>());
+        return;
+    }
     cpu::swiglu(gate.as<float>(), up.as<float>(), gate.numel(), out.as<float>());
 }
 
@@ -180,7 +193,7 @@ void CpuBackend::rope(Tensor x, const Tensor& positions, const tensor::RopeTable
              tables.cos.shape == tables.sin.shape)
         << "rope shapes";
     cpu::rope(x.as<float>(), x.shape[0], x.shape[1], x.shape[2], positions.as<std::int32_t>(),
-              tables.cos.as<float>(), tables.sin.as<float>(), tables.cos.shape[0]);
+              tables.cos.as<float>(), tables.sin.as<float>(), tables.cos.shape[0], ggml_);
 }
 
 void CpuBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
@@ -208,8 +221,10 @@ void CpuBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
                        args.indices.as<std::int32_t>(),
                        args.last_page_len.as<std::int32_t>(),
                        args.num_seqs,
-                       args.scale};
-    cpu::paged_attention(q.as<float>(), q.shape[0], q.shape[1], view, meta, out.as<float>());
+                       args.scale,
+                       args.qk_ggml_interleaved};
+    const auto attention = ggml_ ? cpu::paged_attention_ggml : cpu::paged_attention;
+    attention(q.as<float>(), q.shape[0], q.shape[1], view, meta, out.as<float>());
 }
 
 void CpuBackend::argmax(const Tensor& logits, Tensor ids) {

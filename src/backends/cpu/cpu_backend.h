@@ -13,12 +13,21 @@
 
 namespace inferscale::backends::cpu {
 
+// How the non-matmul ops round. Reference: plain f32 as transformers computes (the golden tests'
+// fp32 tolerance). Ggml: llama.cpp's CPU arithmetic bit for bit (RMSNorm summed in double,
+// ggml's exp approximation in softmax and SiLU, its reduction orders in attention; see
+// ggml_arith.h), so a GGUF model greedy-decodes exactly as llama.cpp does. Auto: Reference
+// until the first block-quantized matrix (a GGUF Q8_0/Q4_0/Q4_1 weight) is uploaded, Ggml from
+// then on; block-quantized matmuls always follow ggml (matmul_quantized.cpp).
+enum class Arithmetic { Auto, Reference, Ggml };
+
 struct CpuBackendOptions {
     // OpenMP threads for every op; 0 keeps the OpenMP default (all cores).
     int num_threads = 0;
     // Store f32 matrices as bf16 (lossy): halves decode bandwidth. Meant for weights that were
     // quantized anyway (GGUF Q4/Q8 arrive dequantized to f32); off keeps results exact.
     bool narrow_f32_matrices = false;
+    Arithmetic arithmetic = Arithmetic::Auto;
 };
 
 class CpuBackend final : public tensor::Backend {
@@ -60,8 +69,12 @@ class CpuBackend final : public tensor::Backend {
                        const tensor::RopeTables& tables) override;
     void argmax(const tensor::Tensor& logits, tensor::Tensor ids) override;
 
+    // Whether the ops currently use ggml's arithmetic (see Arithmetic).
+    bool ggml_arithmetic() const { return ggml_; }
+
   private:
     CpuBackendOptions options_;
+    bool ggml_ = false;
     // Widened weight rows for sgemm on 16-bit weights; grows to its largest size once.
     std::vector<float> convert_scratch_;
     // Activation rows quantized to Q8_0 / Q8_1 blocks for block-quantized weights.

@@ -36,9 +36,10 @@ void rms_norm(const float* x, const float* weight, float eps, std::int64_t n, st
               float* out);
 void add(float* x, const float* y, std::int64_t count);
 void swiglu(const float* gate, const float* up, std::int64_t count, float* out);
+// `ggml`: rotate with rotate_ggml (below) instead of the reference expression.
 void rope(float* x, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
           const std::int32_t* positions, const float* cos, const float* sin,
-          std::int64_t max_positions);
+          std::int64_t max_positions, bool ggml);
 
 // ---- attention.cpp ----
 struct PagedKvView {
@@ -60,9 +61,37 @@ struct AttentionMeta {
     const std::int32_t* last_page_len = nullptr;  // [s]
     int num_seqs = 0;
     float scale = 0.0f;
+    bool qk_ggml_interleaved = false;  // see tensor::PagedAttentionArgs
 };
+
+// One work item of paged attention, a (query row, query head) pair numbered row * heads + head:
+// its sequence's page ids, query count, how many KV positions it sees (causal: up to and
+// including its own), and its KV head's offset inside a token's K/V row. Aborts on malformed
+// metadata.
+struct AttentionItem {
+    std::int64_t row = 0;
+    std::int64_t head = 0;
+    const std::int32_t* page_ids = nullptr;
+    std::int64_t q_len = 0;
+    std::int64_t visible = 0;
+    std::int64_t kv_offset = 0;
+};
+AttentionItem locate_item(const AttentionMeta& meta, std::int64_t item, std::int64_t heads,
+                          std::int64_t kv_heads, std::int64_t head_dim, std::int64_t block_size);
 
 void paged_attention(const float* q, std::int64_t n, std::int64_t heads, const PagedKvView& pages,
                      const AttentionMeta& meta, float* out);
+
+// ---- elementwise_ggml.cpp, attention_ggml.cpp ----
+// The same ops with ggml's CPU arithmetic (CpuBackendOptions::arithmetic, ggml_arith.h):
+// identical bits to llama.cpp's AVX-512 build for the same inputs.
+void rms_norm_ggml(const float* x, const float* weight, float eps, std::int64_t n,
+                   std::int64_t hidden, float* out);
+void swiglu_ggml(const float* gate, const float* up, std::int64_t count, float* out);
+// One head row: dst = src rotated by (cos, sin)[0 .. half); src == dst is allowed.
+void rotate_ggml(const float* src, float* dst, std::int64_t half, const float* cos,
+                 const float* sin);
+void paged_attention_ggml(const float* q, std::int64_t n, std::int64_t heads,
+                          const PagedKvView& pages, const AttentionMeta& meta, float* out);
 
 }  // namespace inferscale::backends::cpu

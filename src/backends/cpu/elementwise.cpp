@@ -57,7 +57,7 @@ void swiglu(const float* gate, const float* up, std::int64_t count, float* out) 
 
 void rope(float* x, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
           const std::int32_t* positions, const float* cos, const float* sin,
-          std::int64_t max_positions) {
+          std::int64_t max_positions, bool ggml) {
     const std::int64_t half = head_dim / 2;
     for (std::int64_t t = 0; t < n; ++t) {
         const std::int32_t pos = positions[t];
@@ -67,6 +67,10 @@ void rope(float* x, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
         const float* s = sin + pos * half;
         for (std::int64_t h = 0; h < heads; ++h) {
             float* v = x + (t * heads + h) * head_dim;
+            if (ggml) {
+                rotate_ggml(v, v, half, c, s);
+                continue;
+            }
             // rotate_half: (x1, x2) -> (x1 c - x2 s, x2 c + x1 s)
 #pragma omp simd
             for (std::int64_t i = 0; i < half; ++i) {

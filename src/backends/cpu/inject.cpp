@@ -1,11 +1,12 @@
 // CpuBackend::inject_chunks: gathers chunk rows, rotates K to the target positions and writes
 // K and V into every layer's pages. The rotation is the same expression, in the same f32
-// order, as rope() in elementwise.cpp, so an injected key is bit-identical to the key a
-// prefill at that position computes from the same pre-RoPE row.
+// order, as rope() in elementwise.cpp (rotate_ggml under ggml's arithmetic), so an injected key
+// is bit-identical to the key a prefill at that position computes from the same pre-RoPE row.
 
 #include <cstdint>
 
 #include "backends/cpu/cpu_backend.h"
+#include "backends/cpu/cpu_kernels.h"
 
 namespace inferscale::backends::cpu {
 namespace {
@@ -70,6 +71,10 @@ void CpuBackend::inject_chunks(const tensor::InjectArgs& args, const tensor::Rop
             for (std::int64_t h = 0; h < heads; ++h) {
                 const float* src = ks + h * d;
                 float* dst = kd + h * d;
+                if (ggml_) {
+                    rotate_ggml(src, dst, half, cs, sn);
+                    continue;
+                }
 #pragma omp simd
                 for (std::int64_t j = 0; j < half; ++j) {
                     const float a = src[j], b = src[j + half];

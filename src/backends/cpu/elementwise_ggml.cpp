@@ -1,0 +1,59 @@
+// RMSNorm, SwiGLU and the RoPE rotation with ggml's arithmetic (Arithmetic::Ggml): what llama.cpp's CPU
+// backend computes for the same op, bit for bit (see ggml_arith.h). Built with
+// -ffp-contract=off, so every fused multiply-add below is one ggml's binary performs too.
+
+#include <algorithm>
+#include <cmath>
+
+#include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/ggml_arith.h"
+#include "base/check.h"
+
+namespace inferscale::backends::cpu {
+
+void rms_norm_ggml(const float* x, const float* weight, float eps, std::int64_t n,
+                   std::int64_t hidden, float* out) {
+#pragma omp parallel for schedule(static) if (n > 8)
+    for (std::int64_t t = 0; t < n; ++t) {
+        const float* row = x + t * hidden;
+        // ggml_compute_forward_rms_norm_f32: f32 squares summed in order in double, the mean
+        // rounded to f32 before eps is added; then x * scale, then the weight (ggml_mul).
+        double sum = 0.0;
+        for (std::int64_t i = 0; i < hidden; ++i) sum += static_cast<double>(row[i] * row[i]);
+        const float mean = static_cast<float>(sum / static_cast<double>(hidden));
+        const float scale = 1.0f / std::sqrt(mean + eps);
+        float* dst = out + t * hidden;
+        for (std::int64_t i = 0; i < hidden; ++i) dst[i] = (row[i] * scale) * weight[i];
+    }
+}
+
+void swiglu_ggml(const float* gate, const float* up, std::int64_t count, float* out) {
+    // ggml_vec_swiglu_f32: silu(gate) * up, silu = x / (1 + ggml_v_expf(-x)).
+#pragma omp parallel for schedule(static) if (count > 16384)
+    for (std::int64_t i0 = 0; i0 < count; i0 += 4096) {
+        const std::int64_t end = std::min(count, i0 + 4096);
+        std::int64_t i = i0;
+#if IS_GGML_AVX2
+        for (; i + 8 <= end; i += 8) {
+            _mm256_storeu_ps(out + i, _mm256_mul_ps(ggml::silu8(_mm256_loadu_ps(gate + i)),
+                                                    _mm256_loadu_ps(up + i)));
+        }
+#endif
+        for (; i < end; ++i) out[i] = ggml::silu(gate[i]) * up[i];
+    }
+}
+
+void rotate_ggml(const float* src, float* dst, std::int64_t half, const float* cos,
+                 const float* sin) {
+    // ggml's rotate_pairs for GGML_ROPE_TYPE_NORMAL as GCC compiles it when the op runs in place
+    // (llama.cpp's graph allocator reuses Q's and K's buffers): x0 c - x1 s and x0 s + x1 c, each
+    // with the first product fused. The pair (x0, x1) is (i, i + half) here: the loader undid
+    // GGUF's interleaving of Q/K rows.
+    for (std::int64_t i = 0; i < half; ++i) {
+        const float x0 = src[i], x1 = src[i + half], c = cos[i], s = sin[i];
+        dst[i] = std::fma(x0, c, -(x1 * s));
+        dst[i + half] = std::fma(x0, s, x1 * c);
+    }
+}
+
+}  // namespace inferscale::backends::cpu
