@@ -3,8 +3,9 @@
 
 U users (10, 25, 50, 75, 100), each holding the first LoCoMo conversation's observations as
 their own memory (separate user ids, so separate facts and chunks), each asking 2 questions
-drawn from that conversation's QA list (seed 42, as the reference). All U*2 requests are sent
-at once as streaming chat completions with top-k 50 memory and exactly 50 output tokens.
+drawn from that conversation's QA list (seed 42, as the reference). All users start at once and
+each asks its questions one after another (the next when the previous answer is complete), as
+streaming chat completions with top-k 50 memory and exactly 50 output tokens.
 Retrieval, prompt building and injection are inside the timed region (the reference left them
 out). Per mode (kv, prompt): QPS = requests / wall time, TTFT p50/p99 as the clients see it.
 Before each measured batch the same requests run once with max_tokens 1, so kv chunks are
@@ -28,7 +29,8 @@ import sys
 import tempfile
 import time
 
-import httpx
+import urllib.error
+import urllib.request
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -50,38 +52,77 @@ def load_questions(conversation, users, seed=42):
             for u in range(users)}
 
 
-async def one_request(client, model, user, question, mode, max_tokens, top_k, window):
+async def post_stream(host, port, path, body):
+    """POSTs JSON over HTTP/1.1 and yields the lines of the chunked SSE answer (stdlib only:
+    the GPU machine has no httpx)."""
+    reader, writer = await asyncio.open_connection(host, port)
+    data = json.dumps(body).encode()
+    writer.write(f"POST {path} HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+                 f"Content-Length: {len(data)}\r\nConnection: close\r\n\r\n".encode() + data)
+    await writer.drain()
+    status = int((await reader.readline()).split()[1])
+    chunked = False
+    while (line := await reader.readline()) not in (b"\r\n", b""):
+        if line.lower().startswith(b"transfer-encoding:") and b"chunked" in line.lower():
+            chunked = True
+    buffer = b""
+    try:
+        while True:
+            if chunked:
+                size = int((await reader.readline()).strip() or b"0", 16)
+                if size == 0:
+                    break
+                piece = await reader.readexactly(size)
+                await reader.readline()
+            else:
+                piece = await reader.read(65536)
+                if not piece:
+                    break
+            buffer += piece
+            while b"\n" in buffer:
+                line, buffer = buffer.split(b"\n", 1)
+                yield status, line.decode()
+        if buffer:
+            yield status, buffer.decode()
+    finally:
+        writer.close()
+
+
+async def one_request(host, port, model, user, question, mode, max_tokens, top_k, window):
     body = {"model": model, "stream": True, "temperature": 0, "max_tokens": max_tokens,
             "ignore_eos": True, "user": user,
             "memory": {"mode": mode, "top_k": top_k, "context_window": window},
             "messages": [{"role": "user", "content": question}]}
     start = time.perf_counter()
     ttft = None
-    tokens = 0
-    async with client.stream("POST", "/v1/chat/completions", json=body) as r:
-        if r.status_code != 200:
-            raise RuntimeError(f"HTTP {r.status_code}: {(await r.aread()).decode()}")
-        async for line in r.aiter_lines():
-            if not line.startswith("data: ") or line == "data: [DONE]":
-                continue
-            chunk = json.loads(line[6:])
-            if "error" in chunk:
-                raise RuntimeError(chunk["error"]["message"])
-            if chunk["choices"] and chunk["choices"][0]["delta"].get("content") is not None:
-                if ttft is None:
-                    ttft = time.perf_counter() - start
-                tokens += 1
+    async for status, line in post_stream(host, port, "/v1/chat/completions", body):
+        if status != 200:
+            raise RuntimeError(f"HTTP {status}: {line}")
+        if not line.startswith("data: ") or line == "data: [DONE]":
+            continue
+        chunk = json.loads(line[6:])
+        if "error" in chunk:
+            raise RuntimeError(chunk["error"]["message"])
+        if ttft is None and chunk["choices"] and chunk["choices"][0]["delta"].get("content") is not None:
+            ttft = time.perf_counter() - start
     return ttft, time.perf_counter() - start
 
 
-async def run_batch(url, model, requests, mode, max_tokens, top_k, window):
-    limits = httpx.Limits(max_connections=len(requests) + 8, max_keepalive_connections=len(requests) + 8)
-    async with httpx.AsyncClient(base_url=url, timeout=3600, limits=limits) as client:
-        start = time.perf_counter()
-        results = await asyncio.gather(*[one_request(client, model, u, q, mode, max_tokens, top_k, window)
-                                         for u, q in requests])
-        wall = time.perf_counter() - start
-    return wall, [r[0] for r in results]
+async def run_batch(port, model, users, mode, max_tokens, top_k, window):
+    """Every user at once; each asks its questions one after another (a closed loop: the next
+    question goes out when the previous answer is complete)."""
+    async def user_session(user, questions):
+        return [await one_request("127.0.0.1", port, model, user, q, mode, max_tokens, top_k, window)
+                for q in questions]
+
+    start = time.perf_counter()
+    sessions = await asyncio.gather(*[user_session(u, qs) for u, qs in users])
+    return time.perf_counter() - start, [r[0] for session in sessions for r in session]
+
+
+def http_get(url):
+    with urllib.request.urlopen(url, timeout=5) as r:
+        return r.read().decode()
 
 
 def main():
@@ -96,6 +137,7 @@ def main():
     ap.add_argument("--lone", type=int, default=5, help="lone-user kv requests for the TTFT baseline")
     ap.add_argument("--conversation", default=os.path.join(ROOT, "..", "shared", "data", "locomo10", "26.json"))
     ap.add_argument("--out", default="", help="write the results as JSON here")
+    ap.add_argument("--server-log", default="", help="keep the server's log here")
     args = ap.parse_args()
     levels = [int(u) for u in args.users.split(",")]
     modes = args.modes.split(",")
@@ -113,7 +155,7 @@ def main():
     cmd = [args.bin, "serve", "--port", str(port), "--db", db, "--chunk-dir", os.path.join(work, "chunks"),
            "--no-prefix-cache", "--max-requests", "4096"] + shlex.split(args.server_args)
     print("server:", " ".join(cmd), file=sys.stderr)
-    log = open(os.path.join(work, "server.log"), "w")
+    log = open(args.server_log or os.path.join(work, "server.log"), "w")
     server = subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT)
     try:
         deadline = time.time() + 600
@@ -121,33 +163,34 @@ def main():
             if server.poll() is not None:
                 sys.exit("the server exited: " + open(log.name).read())
             try:
-                if httpx.get(url + "/health", timeout=1).status_code == 200:
-                    break
-            except httpx.HTTPError:
+                http_get(url + "/health")
+                break
+            except (urllib.error.URLError, ConnectionError):
                 pass
             if time.time() > deadline:
                 sys.exit("the server did not start")
             time.sleep(0.2)
-        model = httpx.get(url + "/v1/models").json()["data"][0]["id"]
+        model = json.loads(http_get(url + "/v1/models"))["data"][0]["id"]
 
-        def batch(requests, mode, max_tokens):
-            return asyncio.run(run_batch(url, model, requests, mode, max_tokens, args.top_k, args.context_window))
+        def batch(users, mode, max_tokens):
+            return asyncio.run(run_batch(port, model, users, mode, max_tokens, args.top_k, args.context_window))
 
         results = {"levels": levels, "top_k": args.top_k, "max_tokens": args.max_tokens,
                    "context_window": args.context_window, "server_args": args.server_args, "rows": []}
         # The lone user: kv requests one at a time (chunks warmed first).
-        lone_requests = [(f"u{u}", questions[u][0]) for u in range(args.lone)]
+        lone_requests = [(f"u{u}", [questions[u][0]]) for u in range(args.lone)]
         batch(lone_requests, "kv", 1)
         lone = [batch([r], "kv", args.max_tokens)[1][0] for r in lone_requests]
         results["kv_lone_ttft_ms"] = statistics.median(lone) * 1e3
         print(f"lone user kv TTFT p50 {results['kv_lone_ttft_ms']:.1f} ms", file=sys.stderr)
         for users in levels:
-            requests = [(f"u{u}", q) for u in range(users) for q in questions[u]]
-            row = {"users": users, "requests": len(requests)}
+            sessions = [(f"u{u}", questions[u]) for u in range(users)]
+            requests = sum(len(qs) for _, qs in sessions)
+            row = {"users": users, "requests": requests}
             for mode in modes:
-                batch(requests, mode, 1)  # warm: chunks encoded, nothing else kept
-                wall, ttfts = batch(requests, mode, args.max_tokens)
-                row[mode] = {"qps": len(requests) / wall, "wall_s": wall,
+                batch(sessions, mode, 1)  # warm: chunks encoded, nothing else kept
+                wall, ttfts = batch(sessions, mode, args.max_tokens)
+                row[mode] = {"qps": requests / wall, "wall_s": wall,
                              "ttft_p50_ms": percentile(ttfts, 50) * 1e3,
                              "ttft_p99_ms": percentile(ttfts, 99) * 1e3}
                 print(f"users {users:3d} {mode:6s} QPS {row[mode]['qps']:7.2f}  TTFT p50 "
@@ -158,7 +201,7 @@ def main():
             if "kv" in row:
                 row["kv_ttft_p50_over_lone"] = row["kv"]["ttft_p50_ms"] / results["kv_lone_ttft_ms"]
             results["rows"].append(row)
-        results["metrics_after"] = httpx.get(url + "/metrics").text
+        results["metrics_after"] = http_get(url + "/metrics")
     finally:
         server.send_signal(signal.SIGTERM)
         try:

@@ -69,6 +69,11 @@ Command add_serve_command(CLI::App& app) {
                     "default conversation turns each fact is encoded after")
         ->capture_default_str();
     add_chunk_flags(*cmd, a->chunks);
+    cmd->add_option("--memory-prepare-ahead", a->engine.memory_prepare_ahead,
+                    "queued requests whose memory chunks are fetched ahead of admission")
+        ->capture_default_str();
+    cmd->add_flag("--log-requests", a->engine.log_requests,
+                  "log where each request's time went (stderr)");
     cmd->add_flag("--no-memory", a->no_memory, "serve without a memory store");
     cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "turn prefix caching off");
 

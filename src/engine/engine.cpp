@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/log.h"
+#include "base/timer.h"
 #include "engine/chunk_invalidator.h"
 #include "inject/inject_plan.h"
 #include "sampling/sampler.h"
@@ -22,6 +24,9 @@ struct Engine::Active {
     tokenizer::IncrementalDecoder decoder;
     Usage usage;
     bool sent_first = false;
+    // Milestones for log_requests, seconds since submit.
+    Timer since_submit;
+    double t_queued = 0, t_memory = 0, t_admitted = 0, t_first = 0;
     // kv mode: the facts in prompt order, and while memory is ready, their pinned chunks and
     // the plan that writes them.
     std::vector<MemoryFact> facts;
@@ -83,6 +88,12 @@ Result<std::unique_ptr<Engine>> Engine::start(LocalModel& model, memory::MemoryS
         e->runtime_ = IS_TRY(MemoryRuntime::create(model, options.memory));
         e->invalidator_ = std::make_unique<ChunkInvalidator>(e->runtime_->pool());
         IS_RETURN_IF_ERROR(store->add_listener(e->invalidator_.get(), false));
+    }
+    if (options.decode_graphs && model.backend().supports_graphs()) {
+        model::DecodeGraphOptions graph_options;
+        graph_options.max_kv_len = static_cast<std::int32_t>(model.max_context());
+        e->graphs_ = IS_TRY(model::DecodeGraphRunner::create(model.model(), model.kv(),
+                                                             model.workspace(), graph_options));
     }
     e->stats_.kv_blocks_total = model.blocks().num_blocks();
     e->thread_ = std::thread([raw = e.get()] { raw->loop(); });
@@ -206,6 +217,7 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(EngineRequest request) {
     std::unique_ptr<Active> a = std::move(prepared).value();
     a->seq.id = next_id_++;
     std::shared_ptr<RequestStream> stream = a->stream;
+    a->t_queued = a->since_submit.seconds();
     incoming_.push_back(std::move(a));
     wake_.notify_all();
     return stream;
@@ -232,6 +244,13 @@ void Engine::take_new_requests() {
 }
 
 void Engine::end(Active& a, StreamEvent event) {
+    if (options_.log_requests)
+        IS_LOG(Info) << "request " << a.seq.id << ": queued " << a.t_queued * 1e3 << " ms, memory "
+                     << a.t_memory * 1e3 << " ms, admitted " << a.t_admitted * 1e3
+                     << " ms, first token " << a.t_first * 1e3 << " ms, done "
+                     << a.since_submit.seconds() * 1e3 << " ms; prompt " << a.usage.prompt_tokens
+                     << ", injected " << a.usage.injected_tokens << ", generated "
+                     << a.usage.completion_tokens << ", preempted " << a.seq.preemptions;
     event.finished = true;
     event.usage = a.usage;
     const bool cancelled = a.stream->cancelled();
@@ -297,6 +316,7 @@ void Engine::prepare_memory() {
         a.plan = std::move(plan).value();
         seq->memory_ready = true;
         seq->status = SequenceStatus::Waiting;
+        a.t_memory = a.since_submit.seconds();
     }
 }
 
@@ -321,6 +341,7 @@ void Engine::emit(Active& a, std::int32_t token) {
     StreamEvent event;
     if (!a.sent_first) {
         a.sent_first = true;
+        a.t_first = a.since_submit.seconds();
         event.first_token = true;
         a.usage.cached_tokens = seq.num_cached + a.usage.injected_tokens;
         std::lock_guard lock(mutex_);
@@ -357,7 +378,13 @@ Status Engine::run_step(StepPlan& plan) {
     step_positions_.clear();
     step_seqs_.clear();
     bool greedy = true;
+    bool decode_only = true;
     for (const ScheduledRun& run : plan.runs) {
+        decode_only = decode_only && run.count == 1 && run.sample;
+        if (run.start == run.seq->num_cached || run.start == run.seq->injected_tokens) {
+            Active& a = *active_.at(run.seq->id);
+            if (a.t_admitted == 0) a.t_admitted = a.since_submit.seconds();
+        }
         const Sequence& seq = *run.seq;
         step_ids_.insert(step_ids_.end(), seq.tokens.begin() + run.start,
                          seq.tokens.begin() + run.start + run.count);
@@ -377,7 +404,10 @@ Status Engine::run_step(StepPlan& plan) {
     batch.logits = model::LogitsSelection::LastPerSequence;
     const std::size_t rows = plan.runs.size();
     const auto vocab = static_cast<std::size_t>(model_.config().vocab_size);
-    if (greedy) {
+    if (greedy && decode_only && graphs_ && graphs_->bucket_for(static_cast<std::int64_t>(rows)) > 0) {
+        sampled_.resize(rows);
+        IS_RETURN_IF_ERROR(graphs_->decode(batch, sampled_));
+    } else if (greedy) {
         sampled_.resize(rows);
         IS_RETURN_IF_ERROR(model_.model().forward_greedy(batch, model_.kv(), model_.workspace(), sampled_));
     } else {

@@ -27,6 +27,7 @@
 #include "engine/request_stream.h"
 #include "engine/scheduler.h"
 #include "memory/memory_store.h"
+#include "model/decode_graphs.h"
 #include "retrieval/hit.h"
 #include "sampling/sampling_params.h"
 #include "tokenizer/chat_template.h"
@@ -37,7 +38,11 @@ struct EngineOptions {
     bool prefix_caching = true;
     std::size_t max_requests = 256;  // queued and running together; more is Unavailable
     // Waiting requests whose memory chunks are fetched or encoded ahead of admission.
-    std::size_t memory_prepare_ahead = 4;
+    std::size_t memory_prepare_ahead = 64;
+    // Decode steps replayed from recorded graphs where the backend has them (CUDA).
+    bool decode_graphs = true;
+    // One stderr line per finished request with where its time went (diagnosis).
+    bool log_requests = false;
     MemoryOptions memory;
 };
 
@@ -121,6 +126,7 @@ class Engine {
     kv::PrefixCache cache_;
     Scheduler scheduler_;
     std::unique_ptr<ChunkInvalidator> invalidator_;
+    std::optional<model::DecodeGraphRunner> graphs_;  // greedy decode-only steps
 
     // Shared with submit() and stats().
     mutable std::mutex mutex_;

@@ -21,6 +21,7 @@ void Scheduler::add(Sequence* seq) {
 
 std::vector<kv::BlockContent> Scheduler::cacheable_blocks(const Sequence& seq,
                                                           std::vector<std::string>& extras) const {
+    if (!cache_.enabled()) return {};
     // At least the last token is always computed: its logits pick the next token.
     const std::size_t n = (seq.tokens.size() - 1) / static_cast<std::size_t>(options_.block_size);
     extras.resize(n);
@@ -35,6 +36,7 @@ std::vector<kv::BlockContent> Scheduler::cacheable_blocks(const Sequence& seq,
 
 bool Scheduler::needs_memory(const Sequence& seq) {
     if (seq.injected_tokens == 0) return false;
+    if (!cache_.enabled()) return true;
     std::vector<std::string> extras;
     const auto blocks = cacheable_blocks(seq, extras);
     const auto injected_blocks = static_cast<std::size_t>(seq.injected_tokens / options_.block_size);
@@ -152,6 +154,7 @@ StepPlan Scheduler::schedule() {
 }
 
 void Scheduler::cache_full_blocks(Sequence* seq) {
+    if (!cache_.enabled()) return;
     const auto bs = options_.block_size;
     const std::int64_t full = seq->num_computed / bs;
     for (std::int64_t i = seq->num_cache_inserted; i < full; ++i) {

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# The serving benchmark (bench/serve_bench.py) on a GPU machine at the Llama-3.1-8B shape with
+# random weights, from a build made elsewhere.
+#
+#   Here (no GPU), after building inferscale with -DINFERSCALE_CUDA=ON:
+#     tools/device_serve_bench.sh bundle [BUILD_DIR] [BUNDLE_DIR]
+#   copies inferscale, the non-system libraries it needs and the LoCoMo conversation the
+#   workload uses into BUNDLE_DIR (default build-serve-device).
+#
+#   On the GPU machine, from the repository root, carrying BUNDLE_DIR:
+#     tools/device_serve_bench.sh run [BUNDLE_DIR] [bench/serve_bench.py flags...]
+#   writes serve_bench.txt, serve_bench.json and the server log to $OUT (or ./serve-bench-logs).
+#   SERVE_FLAGS adds `inferscale serve` flags (e.g. --log-requests).
+#
+# Random weights need only a tokenizer and a chat template: they come from a model folder
+# assembled from committed fixtures (SmolLM's tokenizer.json, SmolLM2's template, a tiny
+# checkpoint whose weights are never used), so the 94 MB GGUF need not travel.
+set -euo pipefail
+
+die() { echo "device_serve_bench: $*" >&2; exit 2; }
+
+source "$(dirname "${BASH_SOURCE[0]}")/device_bundle_lib.sh"
+
+CONVERSATION=../shared/data/locomo10/26.json
+
+bundle() {
+    local build=${1:-build-cuda} out=${2:-build-serve-device}
+    [[ -x $build/bin/inferscale ]] || die "no $build/bin/inferscale (ninja -C $build inferscale)"
+    [[ -f $CONVERSATION ]] || die "no $CONVERSATION"
+    rm -rf "$out"
+    mkdir -p "$out/app" "$out/lib"
+    cp "$build/bin/inferscale" "$out/app/"
+    strip --strip-unneeded "$out/app/inferscale" 2>/dev/null || true
+    bundle_libs "$build/bin/inferscale" "$out/lib"
+    cp "$CONVERSATION" "$out/conversation.json"
+    du -sh "$out"
+}
+
+run() {
+    local bundle_dir=${1:-build-serve-device}
+    shift || true
+    [[ -x $bundle_dir/app/inferscale ]] || die "no bundle at $bundle_dir"
+    bundle_dir=$(cd "$bundle_dir" && pwd)
+    local logs=${OUT:-$PWD/serve-bench-logs}
+    mkdir -p "$logs"
+    local cuda_path links model
+    cuda_path=$(cuda_lib_dirs | awk '!seen[$0]++' | paste -sd: -)
+    links=$(mktemp -d)
+    link_missing_libs "$bundle_dir" "$links" "$cuda_path" "$bundle_dir/app/inferscale"
+    export LD_LIBRARY_PATH=$links${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+
+    model=$(mktemp -d)
+    cp tests/fixtures/golden/llama_gqa/config.json tests/fixtures/golden/llama_gqa/model.safetensors "$model/"
+    cp tests/fixtures/tokenizer/smollm_tokenizer.json "$model/tokenizer.json"
+    cp tests/fixtures/tokenizer/chat_templates/smollm2.jinja "$model/chat_template.jinja"
+    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$logs/env.txt" 2>&1 || true
+
+    python3 bench/serve_bench.py --bin "$bundle_dir/app/inferscale" \
+        --conversation "$bundle_dir/conversation.json" --out "$logs/serve_bench.json" \
+        --server-log "$logs/server.log" \
+        --server-args "--model $model --device cuda --random-weights configs/llama-3.1-8b.json \
+--kv-tokens 393216 --max-batch-tokens 4096 --max-batch-seqs 256 --device-pool-mb 40960 \
+--host-pool-mb 16384 --max-context 4096 ${SERVE_FLAGS:-}" "$@" 2>&1 | tee "$logs/serve_bench.txt"
+}
+
+case "${1:-}" in
+    bundle) shift; bundle "$@" ;;
+    run) shift; run "$@" ;;
+    *) die "usage: $0 bundle [BUILD_DIR] [BUNDLE_DIR] | run [BUNDLE_DIR] [bench flags...]" ;;
+esac
