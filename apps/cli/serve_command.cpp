@@ -38,6 +38,7 @@ Command add_serve_command(CLI::App& app) {
         std::string memory_mode = "kv";
         ChunkArgs chunks;
         bool no_memory = false;
+        bool no_background_encode = false;
         bool no_prefix_cache = false;
     };
     auto a = std::make_shared<Args>();
@@ -75,6 +76,8 @@ Command add_serve_command(CLI::App& app) {
     cmd->add_flag("--log-requests", a->engine.log_requests,
                   "log where each request's time went (stderr)");
     cmd->add_flag("--no-memory", a->no_memory, "serve without a memory store");
+    cmd->add_flag("--no-background-encode", a->no_background_encode,
+                  "encode facts only when a request needs them, not as they are added");
     cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "turn prefix caching off");
 
     return [a]() -> int {
@@ -99,6 +102,7 @@ Command add_serve_command(CLI::App& app) {
             if (!attached.ok()) return fail(attached.error().message);
             indexer = std::move(attached).value();
             eo.memory = memory_options(a->chunks, store->path());
+            eo.background_encode_window = a->no_background_encode ? -1 : a->server.memory.context_window;
         }
         auto engine = engine::Engine::start(lm, store.get(), store ? &index : nullptr, eo);
         if (!engine.ok()) return fail(engine.error().message);

@@ -44,6 +44,8 @@ std::string ServerMetrics::render(const engine::EngineStats& s) const {
     line(out, "inferscale_requests_waiting", "gauge", "Requests queued (queue depth).", double(s.waiting));
     line(out, "inferscale_requests_waiting_for_memory", "gauge",
          "Queued requests whose memory chunks are being fetched or encoded.", double(s.waiting_for_memory));
+    line(out, "inferscale_memory_facts_to_encode", "gauge",
+         "Added facts waiting for background encoding.", double(s.facts_to_encode));
     line(out, "inferscale_kv_blocks_total", "gauge", "KV cache blocks.", s.kv_blocks_total);
     line(out, "inferscale_kv_blocks_in_use", "gauge",
          "KV blocks held by requests.", s.kv_blocks_used);
@@ -67,6 +69,12 @@ std::string ServerMetrics::render(const engine::EngineStats& s) const {
         out += "inferscale_chunk_pool_bytes{tier=\"device\"} " + std::to_string(p.device.bytes) + "\n";
         out += "inferscale_chunk_pool_bytes{tier=\"host\"} " + std::to_string(p.host.bytes) + "\n";
         out += "inferscale_chunk_pool_bytes{tier=\"disk\"} " + std::to_string(p.disk.bytes) + "\n";
+        out += "# HELP inferscale_chunk_pool_capacity_bytes Capacity of the bounded tiers.\n"
+               "# TYPE inferscale_chunk_pool_capacity_bytes gauge\n";
+        out += "inferscale_chunk_pool_capacity_bytes{tier=\"device\"} " +
+               std::to_string(s.chunk_pool_device_capacity) + "\n";
+        out += "inferscale_chunk_pool_capacity_bytes{tier=\"host\"} " +
+               std::to_string(s.chunk_pool_host_capacity) + "\n";
         out += "# HELP inferscale_chunk_pool_chunks Memory chunks per tier.\n"
                "# TYPE inferscale_chunk_pool_chunks gauge\n";
         out += "inferscale_chunk_pool_chunks{tier=\"device\"} " + std::to_string(p.device.chunks) + "\n";

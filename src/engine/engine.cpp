@@ -34,6 +34,32 @@ struct Engine::Active {
     inject::InjectPlan plan;
 };
 
+// Hears facts being added (on the store's writing thread) and queues them for the step loop.
+class Engine::FactQueue final : public memory::FactListener {
+  public:
+    void on_fact_added(const memory::Fact& fact) override { push(fact); }
+    void on_fact_changed(const memory::Fact& fact) override { push(fact); }
+    std::vector<memory::Fact> take(std::size_t n) {
+        std::lock_guard lock(mutex_);
+        n = std::min(n, queue_.size());
+        std::vector<memory::Fact> out(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+        return out;
+    }
+    std::size_t size() const {
+        std::lock_guard lock(mutex_);
+        return queue_.size();
+    }
+
+  private:
+    void push(const memory::Fact& fact) {
+        std::lock_guard lock(mutex_);
+        queue_.push_back(fact);
+    }
+    mutable std::mutex mutex_;
+    std::deque<memory::Fact> queue_;
+};
+
 namespace {
 
 // Where each piece of the memory stream starts, and the key the prefix cache gets for every
@@ -88,6 +114,10 @@ Result<std::unique_ptr<Engine>> Engine::start(LocalModel& model, memory::MemoryS
         e->runtime_ = IS_TRY(MemoryRuntime::create(model, options.memory));
         e->invalidator_ = std::make_unique<ChunkInvalidator>(e->runtime_->pool());
         IS_RETURN_IF_ERROR(store->add_listener(e->invalidator_.get(), false));
+        if (options.background_encode_window >= 0) {
+            e->added_facts_ = std::make_unique<FactQueue>();
+            IS_RETURN_IF_ERROR(store->add_listener(e->added_facts_.get(), false));
+        }
     }
     if (options.decode_graphs && model.backend().supports_graphs()) {
         model::DecodeGraphOptions graph_options;
@@ -108,6 +138,7 @@ Engine::~Engine() {
     wake_.notify_all();
     if (thread_.joinable()) thread_.join();
     if (invalidator_) store_->remove_listener(invalidator_.get());
+    if (added_facts_) store_->remove_listener(added_facts_.get());
 }
 
 // ---- submission (caller's thread) ---------------------------------------------------------
@@ -278,25 +309,44 @@ void Engine::drop_cancelled() {
     for (Active* a : gone) fail(*a, make_error("cancelled"));
 }
 
+Result<std::size_t> Engine::encode_missing(std::span<const MemoryFact> facts, std::size_t& budget) {
+    std::vector<MemoryFact> missing;
+    for (const MemoryFact& f : facts)
+        if (!runtime_->pool().tier_of(runtime_->identity_of(f))) missing.push_back(f);
+    const std::size_t now = std::min(budget, missing.size());
+    if (now == 0) return missing.size();
+    // Encoding runs its sequences in scratch blocks: make room from the prefix cache, or try
+    // again after running requests have freed some.
+    std::int64_t scratch = static_cast<std::int64_t>(runtime_->scaffold().header.size());
+    for (std::size_t i = 0; i < now; ++i)
+        scratch += static_cast<std::int64_t>(missing[i].context_tokens.size() + missing[i].text.size());
+    const auto blocks = static_cast<std::int32_t>(scratch / model_.block_size() + 2 * now + 1);
+    std::vector<kv::BlockId> probe;
+    if (!cache_.allocate(blocks, probe)) return missing.size();
+    model_.blocks().release(probe);
+    // acquire() encodes what it misses and adds it to the pool; the leases end at once.
+    IS_TRY(runtime_->acquire(std::span(missing).first(now)));
+    budget -= now;
+    return missing.size() - now;
+}
+
 void Engine::prepare_memory() {
     if (!runtime_) return;
+    std::size_t budget = options_.encode_facts_per_step;
     for (Sequence* seq : scheduler_.needing_memory(options_.memory_prepare_ahead)) {
         Active& a = *active_.at(seq->id);
-        // Encoding runs its sequences in scratch blocks: make room from the prefix cache, or
-        // try again after running requests have freed some.
-        std::int64_t scratch = 0;
-        for (const MemoryFact& f : a.facts)
-            scratch += static_cast<std::int64_t>(f.context_tokens.size() + f.text.size()) /
-                           model_.block_size() + 2;
-        scratch += static_cast<std::int64_t>(runtime_->scaffold().header.size()) /
-                       model_.block_size() + 1;
-        if (cache_.num_available() < scratch) continue;
-        std::vector<kv::BlockId> probe;
-        if (!cache_.allocate(static_cast<std::int32_t>(scratch), probe)) continue;
-        model_.blocks().release(probe);
-
+        auto still_missing = encode_missing(a.facts, budget);
+        if (!still_missing.ok()) {
+            fail(a, std::move(still_missing).error());
+            continue;
+        }
+        if (*still_missing > 0) continue;  // encoding goes on in later iterations
         auto leases = runtime_->acquire(a.facts);
         if (!leases.ok()) {
+            // A device tier full of other requests' pinned chunks frees up as they start.
+            if (leases.error().kind == ErrorKind::Unavailable &&
+                runtime_->pool().stats().pinned_chunks > 0)
+                continue;
             fail(a, std::move(leases).error());
             continue;
         }
@@ -317,6 +367,19 @@ void Engine::prepare_memory() {
         seq->memory_ready = true;
         seq->status = SequenceStatus::Waiting;
         a.t_memory = a.since_submit.seconds();
+    }
+    if (budget == options_.encode_facts_per_step) encode_in_background(budget);
+}
+
+void Engine::encode_in_background(std::size_t budget) {
+    if (!added_facts_) return;
+    for (const memory::Fact& fact : added_facts_->take(budget)) {
+        // Failures here cost nothing but a later on-demand encode: the request path retries.
+        auto facts = memory_facts(model_, *store_, fact.user, std::span(&fact, 1),
+                                  options_.background_encode_window);
+        if (!facts.ok()) continue;
+        std::size_t one = 1;
+        (void)encode_missing(*facts, one);
     }
 }
 
@@ -467,8 +530,13 @@ void Engine::loop() {
                 }));
             stats_.kv_blocks_used = model_.blocks().num_blocks() - cache_.num_available();
             stats_.kv_blocks_cached = cache_.num_cached();
-            if (runtime_) stats_.chunk_pool = runtime_->pool().stats();
-            if (plan.empty() && incoming_.empty() && !stopping_) {
+            if (runtime_) {
+                stats_.chunk_pool = runtime_->pool().stats();
+                stats_.chunk_pool_device_capacity = runtime_->pool().options().device_capacity_bytes;
+                stats_.chunk_pool_host_capacity = runtime_->pool().options().host_capacity_bytes;
+            }
+            stats_.facts_to_encode = added_facts_ ? added_facts_->size() : 0;
+            if (plan.empty() && incoming_.empty() && !stopping_ && stats_.facts_to_encode == 0) {
                 // Idle, or only requests waiting for memory: sleep until new work arrives,
                 // looking again now and then for cancellations and freed room.
                 wake_.wait_for(lock, std::chrono::milliseconds(active_.empty() ? 1000 : 5));

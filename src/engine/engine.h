@@ -39,6 +39,12 @@ struct EngineOptions {
     std::size_t max_requests = 256;  // queued and running together; more is Unavailable
     // Waiting requests whose memory chunks are fetched or encoded ahead of admission.
     std::size_t memory_prepare_ahead = 64;
+    // Facts encoded per step-loop iteration, so encoding one user's memory delays the other
+    // requests' steps by a bounded amount.
+    std::size_t encode_facts_per_step = 32;
+    // >= 0: facts added to the store are encoded in the background, after this many context
+    // turns (the window requests will ask for), when no request waits for memory.
+    int background_encode_window = -1;
     // Decode steps replayed from recorded graphs where the backend has them (CUDA).
     bool decode_graphs = true;
     // One stderr line per finished request with where its time went (diagnosis).
@@ -63,6 +69,7 @@ struct EngineStats {
     std::size_t waiting = 0;             // queued, WaitingForMemory included
     std::size_t waiting_for_memory = 0;
     std::size_t running = 0;
+    std::size_t facts_to_encode = 0;     // added facts queued for background encoding
     std::int32_t kv_blocks_total = 0;
     std::int32_t kv_blocks_used = 0;     // held by requests (the prefix cache's unused ones not)
     std::int32_t kv_blocks_cached = 0;   // held by the prefix cache
@@ -76,6 +83,8 @@ struct EngineStats {
     std::uint64_t preemptions = 0;
     std::uint64_t steps = 0;
     std::optional<inject::ChunkPoolStats> chunk_pool;  // with memory
+    std::size_t chunk_pool_device_capacity = 0;         // bytes
+    std::size_t chunk_pool_host_capacity = 0;
 };
 
 class Engine {
@@ -111,6 +120,10 @@ class Engine {
     void take_new_requests();
     void drop_cancelled();
     void prepare_memory();
+    // Encodes up to `budget` of `facts` that no pool tier holds; returns how many are still
+    // missing afterwards (0: all in the pool), or an Error from encoding.
+    Result<std::size_t> encode_missing(std::span<const MemoryFact> facts, std::size_t& budget);
+    void encode_in_background(std::size_t budget);
     Status run_step(StepPlan& plan);
     Status inject(const Injection& injection);
     void emit(Active& a, std::int32_t token);
@@ -126,6 +139,8 @@ class Engine {
     kv::PrefixCache cache_;
     Scheduler scheduler_;
     std::unique_ptr<ChunkInvalidator> invalidator_;
+    class FactQueue;  // facts added to the store, for background encoding
+    std::unique_ptr<FactQueue> added_facts_;
     std::optional<model::DecodeGraphRunner> graphs_;  // greedy decode-only steps
 
     // Shared with submit() and stats().

@@ -361,7 +361,8 @@ Result<bool> ChunkPool::start_promotion_locked(Entry* e, std::vector<void*>& sta
     };
     if (!make_device_room_locked(e->bytes)) {
         give_back();
-        return make_error("chunk pool: a chunk of " + std::to_string(e->bytes) +
+        return make_error(ErrorKind::Unavailable,
+                          "chunk pool: a chunk of " + std::to_string(e->bytes) +
                           " bytes does not fit the device tier (" +
                           std::to_string(options_.device_capacity_bytes) +
                           " bytes) beside the chunks in use");
@@ -461,7 +462,8 @@ Result<ChunkLease> ChunkPool::put(KvChunk chunk) {
     if (auto it = entries_.find(e->key); it != entries_.end())
         retire_locked(detach_locked(it->second.get()));
     if (!make_device_room_locked(e->bytes))
-        return make_error("chunk pool: a chunk of " + std::to_string(e->bytes) +
+        return make_error(ErrorKind::Unavailable,
+                          "chunk pool: a chunk of " + std::to_string(e->bytes) +
                           " bytes does not fit the device tier (" +
                           std::to_string(options_.device_capacity_bytes) +
                           " bytes) beside the chunks in use");

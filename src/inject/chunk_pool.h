@@ -123,7 +123,7 @@ class ChunkPool {
 
     // The chunk on the device, promoted when it sits lower; an empty lease when it is in no
     // tier (or its disk file is bad). An Error when the device cannot take it: allocation
-    // failed, or it does not fit beside the pinned chunks.
+    // failed, or (kind Unavailable) it does not fit beside the pinned chunks.
     Result<ChunkLease> get(const ChunkIdentity& id);
     // One lease per identity, in order (empty where missing); promotions copied as one batch.
     Result<std::vector<ChunkLease>> get_many(std::span<const ChunkIdentity> ids);

@@ -230,3 +230,25 @@ def test_overload_is_503_and_the_server_recovers(tmp_path):
         assert chat(c, "hi", max_tokens=2).choices[0].message.content is not None
     finally:
         s.stop()
+
+
+def test_facts_are_encoded_in_the_background_not_on_the_request_path(server):
+    import time
+    c = client(server)
+    before = server.metrics()
+    texts = [f"Dana's locker number {i} holds item {i * 7}." for i in range(6)]
+    c.post("/memories", cast_to=object, body={"user_id": "dana", "facts": texts})
+    for _ in range(600):
+        m = server.metrics()
+        if m["inferscale_memory_facts_to_encode"] == 0 and \
+                m["inferscale_chunk_pool_misses_total"] >= before["inferscale_chunk_pool_misses_total"] + 6:
+            break
+        time.sleep(0.1)
+    assert m["inferscale_chunk_pool_misses_total"] == before["inferscale_chunk_pool_misses_total"] + 6
+    r = chat(c, "What does locker 3 hold?", max_tokens=8, user="dana",
+             extra_body={"memory": {"mode": "kv", "top_k": 6}})
+    assert r.usage.prompt_tokens_details.cached_tokens > 0
+    after = server.metrics()
+    # The request found every chunk encoded already.
+    assert after["inferscale_chunk_pool_misses_total"] == m["inferscale_chunk_pool_misses_total"]
+    assert after["inferscale_chunk_pool_hits_total"] >= m["inferscale_chunk_pool_hits_total"] + 6
