@@ -1,98 +1,15 @@
+// The request half of an Engine: submission, the step loop, sampling and streaming.
+// The memory half is engine_memory.cpp.
+
 #include "engine/engine.h"
 
 #include <algorithm>
 
 #include "base/log.h"
-#include "base/timer.h"
 #include "engine/chunk_invalidator.h"
-#include "inject/inject_plan.h"
-#include "sampling/sampler.h"
-#include "sampling/stop_matcher.h"
-#include "tokenizer/tokenizer.h"
+#include "engine/engine_active.h"
 
 namespace inferscale::engine {
-
-struct Engine::Active {
-    Active(const LocalModel& lm, const sampling::SamplingParams& p)
-        : params(p), sampler(p), stops(p.stop), decoder(lm.tokenizer()) {}
-
-    Sequence seq;
-    std::shared_ptr<RequestStream> stream = std::make_shared<RequestStream>();
-    sampling::SamplingParams params;
-    sampling::Sampler sampler;
-    sampling::StopMatcher stops;
-    tokenizer::IncrementalDecoder decoder;
-    Usage usage;
-    bool sent_first = false;
-    // Milestones for log_requests, seconds since submit.
-    Timer since_submit;
-    double t_queued = 0, t_memory = 0, t_admitted = 0, t_first = 0;
-    // kv mode: the facts in prompt order, and while memory is ready, their pinned chunks and
-    // the plan that writes them.
-    std::vector<MemoryFact> facts;
-    std::vector<inject::ChunkLease> leases;
-    inject::InjectPlan plan;
-};
-
-// Hears facts being added (on the store's writing thread) and queues them for the step loop.
-class Engine::FactQueue final : public memory::FactListener {
-  public:
-    void on_fact_added(const memory::Fact& fact) override { push(fact); }
-    void on_fact_changed(const memory::Fact& fact) override { push(fact); }
-    std::vector<memory::Fact> take(std::size_t n) {
-        std::lock_guard lock(mutex_);
-        n = std::min(n, queue_.size());
-        std::vector<memory::Fact> out(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-        queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
-        return out;
-    }
-    std::size_t size() const {
-        std::lock_guard lock(mutex_);
-        return queue_.size();
-    }
-
-  private:
-    void push(const memory::Fact& fact) {
-        std::lock_guard lock(mutex_);
-        queue_.push_back(fact);
-    }
-    mutable std::mutex mutex_;
-    std::deque<memory::Fact> queue_;
-};
-
-namespace {
-
-// Where each piece of the memory stream starts, and the key the prefix cache gets for every
-// block: the identities of the chunks whose KV lands in it.
-std::vector<std::string> memory_block_keys(std::span<const std::int64_t> piece_lengths,
-                                           std::span<const std::string> piece_keys,
-                                           std::int64_t blocks, std::int64_t block_size) {
-    std::vector<std::string> keys(static_cast<std::size_t>(blocks));
-    std::int64_t begin = 0;
-    for (std::size_t p = 0; p < piece_lengths.size(); ++p) {
-        const std::int64_t end = begin + piece_lengths[p];
-        for (std::int64_t b = begin / block_size; b < blocks && b * block_size < end; ++b)
-            keys[static_cast<std::size_t>(b)] += piece_keys[p] + '\x1e';
-        begin = end;
-    }
-    return keys;
-}
-
-// The plan's spans from KV position `first` on (earlier positions came from the cache).
-std::vector<inject::InjectSpan> spans_from(const inject::InjectPlan& plan, std::int64_t first) {
-    std::vector<inject::InjectSpan> out;
-    for (inject::InjectSpan s : plan.spans) {
-        const std::int64_t skip = std::clamp<std::int64_t>(first - s.first_position, 0, s.num_rows);
-        if (skip == s.num_rows) continue;
-        s.first_row += skip;
-        s.first_position += skip;
-        s.num_rows -= skip;
-        out.push_back(s);
-    }
-    return out;
-}
-
-}  // namespace
 
 Engine::Engine(LocalModel& model, memory::MemoryStore* store,
                const retrieval::Retriever* retriever, const EngineOptions& options)
@@ -165,56 +82,7 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
                                            /*add_special=*/false, /*parse_special=*/true);
         }
     }
-    if (with_memory) {
-        if (request.user.empty())
-            return make_error(ErrorKind::InvalidArgument, "memory needs a user");
-        if (!runtime_)
-            return make_error(ErrorKind::InvalidArgument, "this server has no memory store");
-        const bool known = IS_TRY(store_->has_user(request.user));
-        if (!known)
-            return make_error(ErrorKind::NotFound, "unknown user '" + request.user + "'");
-        std::string question;
-        for (auto it = request.messages.rbegin(); it != request.messages.rend(); ++it)
-            if (it->role == "user") {
-                question = it->content;
-                break;
-            }
-        const std::vector<MemoryFact> ranked = IS_TRY(retrieve_memory_facts(
-            lm, *store_, *retriever_, request.user, question, request.retrieval));
-        a->facts = IS_TRY(prompt_order(ranked));
-        const inject::MemoryScaffold& scaffold = runtime_->scaffold();
-        std::vector<std::vector<std::int32_t>> fact_tokens;
-        for (const MemoryFact& f : a->facts)
-            fact_tokens.push_back(IS_TRY(inject::fact_token_ids(lm.tokenizer(), f.text)));
-        tokens = inject::memory_stream(scaffold, fact_tokens);
-        const auto memory_len = static_cast<std::int64_t>(tokens.size());
-        const std::vector<std::int32_t> conversation = inject::conversation_token_ids(
-            lm.tokenizer(), &*lm.chat_template(), request.messages, tokens.front());
-        tokens.insert(tokens.end(), conversation.begin(), conversation.end());
-        a->usage.memory_tokens = memory_len;
-        // One user's blocks never serve another's, even for identical text.
-        a->seq.cache_salt = "user\x1f" + request.user + '\x1f';
-        if (request.memory_mode == MemoryMode::Kv) {
-            const std::int64_t bs = lm.block_size();
-            a->seq.injected_tokens = memory_len / bs * bs;
-            std::vector<std::int64_t> lengths{static_cast<std::int64_t>(scaffold.header.size())};
-            std::vector<std::string> keys{"scaffold:header"};
-            if (a->facts.empty()) {
-                lengths.push_back(static_cast<std::int64_t>(scaffold.empty_memory.size()));
-                keys.push_back("scaffold:empty");
-            }
-            for (std::size_t i = 0; i < a->facts.size(); ++i) {
-                lengths.push_back(static_cast<std::int64_t>(fact_tokens[i].size()));
-                keys.push_back(runtime_->identity_of(a->facts[i]).key());
-            }
-            lengths.push_back(static_cast<std::int64_t>(scaffold.footer.size()));
-            keys.push_back("scaffold:footer");
-            a->seq.memory_block_keys =
-                memory_block_keys(lengths, keys, a->seq.injected_tokens / bs, bs);
-        } else {
-            a->facts.clear();
-        }
-    }
+    if (with_memory) IS_RETURN_IF_ERROR(lay_out_memory(*a, request));
     const auto prompt_len = static_cast<std::int64_t>(tokens.size());
     if (prompt_len == 0) return make_error(ErrorKind::InvalidArgument, "the prompt is empty");
     if (prompt_len >= lm.max_context())
@@ -307,96 +175,6 @@ void Engine::drop_cancelled() {
     for (auto& [id, a] : active_)
         if (a->stream->cancelled()) gone.push_back(a.get());
     for (Active* a : gone) fail(*a, make_error("cancelled"));
-}
-
-Result<std::size_t> Engine::encode_missing(std::span<const MemoryFact> facts, std::size_t& budget) {
-    std::vector<MemoryFact> missing;
-    for (const MemoryFact& f : facts)
-        if (!runtime_->pool().tier_of(runtime_->identity_of(f))) missing.push_back(f);
-    const std::size_t now = std::min(budget, missing.size());
-    if (now == 0) return missing.size();
-    // Encoding runs its sequences in scratch blocks: make room from the prefix cache, or try
-    // again after running requests have freed some.
-    std::int64_t scratch = static_cast<std::int64_t>(runtime_->scaffold().header.size());
-    for (std::size_t i = 0; i < now; ++i)
-        scratch += static_cast<std::int64_t>(missing[i].context_tokens.size() + missing[i].text.size());
-    const auto blocks = static_cast<std::int32_t>(scratch / model_.block_size() + 2 * now + 1);
-    std::vector<kv::BlockId> probe;
-    if (!cache_.allocate(blocks, probe)) return missing.size();
-    model_.blocks().release(probe);
-    // acquire() encodes what it misses and adds it to the pool; the leases end at once.
-    IS_TRY(runtime_->acquire(std::span(missing).first(now)));
-    budget -= now;
-    return missing.size() - now;
-}
-
-void Engine::prepare_memory() {
-    if (!runtime_) return;
-    std::size_t budget = options_.encode_facts_per_step;
-    for (Sequence* seq : scheduler_.needing_memory(options_.memory_prepare_ahead)) {
-        Active& a = *active_.at(seq->id);
-        auto still_missing = encode_missing(a.facts, budget);
-        if (!still_missing.ok()) {
-            fail(a, std::move(still_missing).error());
-            continue;
-        }
-        if (*still_missing > 0) continue;  // encoding goes on in later iterations
-        auto leases = runtime_->acquire(a.facts);
-        if (!leases.ok()) {
-            // A device tier full of other requests' pinned chunks frees up as they start.
-            if (leases.error().kind == ErrorKind::Unavailable &&
-                runtime_->pool().stats().pinned_chunks > 0)
-                continue;
-            fail(a, std::move(leases).error());
-            continue;
-        }
-        std::vector<const inject::KvChunk*> body;
-        for (const inject::ChunkLease& l : *leases) body.push_back(l.get());
-        if (body.empty()) body.push_back(&runtime_->empty_memory_chunk());
-        auto plan = inject::make_memory_plan(runtime_->header_chunk(), body,
-                                             runtime_->footer_chunk(), model_.block_size());
-        if (!plan.ok()) {
-            fail(a, std::move(plan).error());
-            continue;
-        }
-        IS_CHECK(plan->loaded_tokens == seq->injected_tokens &&
-                 std::equal(plan->token_ids.begin(), plan->token_ids.end(), seq->tokens.begin()))
-            << "the memory plan disagrees with the prompt laid out at submit";
-        a.leases = std::move(leases).value();
-        a.plan = std::move(plan).value();
-        seq->memory_ready = true;
-        seq->status = SequenceStatus::Waiting;
-        a.t_memory = a.since_submit.seconds();
-    }
-    if (budget == options_.encode_facts_per_step) encode_in_background(budget);
-}
-
-void Engine::encode_in_background(std::size_t budget) {
-    if (!added_facts_) return;
-    for (const memory::Fact& fact : added_facts_->take(budget)) {
-        // Failures here cost nothing but a later on-demand encode: the request path retries.
-        auto facts = memory_facts(model_, *store_, fact.user, std::span(&fact, 1),
-                                  options_.background_encode_window);
-        if (!facts.ok()) continue;
-        std::size_t one = 1;
-        (void)encode_missing(*facts, one);
-    }
-}
-
-Status Engine::inject(const Injection& injection) {
-    Active& a = *active_.at(injection.seq->id);
-    const std::vector<inject::InjectSpan> spans = spans_from(a.plan, injection.first_token);
-    IS_RETURN_IF_ERROR(runtime_->injector().inject(spans, a.seq.blocks, model_.kv()));
-    a.usage.injected_tokens = a.seq.injected_tokens - injection.first_token;
-    {
-        std::lock_guard lock(mutex_);
-        stats_.injected_tokens += static_cast<std::uint64_t>(a.usage.injected_tokens);
-    }
-    // The KV is in the blocks now; the chunks may be demoted again.
-    a.leases.clear();
-    a.plan = {};
-    a.seq.memory_ready = false;
-    return {};
 }
 
 void Engine::emit(Active& a, std::int32_t token) {

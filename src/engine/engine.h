@@ -115,6 +115,9 @@ class Engine {
     Engine(LocalModel& model, memory::MemoryStore* store, const retrieval::Retriever* retriever,
            const EngineOptions& options);
     Result<std::unique_ptr<Active>> prepare(EngineRequest request);
+    // Retrieves the user's facts and lays out M ‖ conversation as the request's prompt, with
+    // what kv mode injects (engine_memory.cpp).
+    Status lay_out_memory(Active& a, const EngineRequest& request);
 
     void loop();
     void take_new_requests();
