@@ -56,6 +56,7 @@ struct Args {
     std::int64_t d2h_mib = 256;
     bool profile = false;
     bool graphs = true;
+    bool tc_decode = true;
     ModelBenchOptions model;
 };
 
@@ -176,6 +177,9 @@ int run(const Args& a) {
     cudaStream_t stream = opened->stream;
     const std::string device_name = opened->device_name;
     std::unique_ptr<tensor::Backend> backend = std::move(opened->backend);
+    if (cuda) {
+        static_cast<backends::cuda::CudaBackend&>(*backend).set_decode_tensor_cores(a.tc_decode);
+    }
     StepTimer timer(*backend, stream, cuda);
 
     json out;
@@ -394,6 +398,10 @@ int main(int argc, char** argv) {
         ->delimiter(',');
     app.add_option("--seed", a.model.seed, "weight seed");
     app.add_flag("--profile", a.profile, "per-op profile of decode b=1, b=64 and a prefill");
+    app.add_option("--decode-max-kv", a.model.decode_max_kv_len,
+                   "KV bound the decode graphs are recorded for (default: the context)");
+    app.add_flag("!--no-tc-decode", a.tc_decode,
+                 "decode attention on the CUDA-core kernels instead of the tensor-core one");
     app.add_flag("!--no-graphs", a.graphs,
                  "decode rows as plain forwards with host logits (the first run's method)");
     CLI11_PARSE(app, argc, argv);

@@ -226,7 +226,8 @@ Result<std::unique_ptr<ModelBench>> ModelBench::create(tensor::Backend& backend,
     impl->ids.resize(static_cast<std::size_t>(lim.max_seqs));
     if (o.decode_runner) {
         model::DecodeGraphOptions go;
-        go.max_kv_len = static_cast<std::int32_t>(pages_per_seq * kBlockSize);
+        go.max_kv_len = static_cast<std::int32_t>(
+            std::max(pages_per_seq * kBlockSize, o.decode_max_kv_len));
         impl->runner.emplace(IS_TRY(
             model::DecodeGraphRunner::create(impl->model, impl->kv, impl->ws, go)));
     }

@@ -33,6 +33,9 @@ struct ModelBenchOptions {
     // Decode rows run through DecodeGraphRunner (padded buckets, device argmax, only the ids
     // read back); graphs where the backend has them. False: plain forward with host logits.
     bool decode_runner = true;
+    // The runner's bound on KV length (its attention launches are sized from it); 0: just
+    // what the measurements need. A serving engine records for its whole context window.
+    std::int64_t decode_max_kv_len = 0;
 };
 
 struct Measurement {

@@ -2,7 +2,8 @@
 // that the GPU has enough blocks, with a second kernel merging the splits' partial softmax
 // states (max, sum, unnormalized output) exactly.
 //
-// Two kernels:
+// Head dims 64 and 128 (every model config we ship) run the tensor-core kernel of
+// attention_decode_tc.cu instead; this file keeps two kernels for the rest and the merge:
 // - decode_fast_kernel (head_dim 64/128/256, GQA group <= 8, per-sequence decode rows): built
 //   for bandwidth. A block of 4 warps serves (sequence, kv head, split) for the whole GQA group
 //   from one K/V read. Lanes split head_dim into 16-byte chunks (d/8 lanes per token row), so
@@ -12,7 +13,7 @@
 //   f32; the online softmax rescales once per iteration. Token slots are merged by shuffles
 //   and warps through shared memory once at the end. No shared memory in the main loop, no
 //   block barrier until the end. Graph-safe: the grid is (num_seqs, kv_heads, num_splits)
-//   from the host plan (or fixed_max_kv_len), splits past a sequence's end write empty states.
+//   from the host plan (or fixed_max_kv_len), splits past a sequence's end exit at once.
 // - decode_attention_kernel (generic): any head_dim up to kMaxDecodeHeadDim (the tiny test
 //   models), groups up to kMaxDecodeGroup, and the all-rows fallback when the prefill kernel
 //   has no instantiation for head_dim. Per KV tile of kTile tokens: warps score tokens against
@@ -78,7 +79,9 @@ __global__ void __launch_bounds__(kThreads)
     const int group = batch.num_heads / kv.kv_heads;
     const int head0 = kv_head * group;
     const int begin = split * launch.split_tokens;
-    const int end = launch.num_splits == 1 ? visible : min(visible, begin + launch.split_tokens);
+    if (begin >= visible) return;  // past the sequence's end: the merge skips this split
+    const bool single = launch.num_splits == 1 || visible <= launch.split_tokens;
+    const int end = single ? visible : min(visible, begin + launch.split_tokens);
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const float scale_log2 = batch.scale * kLog2e;
@@ -156,7 +159,7 @@ __global__ void __launch_bounds__(kThreads)
         __syncthreads();  // v_s and p_s are rewritten by the next tile
     }
 
-    if (launch.num_splits == 1) {
+    if (single) {
 #pragma unroll
         for (int k = 0; k < kPairs; ++k) {
             const int idx = tid + k * kThreads;
@@ -168,8 +171,7 @@ __global__ void __launch_bounds__(kThreads)
         }
         return;
     }
-    // Partial state of this split; an empty split (past the end of a shorter sequence) leaves
-    // max -inf and sum 0, which the merge weighs as zero.
+    // Partial state of this split.
 #pragma unroll
     for (int k = 0; k < kPairs; ++k) {
         const int idx = tid + k * kThreads;
@@ -230,7 +232,9 @@ __global__ void __launch_bounds__(kFastThreads)
     const int group = batch.num_heads / kv.kv_heads;
     const int head0 = kv_head * group;
     const int begin = split * launch.split_tokens;
-    const int end = launch.num_splits == 1 ? s.kv_len : min(s.kv_len, begin + launch.split_tokens);
+    if (begin >= s.kv_len) return;  // past the sequence's end: the merge skips this split
+    const bool single = launch.num_splits == 1 || s.kv_len <= launch.split_tokens;
+    const int end = single ? s.kv_len : min(s.kv_len, begin + launch.split_tokens);
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int slot = lane / kLanes, part = lane % kLanes;  // token slot, 8-dim chunk
@@ -378,8 +382,7 @@ __global__ void __launch_bounds__(kFastThreads)
     }
     __syncthreads();
 
-    // Merge the warps; write the output or this split's partial state (an empty split leaves
-    // max -inf and sum 0, which the merge weighs as zero).
+    // Merge the warps; write the output or this split's partial state.
     for (int idx = tid; idx < kG * kD; idx += kFastThreads) {
         const int g = idx / kD, c = idx % kD;
         if (g >= group) continue;
@@ -394,7 +397,7 @@ __global__ void __launch_bounds__(kFastThreads)
             sum += l_s[w][g] * c_w;
             acc += o_s[w][g][c] * c_w;
         }
-        if (launch.num_splits == 1) {
+        if (single) {
             out[(static_cast<std::int64_t>(row) * batch.num_heads + head0 + g) * kD + c] =
                 __float2bfloat16_rn(acc / sum);
         } else {
@@ -410,33 +413,48 @@ __global__ void __launch_bounds__(kFastThreads)
     }
 }
 
-__global__ void merge_splits_kernel(AttentionBatch batch, DecodeLaunch launch, int d,
-                                    bf16* __restrict__ out) {
-    const int seq = blockIdx.x, head = blockIdx.y;
-    const int q_start = batch.qo_indptr[seq];
-    if (batch.qo_indptr[seq + 1] - q_start != 1) return;
+// One warp per (sequence, head), lanes over 4-dim groups. Only the splits that hold some of
+// the sequence's KV were written; a sequence with one such split has its output already.
+constexpr int kMergeWarps = 4;
+
+__global__ void __launch_bounds__(kMergeWarps * 32)
+    merge_splits_kernel(PagedKvView kv, AttentionBatch batch, DecodeLaunch launch,
+                        bf16* __restrict__ out) {
+    const int seq = blockIdx.x;
+    const int head = blockIdx.y * kMergeWarps + (threadIdx.x >> 5);
+    const int lane = threadIdx.x & 31;
+    if (head >= batch.num_heads) return;
+    const SeqInfo s = load_seq(batch, seq, kv);
+    if (s.q_len != 1) return;
+    const int live =
+        min(launch.num_splits, (s.kv_len + launch.split_tokens - 1) / launch.split_tokens);
+    if (live <= 1) return;
+    const int d = kv.head_dim;
     const std::int64_t first =
         (static_cast<std::int64_t>(seq) * batch.num_heads + head) * launch.num_splits;
     const float* __restrict__ ml = launch.partial_ml + first * 2;
-    const float* __restrict__ partial_o = launch.partial_o;
+    const float* __restrict__ po = launch.partial_o + first * d;
     float global_max = -INFINITY;
-#pragma unroll 8
-    for (int i = 0; i < launch.num_splits; ++i) global_max = fmaxf(global_max, ml[2 * i]);
+    for (int i = 0; i < live; ++i) global_max = fmaxf(global_max, ml[2 * i]);
     float total = 0.0f;
-#pragma unroll 8
-    for (int i = 0; i < launch.num_splits; ++i) {
-        total += ml[2 * i + 1] * exp2f(ml[2 * i] - global_max);  // empty split: 0 * 0
-    }
-    const float inv = 1.0f / total;
-    bf16* dst = out + (static_cast<std::int64_t>(q_start) * batch.num_heads + head) * d;
-    for (int c = threadIdx.x; c < d; c += blockDim.x) {
-        float o = 0.0f;
-#pragma unroll 8
-        for (int i = 0; i < launch.num_splits; ++i) {
+    for (int i = 0; i < live; ++i) total += ml[2 * i + 1] * exp2f(ml[2 * i] - global_max);
+    const float inv = 1.0f / total;  // split 0 holds KV token 0, so total > 0
+    bf16* dst = out + (static_cast<std::int64_t>(s.q_start) * batch.num_heads + head) * d;
+    for (int c = lane * 4; c < d; c += 32 * 4) {
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int i = 0; i < live; ++i) {
             const float w = exp2f(ml[2 * i] - global_max);
-            o += partial_o[(first + i) * d + c] * w;
+            const float4 v =
+                *reinterpret_cast<const float4*>(po + static_cast<std::int64_t>(i) * d + c);
+            acc.x += v.x * w;
+            acc.y += v.y * w;
+            acc.z += v.z * w;
+            acc.w += v.w * w;
         }
-        dst[c] = __float2bfloat16_rn(o * inv);
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
+        *reinterpret_cast<__nv_bfloat162*>(dst + c) = lo;
+        *reinterpret_cast<__nv_bfloat162*>(dst + c + 2) = hi;
     }
 }
 
@@ -496,6 +514,10 @@ void launch_decode_attention(const void* q, const PagedKvView& pages, const Atte
     IS_CHECK(pages.kv_heads <= 65535 && launch.num_splits <= 65535) << "decode grid";
     const int group = batch.num_heads / pages.kv_heads;
     const int d = pages.head_dim;
+    if (launch.per_sequence && launch.max_ctas > 0 && decode_tc_supports(d, group)) {
+        launch_decode_tc_attention(q, pages, batch, launch, out, stream);
+        return;
+    }
     if (launch.per_sequence && group <= 8 && (d == 64 || d == 128 || d == 256)) {
         if (d == 64) {
             launch_fast_for_group<64>(group, q, pages, batch, launch, out, stream);
@@ -515,13 +537,14 @@ void launch_decode_attention(const void* q, const PagedKvView& pages, const Atte
     }
 }
 
-void launch_merge_splits(const AttentionBatch& batch, const DecodeLaunch& launch, int head_dim,
-                         void* out, cudaStream_t stream) {
+void launch_merge_splits(const PagedKvView& pages, const AttentionBatch& batch,
+                         const DecodeLaunch& launch, void* out, cudaStream_t stream) {
     if (launch.num_splits <= 1 || launch.grid_rows <= 0) return;
+    IS_CHECK(pages.head_dim % 4 == 0 && launch.split_tokens > 0) << "decode merge";
     const dim3 grid(static_cast<unsigned>(launch.grid_rows),
-                    static_cast<unsigned>(batch.num_heads));
-    merge_splits_kernel<<<grid, 128, 0, stream>>>(batch, launch, head_dim,
-                                                  static_cast<bf16*>(out));
+                    static_cast<unsigned>((batch.num_heads + kMergeWarps - 1) / kMergeWarps));
+    merge_splits_kernel<<<grid, kMergeWarps * 32, 0, stream>>>(pages, batch, launch,
+                                                               static_cast<bf16*>(out));
     IS_CUDA_CHECK_LAUNCH();
 }
 

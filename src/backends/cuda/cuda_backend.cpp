@@ -77,6 +77,7 @@ Status CudaBackend::init() {
     matmul_ = std::make_unique<LtMatmul>(handle, cublas_workspace_, options_.cublas_workspace_bytes,
                                          options_.autotune_matmul);
     init_prefill_attention();
+    decode_tc_limits_ = init_decode_tc_attention();
     return {};
 }
 

@@ -18,6 +18,7 @@
 
 #include <memory>
 
+#include "backends/cuda/cuda_kernels.h"
 #include "base/result.h"
 #include "tensor/backend.h"
 
@@ -38,6 +39,9 @@ struct CudaBackendOptions {
     // Time cuBLASLt's top heuristic candidates once per new GEMM shape (outside graph capture)
     // and keep the fastest; false takes the heuristic's first choice.
     bool autotune_matmul = true;
+    // Decode rows at head_dim 64/128 on the tensor-core kernel (attention_decode_tc.cu);
+    // false runs the CUDA-core kernels (tests and benchmarks compare the two).
+    bool decode_tensor_cores = true;
 };
 
 class CudaBackend final : public tensor::Backend {
@@ -98,6 +102,10 @@ class CudaBackend final : public tensor::Backend {
     void replay(const tensor::CapturedGraph& graph) override;
 
     int device_index() const { return device_; }
+    // Switches decode attention between the tensor-core and CUDA-core kernels (see
+    // CudaBackendOptions); takes effect at the next paged_attention (graphs keep what they
+    // recorded).
+    void set_decode_tensor_cores(bool on) { options_.decode_tensor_cores = on; }
     // The stream every op is enqueued on (for graph capture and interop).
     cudaStream_t stream() const { return stream_; }
 
@@ -112,6 +120,7 @@ class CudaBackend final : public tensor::Backend {
     int device_ = 0;
     CudaBackendOptions options_;
     int num_sms_ = 0;
+    DecodeTcLimits decode_tc_limits_;  // CTAs per SM of each tensor-core decode kernel
     cudaStream_t stream_ = nullptr;
     void* attention_workspace_ = nullptr;  // options_.attention_workspace_bytes
     void* cublas_workspace_ = nullptr;     // options_.cublas_workspace_bytes

@@ -127,12 +127,33 @@ struct DecodeLaunch {
     int split_tokens = 0;    // KV tokens per split (a multiple of the decode tile)
     float* partial_o = nullptr;   // [grid_rows, num_heads, num_splits, head_dim] f32
     float* partial_ml = nullptr;  // [grid_rows, num_heads, num_splits, 2] f32: max, sum
+    // The tensor-core kernel's persistent grid: at most this many CTAs walk the
+    // (split, sequence, kv head) items (CTAs resident at once on the device).
+    int max_ctas = 0;
 };
+// A sequence whose KV fits in split 0 (kv_len <= split_tokens) gets its output from the decode
+// kernel directly; splits past a sequence's end are neither written nor merged.
 int decode_tile_tokens();
 void launch_decode_attention(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
                              const DecodeLaunch& launch, void* out, cudaStream_t stream);
-// Combines the split partials of every single-row sequence into out (bf16).
-void launch_merge_splits(const AttentionBatch& batch, const DecodeLaunch& launch, int head_dim,
-                         void* out, cudaStream_t stream);
+// Combines the split partials of every single-row sequence whose KV spans more than one
+// split into out (bf16).
+void launch_merge_splits(const PagedKvView& pages, const AttentionBatch& batch,
+                         const DecodeLaunch& launch, void* out, cudaStream_t stream);
+
+// ---- attention_decode_tc.cu ----
+// Tensor-core decode (head_dim 64/128, groups 1-16, per-sequence rows, launch.max_ctas > 0):
+// one K/V read per (split, sequence, kv head) item serves the whole GQA group.
+struct DecodeTcLimits {
+    int ctas_per_sm[4] = {0, 0, 0, 0};  // per instantiation (head_dim 64/128 x group <= 8 / > 8)
+};
+bool decode_tc_supports(int head_dim, int group);
+// Raises the shared-memory limit of every instantiation and measures how many CTAs of each fit
+// on an SM; call once per device before any launch (outside stream capture).
+DecodeTcLimits init_decode_tc_attention();
+int decode_tc_ctas_per_sm(const DecodeTcLimits& limits, int head_dim, int group);
+void launch_decode_tc_attention(const void* q, const PagedKvView& pages,
+                                const AttentionBatch& batch, const DecodeLaunch& launch,
+                                void* out, cudaStream_t stream);
 
 }  // namespace inferscale::backends::cuda

@@ -167,6 +167,46 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{"split_prefill_d256_gqa4_bs16", 16, 4, 256, 16, {{33, 2500}, {129, 1100}}}),
     [](const ::testing::TestParamInfo<AttnCase>& info) { return std::string(info.param.name); });
 
+// The CUDA-core decode kernels, which head_dim 64/128 leave to the tensor-core kernel by
+// default, on the same problems.
+class CudaAttentionCudaCoreDecodeTest : public CudaTest {
+  protected:
+    CudaBackendOptions options() const override {
+        CudaBackendOptions o;
+        o.decode_tensor_cores = false;
+        return o;
+    }
+};
+
+TEST_F(CudaAttentionCudaCoreDecodeTest, MatchesCpu) {
+    for (const AttnCase& c :
+         {AttnCase{"cc_ragged_d128_gqa4", 8, 2, 128, 16, ragged_mix()},
+          AttnCase{"cc_ragged_d64_gqa7_bs32", 14, 2, 64, 32, ragged_mix()},
+          AttnCase{"cc_long_decode_4k_split", 32, 8, 128, 16,
+                   {{1, 4096}, {1, 4000}, {1, 1234}, {1, 3}, {50, 4096}}}}) {
+        run_case(*gpu_, cpu_, c, rng_);
+    }
+}
+
+// Many decode rows of mixed lengths at the Llama-3.1-8B head shape: the tensor-core kernel's
+// persistent CTAs walk several (split, sequence, kv head) items each, some past a shorter
+// sequence's end.
+TEST_F(CudaAttentionCudaCoreDecodeTest, ManyRowsBothKernelsAgree) {
+    std::vector<Seq> seqs;
+    std::uniform_int_distribution<int> len(1, 800);
+    for (int i = 0; i < 160; ++i) seqs.push_back({1, len(rng_)});
+    run_case(*gpu_, cpu_, AttnCase{"many_rows_cuda_cores", 32, 8, 128, 16, seqs}, rng_);
+}
+
+class CudaAttentionManyRowsTest : public CudaTest {};
+
+TEST_F(CudaAttentionManyRowsTest, TensorCoreKernel) {
+    std::vector<Seq> seqs;
+    std::uniform_int_distribution<int> len(1, 800);
+    for (int i = 0; i < 160; ++i) seqs.push_back({1, len(rng_)});
+    run_case(*gpu_, cpu_, AttnCase{"many_rows_tc", 32, 8, 128, 16, seqs}, rng_);
+}
+
 // A small workspace forces fewer splits than the heuristic wants; results must not change.
 class CudaAttentionSmallWorkspaceTest : public CudaTest {
   protected:
