@@ -129,17 +129,24 @@ void Engine::prepare_memory() {
             continue;
         }
         if (*still_missing > 0) continue;  // encoding goes on in later iterations
-        auto leases = runtime_->acquire(a.facts);
-        if (!leases.ok()) {
-            // A device tier full of other requests' pinned chunks frees up as they start.
-            if (leases.error().kind == ErrorKind::Unavailable &&
-                runtime_->pool().stats().pinned_chunks > 0)
+        if (a.leases.empty() && !a.facts.empty()) {
+            // Promotions from host or disk copy on the transfer stream while others compute.
+            auto leases = runtime_->acquire(a.facts, /*ordered=*/false);
+            if (!leases.ok()) {
+                // A device tier full of other requests' pinned chunks frees up as they start.
+                if (leases.error().kind == ErrorKind::Unavailable &&
+                    runtime_->pool().stats().pinned_chunks > 0)
+                    continue;
+                fail(a, std::move(leases).error());
                 continue;
-            fail(a, std::move(leases).error());
-            continue;
+            }
+            a.leases = std::move(leases).value();
         }
+        if (!std::all_of(a.leases.begin(), a.leases.end(),
+                         [](const inject::ChunkLease& l) { return l.ready(); }))
+            continue;  // still copying up: WaitingForMemory
         std::vector<const inject::KvChunk*> body;
-        for (const inject::ChunkLease& l : *leases) body.push_back(l.get());
+        for (const inject::ChunkLease& l : a.leases) body.push_back(l.get());
         if (body.empty()) body.push_back(&runtime_->empty_memory_chunk());
         auto plan = inject::make_memory_plan(runtime_->header_chunk(), body,
                                              runtime_->footer_chunk(), model_.block_size());
@@ -150,7 +157,6 @@ void Engine::prepare_memory() {
         IS_CHECK(plan->loaded_tokens == seq->injected_tokens &&
                  std::equal(plan->token_ids.begin(), plan->token_ids.end(), seq->tokens.begin()))
             << "the memory plan disagrees with the prompt laid out at submit";
-        a.leases = std::move(leases).value();
         a.plan = std::move(plan).value();
         seq->memory_ready = true;
         seq->status = SequenceStatus::Waiting;

@@ -92,11 +92,12 @@ Result<std::vector<const inject::KvChunk*>> MemoryRuntime::chunks_for(
     return out;
 }
 
-Result<std::vector<inject::ChunkLease>> MemoryRuntime::acquire(std::span<const MemoryFact> facts) {
+Result<std::vector<inject::ChunkLease>> MemoryRuntime::acquire(std::span<const MemoryFact> facts,
+                                                                bool ordered) {
     std::vector<inject::ChunkIdentity> ids;
     ids.reserve(facts.size());
     for (const MemoryFact& f : facts) ids.push_back(identity_of(f));
-    std::vector<inject::ChunkLease> leases = IS_TRY(pool_->get_many(ids));
+    std::vector<inject::ChunkLease> leases = IS_TRY(pool_->get_many(ids, ordered));
     std::vector<inject::ChunkRequest> misses;
     std::vector<std::size_t> miss_index;
     for (std::size_t i = 0; i < facts.size(); ++i) {

@@ -72,8 +72,10 @@ class MemoryRuntime {
     // Each fact's chunk on the device, in order: pool hits (promoted from host or disk as
     // needed), the misses encoded together in one batched pass and added to the pool. The
     // leases pin them (never demoted or freed) while they live. An Error from encoding, or
-    // when the device tier cannot hold them all.
-    Result<std::vector<inject::ChunkLease>> acquire(std::span<const MemoryFact> facts);
+    // when the device tier cannot hold them all. `ordered` as ChunkPool::get_many: false
+    // leaves promotions in flight (check ChunkLease::ready()).
+    Result<std::vector<inject::ChunkLease>> acquire(std::span<const MemoryFact> facts,
+                                                    bool ordered = true);
     // The same, with the runtime holding the leases until the next chunks_for call.
     Result<std::vector<const inject::KvChunk*>> chunks_for(std::span<const MemoryFact> facts);
 

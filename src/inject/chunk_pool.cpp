@@ -28,6 +28,7 @@ struct PoolEntry {
     void* host = nullptr;               // tier Host: `bytes` from backend->allocate_host
     std::string path;                   // tier Disk: its chunk file
     int pins = 0;                       // leases, plus get_many's hold while it promotes
+    std::uint64_t ticket = 0;           // the backend transfer filling `device` (0: none)
     bool retired = false;               // erased or replaced; freed once unpinned
     std::list<PoolEntry*>::iterator lru;  // in the device or host LRU list
 
@@ -76,6 +77,10 @@ const char* chunk_tier_name(ChunkTier tier) {
 
 // ---- ChunkLease ---------------------------------------------------------------------------
 
+bool ChunkLease::ready() const {
+    return entry_ == nullptr || pool_->backend_->transfer_done(entry_->ticket);
+}
+
 ChunkLease& ChunkLease::operator=(ChunkLease&& other) noexcept {
     if (this != &other) {
         reset();
@@ -118,6 +123,11 @@ ChunkPool::~ChunkPool() {
         }
     }
     std::lock_guard lock(mutex_);
+    if (!in_flight_.empty()) {
+        backend_->order_after(in_flight_.back().first);
+        backend_->synchronize();
+        collect_locked();
+    }
     for (const auto& [key, e] : entries_) IS_CHECK(e->pins == 0) << "chunk leased past its pool";
     for (const auto& e : retired_) IS_CHECK(e->pins == 0) << "chunk leased past its pool";
 }
@@ -237,6 +247,11 @@ void ChunkPool::retire_locked(std::unique_ptr<Entry> e) {
 }
 
 void ChunkPool::collect_locked() {
+    // Host sources of finished promotions (transfers finish in ticket order).
+    std::size_t done = 0;
+    while (done < in_flight_.size() && backend_->transfer_done(in_flight_[done].first))
+        backend_->free_host(in_flight_[done++].second);
+    in_flight_.erase(in_flight_.begin(), in_flight_.begin() + static_cast<std::ptrdiff_t>(done));
     auto keep = std::partition(retired_.begin(), retired_.end(),
                                [](const std::unique_ptr<Entry>& e) { return is_pinned(e.get()); });
     for (auto it = keep; it != retired_.end(); ++it)
@@ -300,6 +315,7 @@ void ChunkPool::demote_device_locked(Entry* e) {
         staging.resize(e->bytes);
         dst = staging.data();
     }
+    backend_->order_after(e->ticket);  // a promotion may still be filling it
     backend_->copy_to_host(dst, e->device_bytes(), e->bytes);
     backend_->synchronize();
     if (host == nullptr) {
@@ -342,7 +358,7 @@ Result<tensor::Buffer> ChunkPool::allocate_device_locked(std::size_t bytes) {
     }
 }
 
-Result<bool> ChunkPool::start_promotion_locked(Entry* e, std::vector<void*>& staging) {
+Result<bool> ChunkPool::start_promotion_locked(Entry* e) {
     void* src = e->host;
     if (e->tier == ChunkTier::Disk) {
         // Read and check before making room, so a bad file costs no demotions.
@@ -375,8 +391,8 @@ Result<bool> ChunkPool::start_promotion_locked(Entry* e, std::vector<void*>& sta
     KvChunk chunk(e->identity, e->token_ids, e->num_layers, e->num_kv_heads, e->head_dim,
                   e->dtype, std::move(*buf));
     e->device.emplace(std::move(chunk));
-    backend_->copy_from_host(e->device_bytes(), src, e->bytes);
-    staging.push_back(src);  // freed after the caller's synchronize
+    e->ticket = backend_->copy_from_host_async(e->device_bytes(), src, e->bytes);
+    in_flight_.emplace_back(e->ticket, src);  // freed by collect_locked once copied
     e->host = nullptr;
     if (e->tier == ChunkTier::Disk) remove_disk_file_locked(e->path);
     e->path.clear();
@@ -394,7 +410,8 @@ Result<ChunkLease> ChunkPool::get(const ChunkIdentity& id) {
     return std::move(leases[0]);
 }
 
-Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentity> ids) {
+Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentity> ids,
+                                                     bool ordered) {
     std::lock_guard lock(mutex_);
     collect_locked();
     // Pin every hit first, so making room for one promotion never demotes another of ours.
@@ -409,13 +426,13 @@ Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentit
         if (found[i]->tier == ChunkTier::Device) ++stats_.device_hits;
         ++found[i]->pins;
     }
-    std::vector<void*> staging;
     Status failed;
+    std::uint64_t last_ticket = 0;
     for (std::size_t i = 0; i < ids.size() && failed.ok(); ++i) {
         Entry* e = found[i];
         if (e == nullptr || e->tier == ChunkTier::Device) continue;
         const ChunkTier from = e->tier;
-        Result<bool> started = start_promotion_locked(e, staging);
+        Result<bool> started = start_promotion_locked(e);
         if (!started.ok()) {
             failed = std::move(started).error();
         } else if (!*started) {  // a bad disk file: never returned, so a miss
@@ -425,11 +442,11 @@ Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentit
             detach_locked(e);
         } else {
             ++(from == ChunkTier::Host ? stats_.host_hits : stats_.disk_hits);
+            last_ticket = e->ticket;
             continue;
         }
     }
-    if (!staging.empty()) backend_->synchronize();
-    for (void* p : staging) backend_->free_host(p);
+    if (ordered) backend_->order_after(last_ticket);
     std::vector<ChunkLease> out(ids.size());
     for (std::size_t i = 0; i < ids.size(); ++i) {
         Entry* e = found[i];
@@ -506,6 +523,7 @@ Status ChunkPool::flush() {
             continue;
         }
         staging.resize(e->bytes);
+        backend_->order_after(e->ticket);
         backend_->copy_to_host(staging.data(), e->device_bytes(), e->bytes);
         backend_->synchronize();
         move_to_disk_locked(e, staging.data());

@@ -19,9 +19,10 @@
 // Memory: each device chunk is its own Backend::allocate buffer (a bounded set of buffers, not
 // slabs): fragmentation is the backend allocator's (cudaMalloc) problem and every promotion
 // pays an allocation; slabs with a sub-allocator would avoid both and are the next step.
-// Host chunks likewise get one allocate_host each. Copies use the backend's own stream and the
-// pool synchronizes after each batch (promotions of one `get_many` are issued together and
-// waited for once); a side stream would need a CUDA backend change, left for later.
+// Host chunks likewise get one allocate_host each. Promotions copy on the backend's transfer
+// stream (Backend::copy_from_host_async), beside compute: `get_many(ids, ordered = false)`
+// returns at once and ChunkLease::ready() says when a chunk has arrived; with ordered (the
+// default) later compute ops wait for the copies on the device, the host never waits.
 //
 // Threads: every method takes one internal mutex, so `erase*` may come from another thread
 // (a MemoryStore listener). Backend memory is only freed by `get`, `get_many`, `put`, `flush`,
@@ -95,6 +96,9 @@ class ChunkLease {
     ChunkLease& operator=(const ChunkLease&) = delete;
 
     explicit operator bool() const { return chunk_ != nullptr; }
+    // The chunk's bytes have arrived on the device (its promotion's copy is done); true for
+    // an empty lease. Never waits.
+    bool ready() const;
     // On the device; valid while the lease lives. Null for an empty lease (a miss).
     const KvChunk* get() const { return chunk_; }
     const KvChunk& operator*() const { return *chunk_; }
@@ -125,8 +129,11 @@ class ChunkPool {
     // tier (or its disk file is bad). An Error when the device cannot take it: allocation
     // failed, or (kind Unavailable) it does not fit beside the pinned chunks.
     Result<ChunkLease> get(const ChunkIdentity& id);
-    // One lease per identity, in order (empty where missing); promotions copied as one batch.
-    Result<std::vector<ChunkLease>> get_many(std::span<const ChunkIdentity> ids);
+    // One lease per identity, in order (empty where missing); promotions copied as one batch
+    // on the transfer stream. `ordered`: compute ops issued afterwards wait for those copies
+    // (on the device); otherwise the caller checks ChunkLease::ready() before using a chunk.
+    Result<std::vector<ChunkLease>> get_many(std::span<const ChunkIdentity> ids,
+                                             bool ordered = true);
     // Adds an encoded chunk (already in backend memory) to the device tier, replacing a chunk
     // of the same identity, demoting others to make room. Error as for `get`.
     Result<ChunkLease> put(KvChunk chunk);
@@ -169,9 +176,8 @@ class ChunkPool {
     // or without a disk tier.
     void move_to_disk_locked(Entry* e, const void* host);
     // Issues the copy of host or disk chunk `e` into a new device buffer; its host source goes
-    // to `staging`, to be freed after the caller synchronizes. False (and `e` dropped) for a
-    // bad disk file.
-    Result<bool> start_promotion_locked(Entry* e, std::vector<void*>& staging);
+    // to in_flight_, freed once the copy is done. False (and `e` dropped) for a bad disk file.
+    Result<bool> start_promotion_locked(Entry* e);
     Result<tensor::Buffer> allocate_device_locked(std::size_t bytes);
 
     void insert_locked(std::unique_ptr<Entry> e);
@@ -187,6 +193,8 @@ class ChunkPool {
     std::unordered_map<std::string, std::vector<Entry*>> by_fact_;           // by fact_id
     std::list<Entry*> device_lru_, host_lru_;                                // front: newest
     std::vector<std::unique_ptr<Entry>> retired_;  // erased, leased or not yet freed
+    // Host sources of promotions in flight, by transfer ticket; freed once copied.
+    std::vector<std::pair<std::uint64_t, void*>> in_flight_;
     ChunkPoolStats stats_;
 };
 

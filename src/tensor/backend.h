@@ -115,6 +115,21 @@ class Backend {
     // first on ties; NaNs never win (a row of NaNs gives 0).  logits [rows, vocab] f32, ids [rows] i32
     virtual void argmax(const Tensor& logits, Tensor ids) = 0;
 
+    // ---- copies beside compute (optional) ------------------------------------------------
+    // Starts copying `bytes` from `src` (from allocate_host) into `dst` on a transfer stream,
+    // so the copy overlaps the compute ops; returns its ticket, 0 when it is already done.
+    // `src` must stay untouched until transfer_done(ticket). Transfers finish in ticket order.
+    // Backends without such a stream copy at once.
+    virtual std::uint64_t copy_from_host_async(Tensor dst, const void* src, std::size_t bytes) {
+        copy_from_host(dst, src, bytes);
+        synchronize();
+        return 0;
+    }
+    // Whether the transfer (and every earlier one) has finished; never waits.
+    virtual bool transfer_done(std::uint64_t ticket) { return true; }
+    // Compute ops issued after this run after the transfer, without the host waiting for it.
+    virtual void order_after(std::uint64_t ticket) {}
+
     // ---- graph capture (optional) ------------------------------------------------------
     // Between begin_capture and end_capture ops are recorded, not run; replay then runs the
     // recording with whatever the captured buffers hold at that time. Inside a capture no op

@@ -19,6 +19,7 @@
 #include <memory>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/transfer_queue.h"
 #include "base/result.h"
 #include "tensor/backend.h"
 
@@ -109,6 +110,11 @@ class CudaBackend final : public tensor::Backend {
     // The stream every op is enqueued on (for graph capture and interop).
     cudaStream_t stream() const { return stream_; }
 
+    std::uint64_t copy_from_host_async(tensor::Tensor dst, const void* src,
+                                       std::size_t bytes) override;
+    bool transfer_done(std::uint64_t ticket) override;
+    void order_after(std::uint64_t ticket) override;
+
   private:
     CudaBackend(int device, const CudaBackendOptions& options);
     Status init();
@@ -125,6 +131,7 @@ class CudaBackend final : public tensor::Backend {
     void* attention_workspace_ = nullptr;  // options_.attention_workspace_bytes
     void* cublas_workspace_ = nullptr;     // options_.cublas_workspace_bytes
     std::unique_ptr<LtMatmul> matmul_;
+    TransferQueue transfers_;  // copy_from_host_async's stream and events
 };
 
 // The factory the engine uses; the same errors as CudaBackend::create.
