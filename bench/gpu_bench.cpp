@@ -56,7 +56,7 @@ struct Args {
     std::int64_t d2h_mib = 256;
     bool profile = false;
     bool graphs = true;
-    bool tc_decode = true;
+    backends::cuda::DecodeAttentionOptions decode;
     ModelBenchOptions model;
 };
 
@@ -178,7 +178,7 @@ int run(const Args& a) {
     const std::string device_name = opened->device_name;
     std::unique_ptr<tensor::Backend> backend = std::move(opened->backend);
     if (cuda) {
-        static_cast<backends::cuda::CudaBackend&>(*backend).set_decode_tensor_cores(a.tc_decode);
+        static_cast<backends::cuda::CudaBackend&>(*backend).set_decode_options(a.decode);
     }
     StepTimer timer(*backend, stream, cuda);
 
@@ -400,8 +400,14 @@ int main(int argc, char** argv) {
     app.add_flag("--profile", a.profile, "per-op profile of decode b=1, b=64 and a prefill");
     app.add_option("--decode-max-kv", a.model.decode_max_kv_len,
                    "KV bound the decode graphs are recorded for (default: the context)");
-    app.add_flag("!--no-tc-decode", a.tc_decode,
+    app.add_flag("!--no-tc-decode", a.decode.tensor_cores,
                  "decode attention on the CUDA-core kernels instead of the tensor-core one");
+    app.add_option("--decode-split-tokens", a.decode.split_tokens,
+                   "tensor-core decode: KV tokens per work item, at least");
+    app.add_option("--decode-ctas-per-sm", a.decode.ctas_per_sm,
+                   "tensor-core decode: persistent CTAs per SM (0: as many as fit)");
+    app.add_flag("!--decode-cta-items", a.decode.warp_items,
+                 "tensor-core decode: a CTA's warps share each item (instead of one per warp)");
     app.add_flag("!--no-graphs", a.graphs,
                  "decode rows as plain forwards with host logits (the first run's method)");
     CLI11_PARSE(app, argc, argv);

@@ -2,8 +2,9 @@
 // that the GPU has enough blocks, with a second kernel merging the splits' partial softmax
 // states (max, sum, unnormalized output) exactly.
 //
-// Head dims 64 and 128 (every model config we ship) run the tensor-core kernel of
-// attention_decode_tc.cu instead; this file keeps two kernels for the rest and the merge:
+// Batched decode rows at head dims 64 and 128 (every model config we ship) run the tensor-core
+// kernels of attention_decode_tc.cu instead; this file keeps two kernels for the rest (small
+// batches, other head dims) and the split merge:
 // - decode_fast_kernel (head_dim 64/128/256, GQA group <= 8, per-sequence decode rows): built
 //   for bandwidth. A block of 4 warps serves (sequence, kv head, split) for the whole GQA group
 //   from one K/V read. Lanes split head_dim into 16-byte chunks (d/8 lanes per token row), so

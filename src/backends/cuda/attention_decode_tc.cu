@@ -1,21 +1,18 @@
 // Decode attention on tensor cores, built to stream K/V at full bandwidth (head_dim 64/128,
-// GQA groups up to 16, one query row per sequence).
+// GQA groups up to 16, one query row per sequence). The tile machinery is attention_tc.cuh:
+// every warp streams 16-token K/V tiles of one kv head through its own 3-stage cp.async ring,
+// and one K/V read serves the whole GQA group through mma.m16n8k16.
 //
-// Work items are (KV split, sequence, kv head); a persistent grid of as many CTAs as fit on
-// the GPU at once walks them round-robin, so items past a sequence's end (a replayed graph
-// sized for a longer bound) cost one L1 read each instead of a CTA launch, and the split count
-// can be high enough for balance without launching thousands of CTAs. An item's KV range is
-// cut into 16-token tiles dealt to the 4 warps in turn; each warp streams its tiles through
-// its own 3-stage cp.async ring (16-byte copies, zero-filled past the end, rows XOR-swizzled
-// so ldmatrix is conflict-free) and never waits on the other warps inside the item. One K/V
-// read serves the whole GQA group:
-//   S[16 heads x 8 tokens] = Q[16 heads x 16 dims] K^T      (mma m16n8k16, Q in registers)
-//   O[16 heads x 8 dims]  += P[16 heads x 16 tokens] V       (P from S's accumulators)
-// with rows past the group zero. Scores are scaled in f32 and the online softmax runs on the
-// accumulator fragments (row max over a quad of lanes); P is rounded to bf16 for the product
-// and the row sums add exactly those rounded weights. At the end of an item the warps' states
-// are merged through shared memory; a sequence whose whole KV fits in one split writes its
-// output directly, others write (unnormalized output, max, sum) partials for the merge kernel.
+// Work items are (KV split, sequence, kv head), ordered split-major; a persistent grid of as
+// many CTAs as fit on the GPU walks them, so items past a sequence's end (a replayed graph
+// sized for a longer bound) cost a metadata read instead of a CTA launch. Two schedules:
+// - decode_tc_warp_kernel (default): each warp owns whole items, taken from a global counter
+//   (zeroed before the launch) one ahead of need. A warp's ring runs on from one item's last
+//   tile into the next item's first, so a warp never drains its copies between items, never
+//   waits for the other warps, and writes its result from registers: the output when the
+//   sequence's KV fits in one split, else (unnormalized output, max, sum) for the merge kernel.
+// - decode_tc_kernel: the 4 warps of a CTA share an item (tiles dealt in turn) and merge their
+//   states through shared memory at its end; items are dealt round-robin.
 //
 // Expected cost (Llama-3.1-8B layer, H200, b=256 at 1K context): K+V = 1.07 GB per layer,
 // ~240 us at 4.5 TB/s. Per 16-token warp tile: 32 mma, 16 ldmatrix, 16 cp.async per lane and
@@ -26,7 +23,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/cuda/attention_common.cuh"
+#include "backends/cuda/attention_tc.cuh"
 #include "backends/cuda/cuda_check.h"
 
 namespace inferscale::backends::cuda {
@@ -34,106 +31,186 @@ namespace {
 
 constexpr int kWarps = 4;
 constexpr int kThreads = kWarps * 32;
-constexpr int kTileTokens = 16;  // tokens per warp tile: the k of one P x V mma
-constexpr int kStages = 3;       // cp.async ring depth per warp
+using tc::kStages;
+using tc::kTileTokens;
 
 template <int kD>
 struct TcShape {
-    static constexpr int kChunks = kD / 8;                   // 16-byte chunks per K/V row
-    static constexpr int kRowBytes = kD * 2;                 // one bf16 row
-    static constexpr int kMatBytes = kTileTokens * kRowBytes;  // one K (or V) tile
-    static constexpr int kStageBytes = 2 * kMatBytes;          // K tile, then V tile
-    static constexpr int kWarpBytes = kStages * kStageBytes;
+    static constexpr int kWarpBytes = tc::Shape<kD>::kRingBytes;
     static constexpr int kSmemBytes = kWarps * kWarpBytes;
-    static constexpr int kRowsPerCopy = 32 / kChunks;          // rows one warp copy covers
-    static constexpr int kCopies = kTileTokens / kRowsPerCopy;  // copies per lane per matrix
     static constexpr int kOLd = kD + 8;  // f32 row stride of a warp's merged output rows
     static_assert(16 * kOLd * 4 <= kWarpBytes, "a warp's output rows fit in its stage ring");
 };
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+// Where an item's result goes: the output row when the sequence's KV fits in one split (the
+// merge skips it), else the split's partial slot.
+__device__ __forceinline__ bool single_split(const DecodeLaunch& launch, int kv_len) {
+    return launch.num_splits == 1 || kv_len <= launch.split_tokens;
 }
-
-// 16 bytes global -> shared, bypassing L1; zero-filled when !valid (nothing is read then).
-__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
-    const int bytes = valid ? 16 : 0;
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
-                 "r"(bytes)
-                 : "memory");
-}
-__device__ __forceinline__ void cp_async_commit() {
-    asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void cp_async_wait() {
-    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
-
-__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned (&r)[4]) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-}
-__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4]) {
-    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
-                 : "r"(addr)
-                 : "memory");
-}
-
-// c[16x8] += a[16x16] b[16x8], bf16 inputs, f32 accumulators.
-__device__ __forceinline__ void mma_bf16(float (&c)[4], const unsigned (&a)[4], unsigned b0,
-                                         unsigned b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
-        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
-
-__device__ __forceinline__ unsigned pack_bf16(float lo, float hi, float& sum) {
-    const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
-    sum += __low2float(p) + __high2float(p);  // the weights the product will actually use
-    return *reinterpret_cast<const unsigned*>(&p);
-}
-
-// Byte offset of (row, 16-byte chunk) in a swizzled tile: chunk bits 0-2 XOR row bits 0-2, so
-// the 8 rows one ldmatrix phase reads land on 8 different bank groups.
-template <int kD>
-__device__ __forceinline__ int tile_offset(int row, int chunk) {
-    return row * TcShape<kD>::kRowBytes + ((chunk ^ (row & 7)) << 4);
+__device__ __forceinline__ int split_end(const DecodeLaunch& launch, int kv_len, int split) {
+    return single_split(launch, kv_len) ? kv_len
+                                        : min(kv_len, (split + 1) * launch.split_tokens);
 }
 
 // kBig: the group has more than 8 heads, so the accumulator rows 8-15 are live.
 template <int kD, bool kBig>
 __global__ void __launch_bounds__(kThreads, 2)
+    decode_tc_warp_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
+                          DecodeLaunch launch, bf16* __restrict__ out) {
+    using S = tc::Shape<kD>;
+    extern __shared__ __align__(128) unsigned char smem[];
+    // Items this warp has issued copies for but not finished: seq, kv head, split, q row,
+    // kv_len (at most kStages: every item has a tile and the ring is kStages - 1 ahead).
+    __shared__ int queue_s[kWarps][kStages][5];
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const tc::Lane<kD> ln(lane);
+    const unsigned ring = tc::smem_addr(smem + warp * S::kRingBytes);
+    const int group = batch.num_heads / kv.kv_heads;
+    const float scale_log2 = batch.scale * kLog2e;
+    const int items = launch.num_splits * launch.grid_rows * kv.kv_heads;
+    int* const counter = launch.item_counter;
+
+    // Issue side: the item whose tiles are being copied, and lane 0's next claimed index.
+    int grab = 0;
+    if (lane == 0) grab = atomicAdd(counter, 1);
+    SeqInfo is;
+    int i_head = 0, i_t0 = 0, i_end = 0, i_slot = 0, issued = 0;
+    bool i_done = false;
+    const auto next_issue_item = [&]() {
+        for (;;) {
+            const int index = __shfl_sync(0xffffffffu, grab, 0);
+            if (index >= items) {
+                i_done = true;
+                return;
+            }
+            if (lane == 0) grab = atomicAdd(counter, 1);  // claimed now, read at the next item
+            const int kv_head = index % kv.kv_heads;
+            const int rest = index / kv.kv_heads;
+            const int seq = rest % launch.grid_rows, split = rest / launch.grid_rows;
+            const SeqInfo s = load_seq(batch, seq, kv);
+            const int begin = split * launch.split_tokens;
+            if (s.q_len != 1 || begin >= s.kv_len) continue;  // prefill row, or past the end
+            is = s;
+            i_head = kv_head;
+            i_t0 = begin;
+            i_end = split_end(launch, s.kv_len, split);
+            if (lane == 0) {
+                int* e = queue_s[warp][i_slot];
+                e[0] = seq;
+                e[1] = kv_head;
+                e[2] = split;
+                e[3] = s.q_start;
+                e[4] = s.kv_len;
+            }
+            if (++i_slot == kStages) i_slot = 0;
+            return;
+        }
+    };
+    const auto issue_next = [&](int stage) {
+        if (!i_done) {
+            tc::issue_tile<kD>(ring + stage * S::kStageBytes, is, kv, i_head, i_t0, i_end, ln);
+            ++issued;
+            i_t0 += kTileTokens;
+            if (i_t0 >= i_end) next_issue_item();
+        }
+        tc::cp_async_commit();
+    };
+
+    // Compute side: the item whose tiles are being folded in.
+    tc::State<kD> st;
+    unsigned qa[S::kKSteps][4];
+    int c_seq = 0, c_head = 0, c_split = 0, c_row = 0, c_kv_len = 0, c_t0 = 0, c_end = 0;
+    int c_slot = 0;
+    const auto start_compute_item = [&]() {
+        __syncwarp();  // lane 0's queue entry is visible to the warp
+        const int* e = queue_s[warp][c_slot];
+        c_seq = e[0];
+        c_head = e[1];
+        c_split = e[2];
+        c_row = e[3];
+        c_kv_len = e[4];
+        if (++c_slot == kStages) c_slot = 0;
+        c_t0 = c_split * launch.split_tokens;
+        c_end = split_end(launch, c_kv_len, c_split);
+        tc::load_q<kD, kBig>(q, c_row, batch.num_heads, c_head * group, group, ln, qa);
+        st.reset();
+    };
+    const auto finish_item = [&]() {
+        st.reduce_sums();
+        const int head0 = c_head * group;
+        const bool single = single_split(launch, c_kv_len);
+#pragma unroll
+        for (int r = 0; r < (kBig ? 2 : 1); ++r) {
+            const int h = ln.g + 8 * r;
+            if (h >= group) continue;
+            if (single) {
+                const float inv = 1.0f / st.l[r];  // the split holds token 0: l > 0
+                bf16* dst = out + (static_cast<std::int64_t>(c_row) * batch.num_heads + head0 + h) *
+                                      kD + 2 * ln.t;
+#pragma unroll
+                for (int n = 0; n < S::kNTiles; ++n) {
+                    *reinterpret_cast<__nv_bfloat162*>(dst + n * 8) = __floats2bfloat162_rn(
+                        st.o[n][2 * r] * inv, st.o[n][2 * r + 1] * inv);
+                }
+            } else {
+                const std::int64_t slot =
+                    (static_cast<std::int64_t>(c_seq) * batch.num_heads + head0 + h) *
+                        launch.num_splits + c_split;
+                float* dst = launch.partial_o + slot * kD + 2 * ln.t;
+#pragma unroll
+                for (int n = 0; n < S::kNTiles; ++n) {
+                    *reinterpret_cast<float2*>(dst + n * 8) =
+                        make_float2(st.o[n][2 * r], st.o[n][2 * r + 1]);
+                }
+                if (ln.t == 0) {
+                    launch.partial_ml[slot * 2] = st.m[r];
+                    launch.partial_ml[slot * 2 + 1] = st.l[r];
+                }
+            }
+        }
+    };
+
+    next_issue_item();
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) issue_next(i);
+    if (issued > 0) start_compute_item();
+    int stage = 0, computed = 0;
+    while (computed < issued) {
+        issue_next(stage == 0 ? kStages - 1 : stage - 1);  // the stage freed last iteration
+        tc::cp_async_wait<kStages - 1>();  // this tile has landed (for this lane)
+        __syncwarp();                      // ... and for every lane of the warp
+        tc::attend_tile<kD, kBig>(ring + stage * S::kStageBytes, qa, c_t0, c_end, scale_log2,
+                                  ln, st);
+        __syncwarp();  // every lane is done with this stage before it is refilled
+        if (++stage == kStages) stage = 0;
+        ++computed;
+        c_t0 += kTileTokens;
+        if (c_t0 >= c_end) {
+            finish_item();
+            if (computed < issued) start_compute_item();
+        }
+    }
+    tc::cp_async_wait<0>();
+}
+
+template <int kD, bool kBig>
+__global__ void __launch_bounds__(kThreads, 2)
     decode_tc_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                      DecodeLaunch launch, bf16* __restrict__ out) {
+    using S = tc::Shape<kD>;
     using Shape = TcShape<kD>;
-    constexpr int kKSteps = kD / 16;  // 16-dim steps of Q K^T
-    constexpr int kNTiles = kD / 8;   // 8-dim output tiles
     extern __shared__ __align__(128) unsigned char smem[];
     __shared__ float m_s[kWarps][16], l_s[kWarps][16];
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const int g = lane >> 2, t = lane & 3;  // accumulator row (head) and column pair
+    const tc::Lane<kD> ln(lane);
     unsigned char* ring = smem + warp * Shape::kWarpBytes;
-    const unsigned ring_addr = smem_addr(ring);
-    const bf16* k_pages = static_cast<const bf16*>(kv.k);
-    const bf16* v_pages = static_cast<const bf16*>(kv.v);
-    const int bs = kv.block_size;
-    const bool tile_in_page = bs % kTileTokens == 0;  // tiles start at multiples of 16
+    const unsigned ring_addr = tc::smem_addr(ring);
     const int group = batch.num_heads / kv.kv_heads;
     const float scale_log2 = batch.scale * kLog2e;
     const std::int64_t items =
         static_cast<std::int64_t>(launch.num_splits) * launch.grid_rows * kv.kv_heads;
-
-    // This lane's copy slots and ldmatrix addresses inside a tile.
-    const int copy_chunk = lane % Shape::kChunks, copy_row0 = lane / Shape::kChunks;
-    const int k_row = (lane & 7) + ((lane >> 4) << 3), k_chunk = (lane >> 3) & 1;
-    const int v_row = (lane & 7) + (((lane >> 3) & 1) << 3), v_chunk = lane >> 4;
 
     for (std::int64_t item = blockIdx.x; item < items; item += gridDim.x) {
         const int kv_head = static_cast<int>(item % kv.kv_heads);
@@ -144,185 +221,62 @@ __global__ void __launch_bounds__(kThreads, 2)
         if (s.q_len != 1) continue;  // prefill rows belong to the prefill kernel
         const int begin = split * launch.split_tokens;
         if (begin >= s.kv_len) continue;  // past this sequence's end: the merge skips it
-        const bool single = launch.num_splits == 1 || s.kv_len <= launch.split_tokens;
-        const int end = single ? s.kv_len : min(s.kv_len, begin + launch.split_tokens);
+        const bool single = single_split(launch, s.kv_len);
+        const int end = split_end(launch, s.kv_len, split);
         const int head0 = kv_head * group;
+        unsigned qa[S::kKSteps][4];
+        tc::load_q<kD, kBig>(q, s.q_start, batch.num_heads, head0, group, ln, qa);
 
-        // Q as the A operand, rows = heads of the group (zero past it), raw bf16: the scale
-        // is applied to the f32 scores.
-        unsigned qa[kKSteps][4];
-        {
-            const unsigned* q_words = reinterpret_cast<const unsigned*>(
-                q + (static_cast<std::int64_t>(s.q_start) * batch.num_heads + head0) * kD);
-#pragma unroll
-            for (int ks = 0; ks < kKSteps; ++ks) {
-                const int w = (ks * 16 + 2 * t) / 2;  // word index of dims (16 ks + 2t, +1)
-                qa[ks][0] = g < group ? __ldg(q_words + g * (kD / 2) + w) : 0u;
-                qa[ks][2] = g < group ? __ldg(q_words + g * (kD / 2) + w + 4) : 0u;
-                if (kBig) {
-                    qa[ks][1] = g + 8 < group ? __ldg(q_words + (g + 8) * (kD / 2) + w) : 0u;
-                    qa[ks][3] = g + 8 < group ? __ldg(q_words + (g + 8) * (kD / 2) + w + 4) : 0u;
-                } else {
-                    qa[ks][1] = 0u;
-                    qa[ks][3] = 0u;
-                }
-            }
-        }
-
+        // This warp's tiles: w, w + 4, ... of the item.
         const int num_tiles = (end - begin + kTileTokens - 1) / kTileTokens;
         const int my_tiles = num_tiles > warp ? (num_tiles - warp + kWarps - 1) / kWarps : 0;
-
-        // Issues the copies of this warp's i-th tile into ring stage `stage`.
-        const std::int64_t row_stride = static_cast<std::int64_t>(kv.kv_heads) * kD;
-        const auto issue = [&](int i, int stage) {
-            const int t0 = begin + (warp + i * kWarps) * kTileTokens;
-            const unsigned k_dst = ring_addr + stage * Shape::kStageBytes;
-            std::int64_t tile_base = 0;  // element offset of token t0 when the tile is in one page
-            if (tile_in_page) {
-                const std::int32_t page = s.pages[t0 / bs];
-                if (page < 0 || page >= kv.num_blocks) __trap();  // page id outside the pool
-                tile_base = (static_cast<std::int64_t>(page) * bs + t0 % bs) * row_stride +
-                            kv_head * kD + copy_chunk * 8;
-            }
-#pragma unroll
-            for (int c = 0; c < Shape::kCopies; ++c) {
-                const int row = copy_row0 + c * Shape::kRowsPerCopy;
-                const int j = t0 + row;
-                const bool valid = j < end;
-                std::int64_t off = 0;
-                if (valid) {
-                    if (tile_in_page) {
-                        off = tile_base + row * row_stride;
-                    } else {
-                        const std::int32_t page = s.pages[j / bs];
-                        if (page < 0 || page >= kv.num_blocks) __trap();
-                        off = (static_cast<std::int64_t>(page) * bs + j % bs) * row_stride +
-                              kv_head * kD + copy_chunk * 8;
-                    }
-                }
-                const unsigned dst = k_dst + tile_offset<kD>(row, copy_chunk);
-                cp_async16(dst, k_pages + off, valid);
-                cp_async16(dst + Shape::kMatBytes, v_pages + off, valid);
-            }
-        };
-
-        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};  // rows g, g + 8
-        float o[kNTiles][4];
-#pragma unroll
-        for (int n = 0; n < kNTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-
+        const auto tile_t0 = [&](int i) { return begin + (warp + i * kWarps) * kTileTokens; };
+        tc::State<kD> st;
+        st.reset();
 #pragma unroll
         for (int i = 0; i < kStages - 1; ++i) {
-            if (i < my_tiles) issue(i, i);
-            cp_async_commit();
+            if (i < my_tiles) {
+                tc::issue_tile<kD>(ring_addr + i * S::kStageBytes, s, kv, kv_head, tile_t0(i),
+                                   end, ln);
+            }
+            tc::cp_async_commit();
         }
         int stage = 0;
         for (int i = 0; i < my_tiles; ++i) {
-            {
-                const int ahead = i + kStages - 1;
-                int ahead_stage = stage + kStages - 1;
-                if (ahead_stage >= kStages) ahead_stage -= kStages;
-                if (ahead < my_tiles) issue(ahead, ahead_stage);
-                cp_async_commit();
+            const int ahead = i + kStages - 1;
+            if (ahead < my_tiles) {
+                const int ahead_stage = stage == 0 ? kStages - 1 : stage - 1;
+                tc::issue_tile<kD>(ring_addr + ahead_stage * S::kStageBytes, s, kv, kv_head,
+                                   tile_t0(ahead), end, ln);
             }
-            cp_async_wait<kStages - 1>();  // tile i has landed (for this lane)
-            __syncwarp();                  // ... and for every lane of the warp
-
-            const unsigned k_tile = ring_addr + stage * Shape::kStageBytes;
-            const unsigned v_tile = k_tile + Shape::kMatBytes;
-            const int t0 = begin + (warp + i * kWarps) * kTileTokens;
-
-            // S = Q K^T: sc[0] tokens 0-7, sc[1] tokens 8-15 of the tile.
-            float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
-#pragma unroll
-            for (int ks = 0; ks < kKSteps; ++ks) {
-                unsigned b[4];
-                ldmatrix_x4(k_tile + tile_offset<kD>(k_row, 2 * ks + k_chunk), b);
-                mma_bf16(sc[0], qa[ks], b[0], b[1]);
-                mma_bf16(sc[1], qa[ks], b[2], b[3]);
-            }
-
-            // Online softmax over the tile's 16 tokens for rows g and g + 8.
-            float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-            for (int n = 0; n < 2; ++n) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const bool valid = t0 + n * 8 + 2 * t + (e & 1) < end;
-                    const float x = valid ? sc[n][e] * scale_log2 : -INFINITY;
-                    sc[n][e] = x;
-                    tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
-                }
-            }
-            float corr[2], base[2];
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                float mx = tile_max[r];
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float new_max = fmaxf(m[r], mx);  // finite: token t0 is visible
-                base[r] = new_max == -INFINITY ? 0.0f : new_max;
-                corr[r] = exp2f(m[r] - base[r]);
-                m[r] = new_max;
-            }
-            unsigned pa[4];
-            float sum0 = 0.0f, sum1 = 0.0f;
-            pa[0] = pack_bf16(exp2f(sc[0][0] - base[0]), exp2f(sc[0][1] - base[0]), sum0);
-            pa[2] = pack_bf16(exp2f(sc[1][0] - base[0]), exp2f(sc[1][1] - base[0]), sum0);
-            if (kBig) {
-                pa[1] = pack_bf16(exp2f(sc[0][2] - base[1]), exp2f(sc[0][3] - base[1]), sum1);
-                pa[3] = pack_bf16(exp2f(sc[1][2] - base[1]), exp2f(sc[1][3] - base[1]), sum1);
-            } else {
-                pa[1] = 0u;
-                pa[3] = 0u;
-            }
-            l[0] = l[0] * corr[0] + sum0;
-            l[1] = l[1] * corr[1] + sum1;
-#pragma unroll
-            for (int n = 0; n < kNTiles; ++n) {
-                o[n][0] *= corr[0];
-                o[n][1] *= corr[0];
-                if (kBig) {
-                    o[n][2] *= corr[1];
-                    o[n][3] *= corr[1];
-                }
-            }
-
-            // O += P V, two 8-dim output tiles per ldmatrix.
-#pragma unroll
-            for (int np = 0; np < kNTiles / 2; ++np) {
-                unsigned b[4];
-                ldmatrix_x4_trans(v_tile + tile_offset<kD>(v_row, 2 * np + v_chunk), b);
-                mma_bf16(o[2 * np], pa, b[0], b[1]);
-                mma_bf16(o[2 * np + 1], pa, b[2], b[3]);
-            }
+            tc::cp_async_commit();
+            tc::cp_async_wait<kStages - 1>();  // tile i has landed (for this lane)
+            __syncwarp();                      // ... and for every lane of the warp
+            tc::attend_tile<kD, kBig>(ring_addr + stage * S::kStageBytes, qa, tile_t0(i), end,
+                                      scale_log2, ln, st);
             __syncwarp();  // every lane is done with this stage before it is refilled
             if (++stage == kStages) stage = 0;
         }
-        cp_async_wait<0>();
+        tc::cp_async_wait<0>();
         __syncwarp();
 
-        // Row sums over the quad; then this warp's state into its (now idle) ring.
-#pragma unroll
-        for (int r = 0; r < 2; ++r) {
-            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-        }
+        // This warp's state into its (now idle) ring, then the warps merged.
+        st.reduce_sums();
         float* o_s = reinterpret_cast<float*>(ring);  // [16][kOLd] f32
 #pragma unroll
-        for (int n = 0; n < kNTiles; ++n) {
-            *reinterpret_cast<float2*>(o_s + g * Shape::kOLd + n * 8 + 2 * t) =
-                make_float2(o[n][0], o[n][1]);
+        for (int n = 0; n < S::kNTiles; ++n) {
+            *reinterpret_cast<float2*>(o_s + ln.g * Shape::kOLd + n * 8 + 2 * ln.t) =
+                make_float2(st.o[n][0], st.o[n][1]);
             if (kBig) {
-                *reinterpret_cast<float2*>(o_s + (g + 8) * Shape::kOLd + n * 8 + 2 * t) =
-                    make_float2(o[n][2], o[n][3]);
+                *reinterpret_cast<float2*>(o_s + (ln.g + 8) * Shape::kOLd + n * 8 + 2 * ln.t) =
+                    make_float2(st.o[n][2], st.o[n][3]);
             }
         }
-        if (t == 0) {
-            m_s[warp][g] = m[0];
-            l_s[warp][g] = l[0];
-            m_s[warp][g + 8] = m[1];
-            l_s[warp][g + 8] = l[1];
+        if (ln.t == 0) {
+            m_s[warp][ln.g] = st.m[0];
+            l_s[warp][ln.g] = st.l[0];
+            m_s[warp][ln.g + 8] = st.m[1];
+            l_s[warp][ln.g + 8] = st.l[1];
         }
         __syncthreads();
 
@@ -373,14 +327,23 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
 }
 
+// Raises the kernel's shared-memory limit and returns how many of its CTAs fit on an SM.
+template <class Kernel>
+int fit_on_sm(Kernel kernel, int smem_bytes) {
+    IS_CUDA_CHECK(
+        cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, smem_bytes));
+    int ctas = 0;
+    IS_CUDA_CHECK(
+        cudaOccupancyMaxActiveBlocksPerMultiprocessor(&ctas, kernel, kThreads, smem_bytes));
+    IS_CHECK(ctas >= 1) << "decode tc kernel does not fit on an SM";
+    return ctas;
+}
+
+// Both schedules of one shape; the smaller fit (they differ only in a few hundred bytes).
 template <int kD, bool kBig>
 void set_smem_limit(int& ctas_per_sm) {
-    IS_CUDA_CHECK(cudaFuncSetAttribute(decode_tc_kernel<kD, kBig>,
-                                       cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       TcShape<kD>::kSmemBytes));
-    IS_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-        &ctas_per_sm, decode_tc_kernel<kD, kBig>, kThreads, TcShape<kD>::kSmemBytes));
-    IS_CHECK(ctas_per_sm >= 1) << "decode tc kernel does not fit on an SM";
+    ctas_per_sm = std::min(fit_on_sm(decode_tc_kernel<kD, kBig>, TcShape<kD>::kSmemBytes),
+                           fit_on_sm(decode_tc_warp_kernel<kD, kBig>, TcShape<kD>::kSmemBytes));
 }
 
 int variant(int head_dim, int group) { return (head_dim == 128 ? 2 : 0) + (group > 8 ? 1 : 0); }
@@ -390,10 +353,22 @@ void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch&
                   const DecodeLaunch& launch, void* out, cudaStream_t stream) {
     const std::int64_t items =
         static_cast<std::int64_t>(launch.num_splits) * launch.grid_rows * pages.kv_heads;
-    const std::int64_t grid = std::min<std::int64_t>(items, launch.max_ctas);
-    decode_tc_kernel<kD, kBig><<<static_cast<unsigned>(grid), kThreads, TcShape<kD>::kSmemBytes,
-                                 stream>>>(static_cast<const bf16*>(q), pages, batch, launch,
-                                           static_cast<bf16*>(out));
+    const auto* qp = static_cast<const bf16*>(q);
+    auto* op = static_cast<bf16*>(out);
+    if (launch.warp_items) {
+        IS_CHECK(launch.item_counter != nullptr && items < 0x7fffffff) << "decode tc warp items";
+        IS_CUDA_CHECK(cudaMemsetAsync(launch.item_counter, 0, sizeof(int), stream));
+        const std::int64_t grid =
+            std::min<std::int64_t>((items + kWarps - 1) / kWarps, launch.max_ctas);
+        decode_tc_warp_kernel<kD, kBig>
+            <<<static_cast<unsigned>(grid), kThreads, TcShape<kD>::kSmemBytes, stream>>>(
+                qp, pages, batch, launch, op);
+    } else {
+        const std::int64_t grid = std::min<std::int64_t>(items, launch.max_ctas);
+        decode_tc_kernel<kD, kBig>
+            <<<static_cast<unsigned>(grid), kThreads, TcShape<kD>::kSmemBytes, stream>>>(
+                qp, pages, batch, launch, op);
+    }
     IS_CUDA_CHECK_LAUNCH();
 }
 
@@ -402,6 +377,8 @@ void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch&
 bool decode_tc_supports(int head_dim, int group) {
     return (head_dim == 64 || head_dim == 128) && group >= 1 && group <= 16;
 }
+
+int decode_tc_warps_per_cta() { return kWarps; }
 
 DecodeTcLimits init_decode_tc_attention() {
     DecodeTcLimits limits;

@@ -43,6 +43,9 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device,
                           std::to_string(count) + " devices)");
     }
     IS_CHECK(options.max_kv_splits >= 1) << "max_kv_splits " << options.max_kv_splits;
+    IS_CHECK(options.decode.split_tokens >= 1 && options.decode.ctas_per_sm >= 0 &&
+             options.decode.tensor_core_min_pairs >= 0)
+        << "decode options";
     std::unique_ptr<CudaBackend> backend(new CudaBackend(device, options));
     IS_RETURN_IF_ERROR(backend->init());
     return backend;
@@ -72,6 +75,11 @@ Status CudaBackend::init() {
         cudaGetLastError();
         return cuda_error("cublas workspace", err);
     }
+    err = cudaMalloc(&decode_item_counter_, sizeof(int));
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return cuda_error("decode item counter", err);
+    }
     cublasLtHandle_t handle = nullptr;
     IS_CUBLAS_CHECK(cublasLtCreate(&handle));
     matmul_ = std::make_unique<LtMatmul>(handle, cublas_workspace_, options_.cublas_workspace_bytes,
@@ -90,6 +98,7 @@ CudaBackend::~CudaBackend() {
     matmul_.reset();
     if (attention_workspace_ != nullptr) cudaFree(attention_workspace_);
     if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);
+    if (decode_item_counter_ != nullptr) cudaFree(decode_item_counter_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 

@@ -27,6 +27,27 @@ namespace inferscale::backends::cuda {
 
 class LtMatmul;
 
+// Decode attention's kernel choice and the tensor-core kernel's plan (paged_attention.cpp).
+struct DecodeAttentionOptions {
+    // Decode rows at head_dim 64/128 on the tensor-core kernel (attention_decode_tc.cu) when
+    // the step has at least tensor_core_min_pairs (sequence, kv head) pairs (0: the SM count);
+    // false, or fewer pairs, runs the CUDA-core kernels. At batch 1 (8 pairs, 17 splits of 64
+    // tokens) the CUDA-core kernel measured 0.50 ms per step against 0.59 on tensor cores:
+    // its one-round-trip start-up wins where every item is a few tiles.
+    bool tensor_cores = true;
+    int tensor_core_min_pairs = 0;
+    // KV tokens per (split, sequence, kv head) item of the tensor-core kernel, at most (small
+    // batches split finer). Measured on the H200 (Llama-3.1-8B, warp items): 1024 is within 3%
+    // of the best of 256/512/1024/2048 at batch 64/128/256 x 1K and best for 100 sequences at
+    // 1750 tokens replayed under a 4096 bound (docs/results/decode_attention_h200_2026-12-02.txt).
+    int split_tokens = 1024;
+    // CTAs of the tensor-core kernel's persistent grid per SM; 0: as many as fit.
+    int ctas_per_sm = 0;
+    // Each warp streams whole items taken from a global counter; false: a CTA's 4 warps share
+    // each item and merge through shared memory.
+    bool warp_items = true;
+};
+
 struct CudaBackendOptions {
     // Split-KV decode partials: [seqs, heads, splits, head_dim + 2] f32. Decode uses as many
     // splits (up to max_kv_splits) as fit; with less room it splits less, never fails.
@@ -40,9 +61,7 @@ struct CudaBackendOptions {
     // Time cuBLASLt's top heuristic candidates once per new GEMM shape (outside graph capture)
     // and keep the fastest; false takes the heuristic's first choice.
     bool autotune_matmul = true;
-    // Decode rows at head_dim 64/128 on the tensor-core kernel (attention_decode_tc.cu);
-    // false runs the CUDA-core kernels (tests and benchmarks compare the two).
-    bool decode_tensor_cores = true;
+    DecodeAttentionOptions decode;
 };
 
 class CudaBackend final : public tensor::Backend {
@@ -103,10 +122,9 @@ class CudaBackend final : public tensor::Backend {
     void replay(const tensor::CapturedGraph& graph) override;
 
     int device_index() const { return device_; }
-    // Switches decode attention between the tensor-core and CUDA-core kernels (see
-    // CudaBackendOptions); takes effect at the next paged_attention (graphs keep what they
-    // recorded).
-    void set_decode_tensor_cores(bool on) { options_.decode_tensor_cores = on; }
+    // Replaces the decode attention options (benchmarks compare plans); takes effect at the
+    // next paged_attention (graphs keep what they recorded).
+    void set_decode_options(const DecodeAttentionOptions& o) { options_.decode = o; }
     // The stream every op is enqueued on (for graph capture and interop).
     cudaStream_t stream() const { return stream_; }
 
@@ -130,6 +148,7 @@ class CudaBackend final : public tensor::Backend {
     cudaStream_t stream_ = nullptr;
     void* attention_workspace_ = nullptr;  // options_.attention_workspace_bytes
     void* cublas_workspace_ = nullptr;     // options_.cublas_workspace_bytes
+    int* decode_item_counter_ = nullptr;   // DecodeLaunch::item_counter
     std::unique_ptr<LtMatmul> matmul_;
     TransferQueue transfers_;  // copy_from_host_async's stream and events
 };

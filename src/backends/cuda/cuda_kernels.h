@@ -130,6 +130,10 @@ struct DecodeLaunch {
     // The tensor-core kernel's persistent grid: at most this many CTAs walk the
     // (split, sequence, kv head) items (CTAs resident at once on the device).
     int max_ctas = 0;
+    // Tensor-core kernel: true, warps take whole items from *item_counter (one device int the
+    // launch zeroes first); false, a CTA's warps share each item.
+    bool warp_items = false;
+    int* item_counter = nullptr;
 };
 // A sequence whose KV fits in split 0 (kv_len <= split_tokens) gets its output from the decode
 // kernel directly; splits past a sequence's end are neither written nor merged.
@@ -148,6 +152,7 @@ struct DecodeTcLimits {
     int ctas_per_sm[4] = {0, 0, 0, 0};  // per instantiation (head_dim 64/128 x group <= 8 / > 8)
 };
 bool decode_tc_supports(int head_dim, int group);
+int decode_tc_warps_per_cta();
 // Raises the shared-memory limit of every instantiation and measures how many CTAs of each fit
 // on an SM; call once per device before any launch (outside stream capture).
 DecodeTcLimits init_decode_tc_attention();

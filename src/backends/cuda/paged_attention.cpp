@@ -31,11 +31,6 @@ constexpr std::int64_t kMinSplitTokens = 64;
 // 1K context, 512 blocks): no split 100 us, 2 splits 106 us, 3 splits 109 us per call, so a
 // batch that already fills the GPU is not split; batch 1 is split by length (16 x 64 tokens).
 constexpr std::int64_t kBlocksPerSm = 2;
-// The tensor-core decode kernel's persistent CTAs take (split, sequence, kv head) items of
-// about this many tokens (256 KB of K+V at head_dim 128): long enough that an item's start
-// (sequence metadata, q, the first tile's round trip) is small next to its streaming, short
-// enough that the grid balances (6-23 items per CTA at batch 64-256, 1K context).
-constexpr std::int64_t kTcSplitTokens = 512;
 // Prefill: the tensor-core kernel fits two blocks per SM at head_dim 128 (112 KB of shared
 // memory each), so (query tiles x heads) below 2 x SMs leaves SMs idle and the KV is split,
 // at least one 64-token tile per split. A 40-row question over 1325 injected tokens with 32
@@ -181,14 +176,23 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
     const std::int64_t by_length = (max_decode_kv + kMinSplitTokens - 1) / kMinSplitTokens;
     const std::int64_t by_workspace = workspace_bytes / per_split_bytes;
     std::int64_t wanted = (kBlocksPerSm * num_sms_ + blocks - 1) / blocks;
-    if (options_.decode_tensor_cores && decode_tc_supports(static_cast<int>(d), group)) {
-        // Persistent grid: items of about kTcSplitTokens keep every CTA busy to the end (and
-        // the items of a replay past the real lengths cost a skip, not a launch); small
-        // batches split further until there are two items per CTA.
-        decode.max_ctas = num_sms_ * decode_tc_ctas_per_sm(decode_tc_limits_, static_cast<int>(d),
-                                                           group);
-        const std::int64_t by_item = (max_decode_kv + kTcSplitTokens - 1) / kTcSplitTokens;
-        const std::int64_t by_fill = (2 * std::int64_t{decode.max_ctas} + blocks - 1) / blocks;
+    const DecodeAttentionOptions& dopt = options_.decode;
+    const std::int64_t tc_min_pairs =
+        dopt.tensor_core_min_pairs > 0 ? dopt.tensor_core_min_pairs : num_sms_;
+    if (dopt.tensor_cores && blocks >= tc_min_pairs &&
+        decode_tc_supports(static_cast<int>(d), group)) {
+        // Persistent grid over (split, sequence, kv head) items of up to dopt.split_tokens KV
+        // tokens: the items of a replay past the real lengths cost a skip, not a launch. Small
+        // batches split further, until every warp has an item (warp items) or every CTA two.
+        const int fit = decode_tc_ctas_per_sm(decode_tc_limits_, static_cast<int>(d), group);
+        decode.max_ctas =
+            num_sms_ * (dopt.ctas_per_sm > 0 ? std::min(dopt.ctas_per_sm, fit) : fit);
+        decode.warp_items = dopt.warp_items;
+        decode.item_counter = decode_item_counter_;
+        const std::int64_t workers =
+            std::int64_t{decode.max_ctas} * (dopt.warp_items ? decode_tc_warps_per_cta() : 2);
+        const std::int64_t by_item = (max_decode_kv + dopt.split_tokens - 1) / dopt.split_tokens;
+        const std::int64_t by_fill = (workers + blocks - 1) / blocks;
         wanted = std::max(by_item, by_fill);
     }
     std::int64_t splits = std::min({wanted, by_length, by_workspace,

@@ -131,7 +131,18 @@ std::vector<Seq> ragged_mix() {
     return {{37, 37}, {1, 300}, {64, 200}, {1, 17}, {130, 1000}, {1, 16}, {2, 50}, {1, 1}};
 }
 
-class CudaAttentionTest : public CudaTest, public ::testing::WithParamInterface<AttnCase> {};
+// Decode rows take the tensor-core kernel whatever the batch (by default small batches keep
+// the CUDA-core kernels, which CudaAttentionCudaCoreDecodeTest covers).
+CudaBackendOptions tensor_core_decode() {
+    CudaBackendOptions o;
+    o.decode.tensor_core_min_pairs = 1;
+    return o;
+}
+
+class CudaAttentionTest : public CudaTest, public ::testing::WithParamInterface<AttnCase> {
+  protected:
+    CudaBackendOptions options() const override { return tensor_core_decode(); }
+};
 
 TEST_P(CudaAttentionTest, MatchesCpu) { run_case(*gpu_, cpu_, GetParam(), rng_); }
 
@@ -173,7 +184,7 @@ class CudaAttentionCudaCoreDecodeTest : public CudaTest {
   protected:
     CudaBackendOptions options() const override {
         CudaBackendOptions o;
-        o.decode_tensor_cores = false;
+        o.decode.tensor_cores = false;
         return o;
     }
 };
@@ -207,11 +218,37 @@ TEST_F(CudaAttentionManyRowsTest, TensorCoreKernel) {
     run_case(*gpu_, cpu_, AttnCase{"many_rows_tc", 32, 8, 128, 16, seqs}, rng_);
 }
 
+// The tensor-core kernel's other schedule (a CTA's warps share each item) on the ragged,
+// grouped, long and many-row problems.
+class CudaAttentionCtaItemsTest : public CudaTest {
+  protected:
+    CudaBackendOptions options() const override {
+        CudaBackendOptions o = tensor_core_decode();
+        o.decode.warp_items = false;
+        return o;
+    }
+};
+
+TEST_F(CudaAttentionCtaItemsTest, MatchesCpu) {
+    std::vector<Seq> many;
+    std::uniform_int_distribution<int> len(1, 800);
+    for (int i = 0; i < 160; ++i) many.push_back({1, len(rng_)});
+    for (const AttnCase& c :
+         {AttnCase{"cta_ragged_d128_gqa4", 8, 2, 128, 16, ragged_mix()},
+          AttnCase{"cta_ragged_d128_gqa8_bs8", 16, 2, 128, 8, ragged_mix()},
+          AttnCase{"cta_decode_gqa16", 32, 2, 128, 16, {{1, 2000}, {1, 33}, {5, 40}}},
+          AttnCase{"cta_long_decode_4k_split", 32, 8, 128, 16,
+                   {{1, 4096}, {1, 4000}, {1, 1234}, {1, 3}, {50, 4096}}},
+          AttnCase{"cta_many_rows", 32, 8, 128, 16, many}}) {
+        run_case(*gpu_, cpu_, c, rng_);
+    }
+}
+
 // A small workspace forces fewer splits than the heuristic wants; results must not change.
 class CudaAttentionSmallWorkspaceTest : public CudaTest {
   protected:
     CudaBackendOptions options() const override {
-        CudaBackendOptions o;
+        CudaBackendOptions o = tensor_core_decode();
         o.attention_workspace_bytes = 3 * 4 * 32 * (128 + 2) * 4;  // 3 splits of 4 seqs
         return o;
     }
@@ -267,7 +304,10 @@ TEST_F(CudaAttentionSmallWorkspaceTest, FixedMaxKvLenBound) {
 }
 
 // Split prefill (with its merge) and split decode captured together replay the eager result.
-class CudaAttentionSplitPrefillTest : public CudaTest {};
+class CudaAttentionSplitPrefillTest : public CudaTest {
+  protected:
+    CudaBackendOptions options() const override { return tensor_core_decode(); }
+};
 
 TEST_F(CudaAttentionSplitPrefillTest, CapturesInCudaGraph) {
     const AttnCase c{"graph_split", 32, 8, 128, 16, {{40, 2000}, {1, 3000}, {9, 700}}};
@@ -293,7 +333,10 @@ TEST_F(CudaAttentionSplitPrefillTest, CapturesInCudaGraph) {
     cudaGraphDestroy(graph);
 }
 
-class CudaAttentionFixedBoundTest : public CudaTest {};
+class CudaAttentionFixedBoundTest : public CudaTest {
+  protected:
+    CudaBackendOptions options() const override { return tensor_core_decode(); }
+};
 
 TEST_F(CudaAttentionFixedBoundTest, ManySplitsFromBound) {
     const AttnCase c{"fixed_many", 8, 2, 128, 16, {{1, 5}, {1, 1500}, {1, 16}}};

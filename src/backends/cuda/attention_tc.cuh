@@ -1,0 +1,267 @@
+#pragma once
+// Building blocks of the tensor-core decode kernels (attention_decode_tc*.cu): one warp streams
+// 16-token K/V tiles of one kv head through its own cp.async ring in shared memory and folds
+// each into an online softmax for the whole GQA group with mma.m16n8k16:
+//   S[16 heads x 8 tokens] = Q[16 heads x 16 dims] K^T      (Q in registers, rows past the
+//   O[16 heads x 8 dims]  += P[16 heads x 16 tokens] V       group zero)
+// Copies are 16 bytes, zero-filled past the range; rows are XOR-swizzled so the 8 rows one
+// ldmatrix phase reads land on 8 bank groups. Scores are scaled in f32; P is rounded to bf16
+// for the product and the row sums add exactly those rounded weights.
+//
+// Register layout of the state (m16n8k16 accumulators): lane = 4 g + t holds rows g and g + 8
+// (heads), columns 2t, 2t + 1 of every 8-wide tile; m is uniform over the quad, l is this
+// lane's partial sum (reduce over the quad before use).
+
+#include "backends/cuda/attention_common.cuh"
+
+namespace inferscale::backends::cuda::tc {
+
+constexpr int kTileTokens = 16;  // tokens per warp tile: the k of one P x V mma
+constexpr int kStages = 3;       // cp.async ring depth per warp
+
+template <int kD>
+struct Shape {
+    static constexpr int kChunks = kD / 8;                      // 16-byte chunks per K/V row
+    static constexpr int kRowBytes = kD * 2;                    // one bf16 row
+    static constexpr int kMatBytes = kTileTokens * kRowBytes;   // one K (or V) tile
+    static constexpr int kStageBytes = 2 * kMatBytes;           // K tile, then V tile
+    static constexpr int kRingBytes = kStages * kStageBytes;    // one warp's ring
+    static constexpr int kRowsPerCopy = 32 / kChunks;           // rows one warp copy covers
+    static constexpr int kCopies = kTileTokens / kRowsPerCopy;  // copies per lane per matrix
+    static constexpr int kKSteps = kD / 16;                     // 16-dim steps of Q K^T
+    static constexpr int kNTiles = kD / 8;                      // 8-dim output tiles
+};
+
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
+// 16 bytes global -> shared, bypassing L1; zero-filled when !valid (nothing is read then).
+__device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
+    const int bytes = valid ? 16 : 0;
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src),
+                 "r"(bytes)
+                 : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void cp_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+
+__device__ __forceinline__ void ldmatrix_x4(unsigned addr, unsigned (&r)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+__device__ __forceinline__ void ldmatrix_x4_trans(unsigned addr, unsigned (&r)[4]) {
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+}
+
+// c[16x8] += a[16x16] b[16x8], bf16 inputs, f32 accumulators.
+__device__ __forceinline__ void mma_bf16(float (&c)[4], const unsigned (&a)[4], unsigned b0,
+                                         unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, "
+        "{%4, %5, %6, %7}, {%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+__device__ __forceinline__ unsigned pack_bf16(float lo, float hi, float& sum) {
+    const __nv_bfloat162 p = __floats2bfloat162_rn(lo, hi);
+    sum += __low2float(p) + __high2float(p);  // the weights the product will actually use
+    return *reinterpret_cast<const unsigned*>(&p);
+}
+
+// Byte offset of (row, 16-byte chunk) in a swizzled tile.
+template <int kD>
+__device__ __forceinline__ int tile_offset(int row, int chunk) {
+    return row * Shape<kD>::kRowBytes + ((chunk ^ (row & 7)) << 4);
+}
+
+// Per-lane constants: accumulator coordinates, copy slots and ldmatrix rows inside a tile.
+template <int kD>
+struct Lane {
+    int g, t;                     // accumulator row (head) and column pair
+    int copy_chunk, copy_row0;    // this lane's 16-byte chunk and first row of each copy
+    int k_row, k_chunk;           // ldmatrix (K as B operand)
+    int v_row, v_chunk;           // ldmatrix.trans (V as B operand)
+    __device__ explicit Lane(int lane)
+        : g(lane >> 2),
+          t(lane & 3),
+          copy_chunk(lane % Shape<kD>::kChunks),
+          copy_row0(lane / Shape<kD>::kChunks),
+          k_row((lane & 7) + ((lane >> 4) << 3)),
+          k_chunk((lane >> 3) & 1),
+          v_row((lane & 7) + (((lane >> 3) & 1) << 3)),
+          v_chunk(lane >> 4) {}
+};
+
+// The online-softmax state of one warp for up to 16 heads of one kv head.
+template <int kD>
+struct State {
+    float m[2], l[2];  // rows g, g + 8
+    float o[Shape<kD>::kNTiles][4];
+    __device__ void reset() {
+        m[0] = m[1] = -INFINITY;
+        l[0] = l[1] = 0.0f;
+#pragma unroll
+        for (int n = 0; n < Shape<kD>::kNTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    }
+    // Sums l over the quad (after the last tile).
+    __device__ void reduce_sums() {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+            l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        }
+    }
+};
+
+// Q of the group's heads as the A operand (raw bf16, zero past the group). q_row: the
+// sequence's query row, head0: the group's first head.
+template <int kD, bool kBig>
+__device__ __forceinline__ void load_q(const bf16* __restrict__ q, std::int64_t q_row,
+                                       int num_heads, int head0, int group, const Lane<kD>& ln,
+                                       unsigned (&qa)[Shape<kD>::kKSteps][4]) {
+    const unsigned* words =
+        reinterpret_cast<const unsigned*>(q + (q_row * num_heads + head0) * kD);
+#pragma unroll
+    for (int ks = 0; ks < Shape<kD>::kKSteps; ++ks) {
+        const int w = ks * 8 + ln.t;  // word of dims (16 ks + 2t, +1)
+        qa[ks][0] = ln.g < group ? __ldg(words + ln.g * (kD / 2) + w) : 0u;
+        qa[ks][2] = ln.g < group ? __ldg(words + ln.g * (kD / 2) + w + 4) : 0u;
+        if (kBig) {
+            const int r = ln.g + 8;
+            qa[ks][1] = r < group ? __ldg(words + r * (kD / 2) + w) : 0u;
+            qa[ks][3] = r < group ? __ldg(words + r * (kD / 2) + w + 4) : 0u;
+        } else {
+            qa[ks][1] = 0u;
+            qa[ks][3] = 0u;
+        }
+    }
+}
+
+// Issues the copies of tokens [t0, t0 + 16) of kv head `kv_head` (rows at or past `end` are
+// zero-filled) into the ring stage at shared address `stage_addr`. t0 is a multiple of 16, so
+// when the block size is too the tile lies in one page and takes one page-id read.
+template <int kD>
+__device__ __forceinline__ void issue_tile(unsigned stage_addr, const SeqInfo& s,
+                                           const PagedKvView& kv, int kv_head, int t0, int end,
+                                           const Lane<kD>& ln) {
+    using S = Shape<kD>;
+    const bf16* k_pages = static_cast<const bf16*>(kv.k);
+    const bf16* v_pages = static_cast<const bf16*>(kv.v);
+    const int bs = kv.block_size;
+    const bool tile_in_page = bs % kTileTokens == 0;
+    const std::int64_t row_stride = static_cast<std::int64_t>(kv.kv_heads) * kD;
+    const std::int64_t col = static_cast<std::int64_t>(kv_head) * kD + ln.copy_chunk * 8;
+    std::int64_t tile_base = 0;  // element offset of token t0 when the tile is in one page
+    if (tile_in_page) {
+        const std::int32_t page = s.pages[t0 / bs];
+        if (page < 0 || page >= kv.num_blocks) __trap();  // page id outside the pool
+        tile_base = (static_cast<std::int64_t>(page) * bs + t0 % bs) * row_stride + col;
+    }
+#pragma unroll
+    for (int c = 0; c < S::kCopies; ++c) {
+        const int row = ln.copy_row0 + c * S::kRowsPerCopy;
+        const int j = t0 + row;
+        const bool valid = j < end;
+        std::int64_t off = 0;
+        if (valid) {
+            if (tile_in_page) {
+                off = tile_base + row * row_stride;
+            } else {
+                const std::int32_t page = s.pages[j / bs];
+                if (page < 0 || page >= kv.num_blocks) __trap();
+                off = (static_cast<std::int64_t>(page) * bs + j % bs) * row_stride + col;
+            }
+        }
+        const unsigned dst = stage_addr + tile_offset<kD>(row, ln.copy_chunk);
+        cp_async16(dst, k_pages + off, valid);
+        cp_async16(dst + S::kMatBytes, v_pages + off, valid);
+    }
+}
+
+// Folds the landed tile at `stage_addr` (tokens t0.., valid below `end`, t0 < end) into st.
+template <int kD, bool kBig>
+__device__ __forceinline__ void attend_tile(unsigned stage_addr,
+                                            const unsigned (&qa)[Shape<kD>::kKSteps][4], int t0,
+                                            int end, float scale_log2, const Lane<kD>& ln,
+                                            State<kD>& st) {
+    using S = Shape<kD>;
+    const unsigned v_addr = stage_addr + S::kMatBytes;
+    // S = Q K^T: sc[0] tokens 0-7, sc[1] tokens 8-15 of the tile.
+    float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
+#pragma unroll
+    for (int ks = 0; ks < S::kKSteps; ++ks) {
+        unsigned b[4];
+        ldmatrix_x4(stage_addr + tile_offset<kD>(ln.k_row, 2 * ks + ln.k_chunk), b);
+        mma_bf16(sc[0], qa[ks], b[0], b[1]);
+        mma_bf16(sc[1], qa[ks], b[2], b[3]);
+    }
+
+    // Online softmax over the tile's 16 tokens for rows g and g + 8.
+    float tile_max[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            const bool valid = t0 + n * 8 + 2 * ln.t + (e & 1) < end;
+            const float x = valid ? sc[n][e] * scale_log2 : -INFINITY;
+            sc[n][e] = x;
+            tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
+        }
+    }
+    float corr[2], base[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float mx = tile_max[r];
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float new_max = fmaxf(st.m[r], mx);  // finite: token t0 is visible
+        base[r] = new_max == -INFINITY ? 0.0f : new_max;
+        corr[r] = exp2f(st.m[r] - base[r]);
+        st.m[r] = new_max;
+    }
+    unsigned pa[4];
+    float sum0 = 0.0f, sum1 = 0.0f;
+    pa[0] = pack_bf16(exp2f(sc[0][0] - base[0]), exp2f(sc[0][1] - base[0]), sum0);
+    pa[2] = pack_bf16(exp2f(sc[1][0] - base[0]), exp2f(sc[1][1] - base[0]), sum0);
+    if (kBig) {
+        pa[1] = pack_bf16(exp2f(sc[0][2] - base[1]), exp2f(sc[0][3] - base[1]), sum1);
+        pa[3] = pack_bf16(exp2f(sc[1][2] - base[1]), exp2f(sc[1][3] - base[1]), sum1);
+    } else {
+        pa[1] = 0u;
+        pa[3] = 0u;
+    }
+    st.l[0] = st.l[0] * corr[0] + sum0;
+    st.l[1] = st.l[1] * corr[1] + sum1;
+#pragma unroll
+    for (int n = 0; n < S::kNTiles; ++n) {
+        st.o[n][0] *= corr[0];
+        st.o[n][1] *= corr[0];
+        if (kBig) {
+            st.o[n][2] *= corr[1];
+            st.o[n][3] *= corr[1];
+        }
+    }
+
+    // O += P V, two 8-dim output tiles per ldmatrix.
+#pragma unroll
+    for (int np = 0; np < S::kNTiles / 2; ++np) {
+        unsigned b[4];
+        ldmatrix_x4_trans(v_addr + tile_offset<kD>(ln.v_row, 2 * np + ln.v_chunk), b);
+        mma_bf16(st.o[2 * np], pa, b[0], b[1]);
+        mma_bf16(st.o[2 * np + 1], pa, b[2], b[3]);
+    }
+}
+
+}  // namespace inferscale::backends::cuda::tc
