@@ -139,16 +139,27 @@ double exp_and_sum(float* scores, std::int64_t count, float max) {
 
 // out[i] = sum_j p[j] v_j[i] with `lanes` accumulators per output: position j feeds lane
 // j % lanes by fma in position order. 16 lanes are tinyBLAS's; 64 are ggml_vec_dot_f32's four
-// 16-lane accumulators, combined (a0 + a2) + (a1 + a3) before the reduction.
+// 16-lane accumulators, combined (a0 + a2) + (a1 + a3) before the reduction. `acc` holds
+// lanes * d floats; lane l of output i is acc[l * d + i].
 template <int Lanes>
 void weighted_values(const float* p, std::int64_t count, const float* const* rows, std::int64_t d,
                      float* acc, float* out) {
-    std::fill(acc, acc + Lanes * d, 0.0f);
+    // Lanes no position reaches stay zero; the others start from it with their first fma.
+    if (count < Lanes) std::fill(acc + count * d, acc + Lanes * d, 0.0f);
     for (std::int64_t j = 0; j < count; ++j) {
         float* a = acc + (j % Lanes) * d;
         const float* v = rows[j];
         const float w = p[j];
-        for (std::int64_t i = 0; i < d; ++i) a[i] = std::fma(v[i], w, a[i]);
+        const bool first = j < Lanes;
+        std::int64_t i = 0;
+#if IS_GGML_AVX2
+        const __m256 wv = _mm256_set1_ps(w);
+        for (; i + 8 <= d; i += 8) {
+            const __m256 prev = first ? _mm256_setzero_ps() : _mm256_loadu_ps(a + i);
+            _mm256_storeu_ps(a + i, _mm256_fmadd_ps(_mm256_loadu_ps(v + i), wv, prev));
+        }
+#endif
+        for (; i < d; ++i) a[i] = std::fma(v[i], w, first ? 0.0f : a[i]);
     }
     if constexpr (Lanes == 64) {
         for (int l = 0; l < 16; ++l) {
@@ -159,10 +170,12 @@ void weighted_values(const float* p, std::int64_t count, const float* const* row
             for (std::int64_t i = 0; i < d; ++i) a[i] = (a[i] + c[i]) + (b[i] + e[i]);
         }
     }
-    float lanes[16];
+    // reduce16 over the lanes of every output, several outputs at once.
+    float t3[8];
     for (std::int64_t i = 0; i < d; ++i) {
-        for (int l = 0; l < 16; ++l) lanes[l] = acc[l * d + i];
-        out[i] = ggml::reduce16(lanes);
+        for (int k = 0; k < 8; ++k) t3[k] = acc[(8 + k) * d + i] + acc[k * d + i];
+        const float t6[4] = {t3[4] + t3[0], t3[5] + t3[1], t3[6] + t3[2], t3[7] + t3[3]};
+        out[i] = (t6[0] + t6[2]) + (t6[1] + t6[3]);
     }
 }
 
@@ -183,7 +196,8 @@ void paged_attention_ggml(const float* q, std::int64_t n, std::int64_t heads,
         std::vector<float> scores;
         std::vector<const float*> k_rows, v_rows;
         std::vector<float> acc(static_cast<std::size_t>(64 * d));
-#pragma omp for schedule(dynamic, 2)
+        // nowait: the end of the parallel region is the only barrier.
+#pragma omp for schedule(dynamic, 2) nowait
         for (std::int64_t item = 0; item < items; ++item) {
             const AttentionItem a = locate_item(meta, item, heads, kvh, d, bs);
             const std::int64_t visible = a.visible;
@@ -192,12 +206,14 @@ void paged_attention_ggml(const float* q, std::int64_t n, std::int64_t heads,
                 k_rows.resize(scores.size());
                 v_rows.resize(scores.size());
             }
-            for (std::int64_t j = 0; j < visible; ++j) {
-                const std::int64_t block = a.page_ids[j / bs];
+            for (std::int64_t p = 0; p * bs < visible; ++p) {
+                const std::int64_t block = a.page_ids[p];
                 IS_CHECK(block >= 0 && block < pages.num_blocks) << "block " << block;
-                const std::int64_t row = (block * bs + j % bs) * token_stride + a.kv_offset;
-                k_rows[j] = pages.k + row;
-                v_rows[j] = pages.v + row;
+                const std::int64_t first = (block * bs) * token_stride + a.kv_offset;
+                for (std::int64_t j = p * bs; j < std::min(visible, (p + 1) * bs); ++j) {
+                    k_rows[j] = pages.k + first + (j - p * bs) * token_stride;
+                    v_rows[j] = pages.v + first + (j - p * bs) * token_stride;
+                }
             }
             float max = -std::numeric_limits<float>::infinity();
             for (std::int64_t j = 0; j < visible; ++j) {

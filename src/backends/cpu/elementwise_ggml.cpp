@@ -13,17 +13,27 @@ namespace inferscale::backends::cpu {
 
 void rms_norm_ggml(const float* x, const float* weight, float eps, std::int64_t n,
                    std::int64_t hidden, float* out) {
+    // ggml_compute_forward_rms_norm_f32: f32 squares summed in order in double, the mean
+    // rounded to f32 before eps is added; then x * scale, then the weight (ggml_mul). Each row's
+    // sum is one chain of dependent adds, so rows go kRows at a time to overlap their chains.
+    constexpr std::int64_t kRows = 4;
 #pragma omp parallel for schedule(static) if (n > 8)
-    for (std::int64_t t = 0; t < n; ++t) {
-        const float* row = x + t * hidden;
-        // ggml_compute_forward_rms_norm_f32: f32 squares summed in order in double, the mean
-        // rounded to f32 before eps is added; then x * scale, then the weight (ggml_mul).
-        double sum = 0.0;
-        for (std::int64_t i = 0; i < hidden; ++i) sum += static_cast<double>(row[i] * row[i]);
-        const float mean = static_cast<float>(sum / static_cast<double>(hidden));
-        const float scale = 1.0f / std::sqrt(mean + eps);
-        float* dst = out + t * hidden;
-        for (std::int64_t i = 0; i < hidden; ++i) dst[i] = (row[i] * scale) * weight[i];
+    for (std::int64_t t0 = 0; t0 < n; t0 += kRows) {
+        const std::int64_t rows = std::min(kRows, n - t0);
+        double sum[kRows] = {};
+        for (std::int64_t i = 0; i < hidden; ++i) {
+            for (std::int64_t r = 0; r < rows; ++r) {
+                const float v = x[(t0 + r) * hidden + i];
+                sum[r] += static_cast<double>(v * v);
+            }
+        }
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const float* row = x + (t0 + r) * hidden;
+            const float mean = static_cast<float>(sum[r] / static_cast<double>(hidden));
+            const float scale = 1.0f / std::sqrt(mean + eps);
+            float* dst = out + (t0 + r) * hidden;
+            for (std::int64_t i = 0; i < hidden; ++i) dst[i] = (row[i] * scale) * weight[i];
+        }
     }
 }
 
