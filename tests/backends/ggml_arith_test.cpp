@@ -80,7 +80,7 @@ TEST(GgmlArith, VectorFormsEqualScalarFormsBitForBit) {
 TEST(GgmlArith, NormSwigluRopeMatchNaive) {
     CpuBackend be = ggml_backend();
     std::mt19937 rng(2);
-    const std::int64_t n = 3, h = 576;
+    const std::int64_t n = 6, h = 576;  // rows go four at a time: a full group and a partial one
     std::vector<float> x = random_vec(n * h, rng, 2.0f), w = random_vec(h, rng), y(n * h);
     be.rms_norm(view(x, {n, h}), view(w, {h}), 1e-5f, view(y, {n, h}));
     for (std::int64_t t = 0; t < n; ++t) {
@@ -90,6 +90,8 @@ TEST(GgmlArith, NormSwigluRopeMatchNaive) {
         for (std::int64_t i = 0; i < h; ++i)
             EXPECT_NEAR(y[t * h + i], w[i] * x[t * h + i] * inv, 1e-5);
     }
+    be.rms_norm(view(x, {n, h}), view(w, {h}), 1e-5f, view(x, {n, h}));  // in place
+    EXPECT_EQ(x, y);
 
     std::vector<float> g = random_vec(1000, rng, 4.0f), u = random_vec(1000, rng), o(1000);
     be.swiglu(view(g, {1, 1000}), view(u, {1, 1000}), view(o, {1, 1000}));
