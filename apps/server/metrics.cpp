@@ -1,6 +1,8 @@
 #include "apps/server/metrics.h"
 
 #include <cstdio>
+#include <initializer_list>
+#include <utility>
 
 namespace inferscale::server {
 namespace {
@@ -11,6 +13,14 @@ void line(std::string& out, const std::string& name, const char* type, const std
     char buf[64];
     std::snprintf(buf, sizeof(buf), "%.17g", value);
     out += name + " " + buf + "\n";
+}
+
+// A gauge with one series per chunk-pool tier.
+void tiers(std::string& out, const std::string& name, const std::string& help,
+           std::initializer_list<std::pair<const char*, std::size_t>> values) {
+    out += "# HELP " + name + " " + help + "\n# TYPE " + name + " gauge\n";
+    for (const auto& [tier, value] : values)
+        out += name + "{tier=\"" + tier + "\"} " + std::to_string(value) + "\n";
 }
 
 }  // namespace
@@ -64,22 +74,12 @@ std::string ServerMetrics::render(const engine::EngineStats& s) const {
     line(out, "inferscale_engine_steps_total", "counter", "Engine steps.", double(s.steps));
     if (s.chunk_pool) {
         const inject::ChunkPoolStats& p = *s.chunk_pool;
-        out += "# HELP inferscale_chunk_pool_bytes Memory chunk bytes per tier.\n"
-               "# TYPE inferscale_chunk_pool_bytes gauge\n";
-        out += "inferscale_chunk_pool_bytes{tier=\"device\"} " + std::to_string(p.device.bytes) + "\n";
-        out += "inferscale_chunk_pool_bytes{tier=\"host\"} " + std::to_string(p.host.bytes) + "\n";
-        out += "inferscale_chunk_pool_bytes{tier=\"disk\"} " + std::to_string(p.disk.bytes) + "\n";
-        out += "# HELP inferscale_chunk_pool_capacity_bytes Capacity of the bounded tiers.\n"
-               "# TYPE inferscale_chunk_pool_capacity_bytes gauge\n";
-        out += "inferscale_chunk_pool_capacity_bytes{tier=\"device\"} " +
-               std::to_string(s.chunk_pool_device_capacity) + "\n";
-        out += "inferscale_chunk_pool_capacity_bytes{tier=\"host\"} " +
-               std::to_string(s.chunk_pool_host_capacity) + "\n";
-        out += "# HELP inferscale_chunk_pool_chunks Memory chunks per tier.\n"
-               "# TYPE inferscale_chunk_pool_chunks gauge\n";
-        out += "inferscale_chunk_pool_chunks{tier=\"device\"} " + std::to_string(p.device.chunks) + "\n";
-        out += "inferscale_chunk_pool_chunks{tier=\"host\"} " + std::to_string(p.host.chunks) + "\n";
-        out += "inferscale_chunk_pool_chunks{tier=\"disk\"} " + std::to_string(p.disk.chunks) + "\n";
+        tiers(out, "inferscale_chunk_pool_bytes", "Memory chunk bytes per tier.",
+              {{"device", p.device.bytes}, {"host", p.host.bytes}, {"disk", p.disk.bytes}});
+        tiers(out, "inferscale_chunk_pool_capacity_bytes", "Capacity of the bounded tiers.",
+              {{"device", s.chunk_pool_device_capacity}, {"host", s.chunk_pool_host_capacity}});
+        tiers(out, "inferscale_chunk_pool_chunks", "Memory chunks per tier.",
+              {{"device", p.device.chunks}, {"host", p.host.chunks}, {"disk", p.disk.chunks}});
         line(out, "inferscale_chunk_pool_hits_total", "counter", "Chunks found in a tier.", double(p.hits()));
         line(out, "inferscale_chunk_pool_misses_total", "counter", "Chunks encoded because no tier had them.", double(p.misses));
         line(out, "inferscale_chunk_pool_promotions_total", "counter", "Chunks copied up to the device.", double(p.promotions));
