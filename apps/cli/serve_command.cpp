@@ -4,7 +4,6 @@
 #include <csignal>
 #include <cstdio>
 #include <filesystem>
-#include <thread>
 
 #include "apps/cli/cli_support.h"
 #include "apps/cli/commands.h"
@@ -117,20 +116,16 @@ Command add_serve_command(CLI::App& app) {
         if (ctx.options.model_name.empty())
             ctx.options.model_name = std::filesystem::path(lm.model_name()).stem().string();
         server::HttpServer http(ctx);
+        auto port = http.bind();
+        if (!port.ok()) return fail(port.error().message);
+        std::fprintf(stderr, "inferscale: serving %s on http://%s:%d (memory: %s)\n",
+                     ctx.options.model_name.c_str(), ctx.options.host.c_str(), *port,
+                     store ? a->memory_mode.c_str() : "off");
         g_running = &http;
         std::signal(SIGINT, on_signal);
         std::signal(SIGTERM, on_signal);
-        // The bound port is known once listening starts; announce it from a watcher.
-        std::thread announce([&] {
-            while (http.port() == 0) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-            std::fprintf(stderr, "inferscale: serving %s on http://%s:%d (memory: %s)\n",
-                         ctx.options.model_name.c_str(), ctx.options.host.c_str(), http.port(),
-                         store ? a->memory_mode.c_str() : "off");
-        });
-        Status st = http.listen();
+        Status st = http.serve();
         g_running = nullptr;
-        if (http.port() == 0) http.stop();
-        announce.detach();
         return st.ok() ? 0 : fail(st.error().message);
     };
 }

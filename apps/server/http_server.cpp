@@ -103,15 +103,15 @@ HttpServer::HttpServer(ServerContext& context)
 
 HttpServer::~HttpServer() = default;
 
-Status HttpServer::listen() {
-    const int port = ctx_.options.port == 0 ? http_->bind_to_any_port(ctx_.options.host)
-                                            : (http_->bind_to_port(ctx_.options.host, ctx_.options.port)
-                                                   ? ctx_.options.port
-                                                   : -1);
-    if (port < 0)
-        return make_error("cannot listen on " + ctx_.options.host + ":" +
-                          std::to_string(ctx_.options.port));
-    port_ = port;
+Result<int> HttpServer::bind() {
+    const ServerOptions& o = ctx_.options;
+    const int port = o.port == 0 ? http_->bind_to_any_port(o.host)
+                                 : (http_->bind_to_port(o.host, o.port) ? o.port : -1);
+    if (port < 0) return make_error("cannot listen on " + o.host + ":" + std::to_string(o.port));
+    return port;
+}
+
+Status HttpServer::serve() {
     if (!http_->listen_after_bind()) return make_error("the HTTP server stopped with an error");
     return {};
 }

@@ -7,7 +7,6 @@
 // Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
 // GET /metrics, and the memory API (memory_api.h).
 
-#include <atomic>
 #include <memory>
 #include <string>
 
@@ -52,10 +51,10 @@ class HttpServer {
     explicit HttpServer(ServerContext& context);
     ~HttpServer();
 
-    // Binds and serves until stop(); an Error when the address cannot be bound.
-    Status listen();
-    // The port actually bound (useful with port 0), once listening.
-    int port() const { return port_.load(); }
+    // Binds the address; returns the port bound (the chosen one with port 0), or an Error.
+    Result<int> bind();
+    // Serves on the bound address until stop().
+    Status serve();
     void stop();
 
   private:
@@ -63,7 +62,6 @@ class HttpServer {
 
     ServerContext& ctx_;
     std::unique_ptr<httplib::Server> http_;
-    std::atomic<int> port_{0};
 };
 
 // ---- helpers shared by the route files -------------------------------------------------

@@ -66,18 +66,20 @@ std::string string_field(const json& body, const char* name) {
 std::optional<memory::Fact> visible_fact(ServerContext& ctx, const ApiKey& key,
                                          const httplib::Request& req, httplib::Response& res) {
     const std::string& raw = req.matches[1];
-    memory::FactId id = 0;
+    const auto hidden = [&] {
+        send_error(res, not_found("no memory with id '" + raw + "'"));
+        return std::nullopt;
+    };
     const bool numeric = !raw.empty() && raw.size() < 19 &&
                          std::all_of(raw.begin(), raw.end(), [](char c) { return c >= '0' && c <= '9'; });
-    if (numeric) id = std::stoll(raw);
-    auto fact = numeric ? ctx.store->get_fact(id) : Result<memory::Fact>(make_error(ErrorKind::NotFound, ""));
-    if (!fact.ok() || !key.may_access(fact->user)) {
-        if (fact.ok() || fact.error().kind == ErrorKind::NotFound)
-            send_error(res, not_found("no memory with id '" + raw + "'"));
-        else
-            send_error(res, from_error(fact.error()));
+    if (!numeric) return hidden();
+    auto fact = ctx.store->get_fact(std::stoll(raw));
+    if (!fact.ok()) {
+        if (fact.error().kind == ErrorKind::NotFound) return hidden();
+        send_error(res, from_error(fact.error()));
         return std::nullopt;
     }
+    if (!key.may_access(fact->user)) return hidden();
     return std::move(fact).value();
 }
 
