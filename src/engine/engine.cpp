@@ -143,13 +143,14 @@ void Engine::take_new_requests() {
 }
 
 void Engine::end(Active& a, StreamEvent event) {
-    if (options_.log_requests)
+    if (options_.log_requests) {
         IS_LOG(Info) << "request " << a.seq.id << ": queued " << a.t_queued * 1e3 << " ms, memory "
                      << a.t_memory * 1e3 << " ms, admitted " << a.t_admitted * 1e3
                      << " ms, first token " << a.t_first * 1e3 << " ms, done "
                      << a.since_submit.seconds() * 1e3 << " ms; prompt " << a.usage.prompt_tokens
                      << ", injected " << a.usage.injected_tokens << ", generated "
                      << a.usage.completion_tokens << ", preempted " << a.seq.preemptions;
+    }
     event.finished = true;
     event.usage = a.usage;
     const bool cancelled = a.stream->cancelled();
@@ -222,10 +223,8 @@ Status Engine::run_step(StepPlan& plan) {
     bool decode_only = true;
     for (const ScheduledRun& run : plan.runs) {
         decode_only = decode_only && run.count == 1 && run.sample;
-        if (run.start == run.seq->num_cached || run.start == run.seq->injected_tokens) {
-            Active& a = *active_.at(run.seq->id);
-            if (a.t_admitted == 0) a.t_admitted = a.since_submit.seconds();
-        }
+        Active& a = *active_.at(run.seq->id);
+        if (a.t_admitted == 0) a.t_admitted = a.since_submit.seconds();  // its first run
         const Sequence& seq = *run.seq;
         step_ids_.insert(step_ids_.end(), seq.tokens.begin() + run.start,
                          seq.tokens.begin() + run.start + run.count);
@@ -236,7 +235,7 @@ Status Engine::run_step(StepPlan& plan) {
         bs.kv_len = static_cast<std::int32_t>(run.start + run.count);
         bs.pages = seq.blocks;
         step_seqs_.push_back(bs);
-        if (run.sample && active_.at(seq.id)->params.temperature > 0.0f) greedy = false;
+        if (run.sample && a.params.temperature > 0.0f) greedy = false;
     }
     model::ForwardBatch batch;
     batch.token_ids = step_ids_;
@@ -286,9 +285,7 @@ void Engine::loop() {
         prepare_memory();
         StepPlan plan = scheduler_.schedule();
         for (Sequence* seq : plan.preempted) {
-            Active& a = *active_.at(seq->id);
-            a.leases.clear();
-            a.plan = {};
+            active_.at(seq->id)->release_memory();
             std::lock_guard lock(mutex_);
             ++stats_.preemptions;
         }

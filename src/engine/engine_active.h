@@ -34,6 +34,14 @@ struct Engine::Active {
     std::vector<MemoryFact> facts;
     std::vector<inject::ChunkLease> leases;
     inject::InjectPlan plan;
+
+    // Lets the chunks go (injected, or the blocks were lost to preemption): a later
+    // admission needs them fetched again.
+    void release_memory() {
+        leases.clear();
+        plan = {};
+        seq.memory_ready = false;
+    }
 };
 
 // Hears facts being added (on the store's writing thread) and queues them for the step loop.

@@ -167,13 +167,19 @@ void Engine::prepare_memory() {
 
 void Engine::encode_in_background(std::size_t budget) {
     if (!added_facts_) return;
-    for (const memory::Fact& fact : added_facts_->take(budget)) {
+    std::vector<memory::Fact> taken = added_facts_->take(budget);
+    // One encoding pass (and one read of the turns) per user, not per fact.
+    std::stable_sort(taken.begin(), taken.end(),
+                     [](const memory::Fact& x, const memory::Fact& y) { return x.user < y.user; });
+    for (auto first = taken.begin(); first != taken.end();) {
+        const auto last = std::find_if(first, taken.end(), [&](const memory::Fact& f) {
+            return f.user != first->user;
+        });
         // Failures here cost nothing but a later on-demand encode: the request path retries.
-        auto facts = memory_facts(model_, *store_, fact.user, std::span(&fact, 1),
+        auto facts = memory_facts(model_, *store_, first->user, std::span(first, last),
                                   options_.background_encode_window);
-        if (!facts.ok()) continue;
-        std::size_t one = 1;
-        (void)encode_missing(*facts, one);
+        if (facts.ok()) (void)encode_missing(*facts, budget);
+        first = last;
     }
 }
 
@@ -186,10 +192,7 @@ Status Engine::inject(const Injection& injection) {
         std::lock_guard lock(mutex_);
         stats_.injected_tokens += static_cast<std::uint64_t>(a.usage.injected_tokens);
     }
-    // The KV is in the blocks now; the chunks may be demoted again.
-    a.leases.clear();
-    a.plan = {};
-    a.seq.memory_ready = false;
+    a.release_memory();  // the KV is in the blocks now; the chunks may be demoted again
     return {};
 }
 
