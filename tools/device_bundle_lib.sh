@@ -1,6 +1,6 @@
-# Shared by tools/device_cuda_tests.sh, device_gpu_bench.sh and device_inject_bench.sh: which
-# libraries a bundle leaves to the GPU machine, copying the rest, and where that machine keeps
-# its CUDA libraries. Functions only; source it after defining die().
+# Shared by the tools/device_*.sh scripts: which libraries a bundle leaves to the GPU machine,
+# copying the rest, where that machine keeps its CUDA libraries, and a model folder for random
+# weights. Functions only; source it after defining die().
 
 # Libraries the GPU machine provides itself: glibc's family, the driver and CUDA's libraries.
 is_system_lib() {
@@ -58,4 +58,17 @@ link_missing_libs() {
         done < <(LD_LIBRARY_PATH=$links:$cuda_path ldd "$lib" | awk '/not found/ {print $1}')
     done
     return 0
+}
+
+# Random weights need only a tokenizer and a chat template: this assembles a model folder from
+# committed fixtures (SmolLM's tokenizer.json, SmolLM2's template, a tiny checkpoint whose
+# weights are never used) so the 94 MB GGUF need not travel. Run from the repository root;
+# prints the folder.
+random_weights_model_dir() {
+    local model
+    model=$(mktemp -d)
+    cp tests/fixtures/golden/llama_gqa/config.json tests/fixtures/golden/llama_gqa/model.safetensors "$model/"
+    cp tests/fixtures/tokenizer/smollm_tokenizer.json "$model/tokenizer.json"
+    cp tests/fixtures/tokenizer/chat_templates/smollm2.jinja "$model/chat_template.jinja"
+    echo "$model"
 }

@@ -12,9 +12,7 @@
 #   writes serve_bench.txt, serve_bench.json and the server log to $OUT (or ./serve-bench-logs).
 #   SERVE_FLAGS adds `inferscale serve` flags (e.g. --log-requests).
 #
-# Random weights need only a tokenizer and a chat template: they come from a model folder
-# assembled from committed fixtures (SmolLM's tokenizer.json, SmolLM2's template, a tiny
-# checkpoint whose weights are never used), so the 94 MB GGUF need not travel.
+# The model folder for the random weights comes from committed fixtures (random_weights_model_dir).
 set -euo pipefail
 
 die() { echo "device_serve_bench: $*" >&2; exit 2; }
@@ -49,10 +47,7 @@ run() {
     link_missing_libs "$bundle_dir" "$links" "$cuda_path" "$bundle_dir/app/inferscale"
     export LD_LIBRARY_PATH=$links${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
-    model=$(mktemp -d)
-    cp tests/fixtures/golden/llama_gqa/config.json tests/fixtures/golden/llama_gqa/model.safetensors "$model/"
-    cp tests/fixtures/tokenizer/smollm_tokenizer.json "$model/tokenizer.json"
-    cp tests/fixtures/tokenizer/chat_templates/smollm2.jinja "$model/chat_template.jinja"
+    model=$(random_weights_model_dir)
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$logs/env.txt" 2>&1 || true
 
     python3 bench/serve_bench.py --bin "$bundle_dir/app/inferscale" \

@@ -1,13 +1,15 @@
-// Prefill attention in the FlashAttention-2 pattern: a block owns a tile of kBlockM query rows
-// of one sequence and one query head, walks the sequence's KV in tiles of kBlockN tokens
-// gathered through the page table, and keeps an online softmax, so no score matrix larger than
-// one tile ever exists. Tensor cores do both products through WMMA (bf16 in, f32 accumulate).
+// Prefill attention in the FlashAttention-2 pattern on mma.sync tensor cores: a block owns a
+// tile of kBlockM query rows of one sequence and one query head, walks the sequence's KV in
+// tiles gathered through the page table, and keeps an online softmax, so no score matrix larger
+// than one tile ever exists. The building blocks (swizzled cp.async tiles, ldmatrix, m16n8k16
+// bf16 mma, the accumulator layout) are those of the decode kernels in attention_tc.cuh.
 //
-// Each of the four warps owns 16 query rows end to end (scores, softmax, output), so inside a
-// KV tile only the K/V loads need block-wide barriers. WMMA's register layout of an accumulator
-// is unspecified, so the running output lives in shared memory as f32: a warp rescales its rows
-// there after the softmax step and reloads them as the accumulator of the P x V product.
-// Rows are padded (+8 bf16 / +4 f32) to spread WMMA's row accesses over the banks.
+// Each of the four warps owns 16 query rows end to end and keeps everything of them in
+// registers: Q as A fragments, the scores S = Q K^T as accumulators, P (the bf16 weights)
+// re-packed from those accumulators straight into A fragments, and the running output O. Shared
+// memory holds only the Q tile (read once into registers) and a double-buffered K/V tile: the
+// next tile's cp.async copies fly while the current one is multiplied. A warp whose rows all
+// end before a tile (the causal upper triangle of the diagonal tiles) skips its products.
 //
 // Short chunks over a long KV (a question after injected memory) give too few (tile, head)
 // blocks to fill the GPU, so the plan may split the KV as flash-decoding does: grid x is then
@@ -15,55 +17,71 @@
 // tiles never straddle splits) and stores its rows' unnormalized output with (max, sum) in the
 // workspace; merge_prefill_splits_kernel weighs them together. The causal mask is unchanged
 // (it is per row), and a row whose visible KV ends before a split's first token leaves an
-// empty state there that the merge never reads.
-
-#include <mma.h>
+// empty state there that the merge never reads. Query tiles are walked last-first: the last
+// rows see the most KV, so the longest blocks start first.
 
 #include <algorithm>
 #include <cmath>
 
-#include "backends/cuda/attention_common.cuh"
+#include "backends/cuda/attention_tc.cuh"
 #include "backends/cuda/cuda_check.h"
 
 namespace inferscale::backends::cuda {
 namespace {
 
-namespace wmma = nvcuda::wmma;
-
-constexpr int kBlockM = 64;  // query rows per block: 4 warps x 16
-constexpr int kBlockN = 64;  // KV tokens per tile
-constexpr int kThreads = 128;
+constexpr int kWarps = 4;
+constexpr int kBlockM = kWarps * 16;  // query rows per block
+constexpr int kBlockN = 64;           // KV tokens per split unit (and per tile up to D = 128)
+constexpr int kThreads = kWarps * 32;
 
 template <int D>
-struct PrefillSmem {
-    static constexpr int kQkvLd = D + 8;      // bf16 row stride of the Q, K and V tiles
-    static constexpr int kSLd = kBlockN + 4;  // f32 row stride of the scores
-    static constexpr int kPLd = kBlockN + 8;  // bf16 row stride of the probabilities
-    static constexpr int kOLd = D + 4;        // f32 row stride of the running output
-    static constexpr int kQ = 0;
-    static constexpr int kK = kQ + kBlockM * kQkvLd * 2;
-    static constexpr int kV = kK + kBlockN * kQkvLd * 2;
-    static constexpr int kS = kV + kBlockN * kQkvLd * 2;
-    static constexpr int kP = kS + kBlockM * kSLd * 4;
-    static constexpr int kO = kP + kBlockM * kPLd * 2;
-    static constexpr int kBytes = kO + kBlockM * kOLd * 4;
-    static_assert(kK % 128 == 0 && kV % 128 == 0 && kS % 128 == 0 && kP % 128 == 0 &&
-                      kO % 128 == 0,
-                  "WMMA needs 32-byte aligned tiles");
+struct PrefillShape {
+    using S = tc::Shape<D>;
+    // KV tokens per tile: 64, or 32 at D = 256 so scores, P and O stay in registers.
+    static constexpr int kTileN = D > 128 ? 32 : 64;
+    static constexpr int kScoreTiles = kTileN / 8;  // 8-token accumulator tiles per row group
+    static constexpr int kTokenSteps = kTileN / 16;  // 16-token k-steps of P x V
+    static constexpr int kQBytes = kBlockM * S::kRowBytes;
+    static constexpr int kMatBytes = kTileN * S::kRowBytes;  // one K (or V) tile
+    static constexpr int kStageBytes = 2 * kMatBytes;        // K tile, then V tile
+    static constexpr int kSmemBytes = kQBytes + 2 * kStageBytes;
+    static constexpr int kRowsPerPass = kThreads / S::kChunks;  // K/V rows one block copy covers
+    static_assert(kBlockN % kTileN == 0, "splits never cut a tile");
+    static_assert(kTileN % kRowsPerPass == 0 && kBlockM % kRowsPerPass == 0, "copy passes");
 };
 
+// Issues the copies of KV tokens [t0, t0 + kTileN) of kv head `kv_head` (zero past `stop`) into
+// the stage at shared address `stage`.
 template <int D>
-__global__ void __launch_bounds__(kThreads)
+__device__ __forceinline__ void issue_kv_tile(unsigned stage, const SeqInfo& s,
+                                              const PagedKvView& kv, int kv_head, int t0,
+                                              int stop, int tid) {
+    using P = PrefillShape<D>;
+    const int chunk = tid % P::S::kChunks;
+#pragma unroll
+    for (int r = tid / P::S::kChunks; r < P::kTileN; r += P::kRowsPerPass) {
+        const int j = t0 + r;
+        const bool valid = j < stop;
+        const std::int64_t off = valid ? kv_offset(s, j, kv, kv_head) + chunk * 8 : 0;
+        const unsigned dst = stage + tc::tile_offset<D>(r, chunk);
+        tc::cp_async16(dst, static_cast<const bf16*>(kv.k) + off, valid);
+        tc::cp_async16(dst + P::kMatBytes, static_cast<const bf16*>(kv.v) + off, valid);
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(kThreads, 2)
     prefill_attention_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                              PrefillLaunch launch, bf16* __restrict__ out) {
-    static_assert(D % 16 == 0, "WMMA tiles are 16 wide");
-    using L = PrefillSmem<D>;
-    constexpr int kVecs = D / 8;  // 16-byte vectors per row
+    using P = PrefillShape<D>;
+    using S = typename P::S;
+    constexpr int N = P::kTileN;
 
     const SeqInfo s = load_seq(batch, blockIdx.y, kv);
     if (s.q_len <= 1) return;  // empty, or a decode row: the decode kernel owns it
     const int split = static_cast<int>(blockIdx.x) % launch.num_splits;
-    const int row0 = static_cast<int>(blockIdx.x) / launch.num_splits * kBlockM;
+    const int tile = launch.max_q_tiles - 1 - static_cast<int>(blockIdx.x) / launch.num_splits;
+    const int row0 = tile * kBlockM;
     if (row0 >= s.q_len) return;
     const int rows = min(kBlockM, s.q_len - row0);
     const int first_pos = s.kv_len - s.q_len + row0;  // KV index of the tile's first query
@@ -76,155 +94,176 @@ __global__ void __launch_bounds__(kThreads)
     const int kv_head = head / (batch.num_heads / kv.kv_heads);
 
     extern __shared__ __align__(128) unsigned char smem[];
-    bf16* q_s = reinterpret_cast<bf16*>(smem + L::kQ);
-    bf16* k_s = reinterpret_cast<bf16*>(smem + L::kK);
-    bf16* v_s = reinterpret_cast<bf16*>(smem + L::kV);
-    float* s_s = reinterpret_cast<float*>(smem + L::kS);
-    bf16* p_s = reinterpret_cast<bf16*>(smem + L::kP);
-    float* o_s = reinterpret_cast<float*>(smem + L::kO);
-
+    const unsigned q_addr = tc::smem_addr(smem);
+    const unsigned kv_addr = q_addr + P::kQBytes;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const uint4 zero = make_uint4(0, 0, 0, 0);
+    const tc::Lane<D> ln(lane);
 
-    for (int idx = tid; idx < kBlockM * kVecs; idx += kThreads) {
-        const int r = idx / kVecs, c = (idx % kVecs) * 8;
-        uint4 val = zero;
-        if (r < rows) {
-            const std::int64_t token = s.q_start + row0 + r;
-            val = *reinterpret_cast<const uint4*>(q + (token * batch.num_heads + head) * D + c);
+    // Q tile (rows past the chunk zero-filled) and the first K/V tile: one copy group.
+    {
+        const int chunk = tid % S::kChunks;
+#pragma unroll
+        for (int r = tid / S::kChunks; r < kBlockM; r += P::kRowsPerPass) {
+            const bool valid = r < rows;
+            const std::int64_t token = s.q_start + row0 + (valid ? r : 0);
+            tc::cp_async16(q_addr + tc::tile_offset<D>(r, chunk),
+                           q + (token * batch.num_heads + head) * D + chunk * 8, valid);
         }
-        *reinterpret_cast<uint4*>(q_s + r * L::kQkvLd + c) = val;
     }
-    for (int idx = tid; idx < kBlockM * L::kOLd; idx += kThreads) o_s[idx] = 0.0f;
+    issue_kv_tile<D>(kv_addr, s, kv, kv_head, kv_begin, kv_stop, tid);
+    tc::cp_async_commit();
 
-    // Two lanes share one row of this warp: lane parity picks the half of the columns.
-    const int my_row = warp * 16 + (lane >> 1);
-    const int half = lane & 1;
-    const bool row_valid = my_row < rows;
-    const int my_pos = first_pos + my_row;  // last KV index this row may see
+    const int warp_row0 = warp * 16;
+    const bool warp_active = warp_row0 < rows;
+    const int pos_lo = first_pos + warp_row0 + ln.g;  // last KV index row g may see
+    const int pos_hi = pos_lo + 8;                     // and row g + 8
+    const int warp_last = first_pos + warp_row0 + 15;
     const float scale_log2 = batch.scale * kLog2e;
-    float row_max = -INFINITY, row_sum = 0.0f;
 
-    for (int kv0 = kv_begin; kv0 < kv_stop; kv0 += kBlockN) {
-        __syncthreads();  // every warp is done with the previous K/V tile (and Q/O are set)
-        for (int idx = tid; idx < kBlockN * kVecs; idx += kThreads) {
-            const int j = idx / kVecs, c = (idx % kVecs) * 8;
-            uint4 kval = zero, vval = zero;  // zeros past the end keep NaNs out of P x V
-            if (kv0 + j < kv_stop) {
-                const std::int64_t off = kv_offset(s, kv0 + j, kv, kv_head) + c;
-                kval = *reinterpret_cast<const uint4*>(static_cast<const bf16*>(kv.k) + off);
-                vval = *reinterpret_cast<const uint4*>(static_cast<const bf16*>(kv.v) + off);
-            }
-            *reinterpret_cast<uint4*>(k_s + j * L::kQkvLd + c) = kval;
-            *reinterpret_cast<uint4*>(v_s + j * L::kQkvLd + c) = vval;
+    unsigned qa[S::kKSteps][4];
+    float o[S::kNTiles][4];
+#pragma unroll
+    for (int n = 0; n < S::kNTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+
+    const int num_tiles = (kv_stop - kv_begin + N - 1) / N;
+    for (int it = 0; it < num_tiles; ++it) {
+        const int kv0 = kv_begin + it * N;
+        const unsigned stage = kv_addr + (it & 1) * P::kStageBytes;
+        if (it + 1 < num_tiles) {
+            issue_kv_tile<D>(kv_addr + ((it + 1) & 1) * P::kStageBytes, s, kv, kv_head, kv0 + N,
+                             kv_stop, tid);
+            tc::cp_async_commit();
+            tc::cp_async_wait<1>();
+        } else {
+            tc::cp_async_wait<0>();
         }
-        __syncthreads();
+        __syncthreads();  // this tile (and at it == 0 the Q tile) landed for every warp
+        if (it == 0) {
+#pragma unroll
+            for (int ks = 0; ks < S::kKSteps; ++ks) {
+                tc::ldmatrix_x4(q_addr + tc::tile_offset<D>(warp_row0 + (lane & 15),
+                                                            2 * ks + (lane >> 4)),
+                                qa[ks]);
+            }
+        }
 
-        // S = Q K^T for this warp's 16 rows.
-        {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> acc[kBlockN / 16];
+        if (warp_active && kv0 <= warp_last) {
+            // S = Q K^T: sc[n] holds tokens 8n .. 8n + 7 of the tile.
+            float sc[P::kScoreTiles][4];
 #pragma unroll
-            for (int n = 0; n < kBlockN / 16; ++n) wmma::fill_fragment(acc[n], 0.0f);
+            for (int n = 0; n < P::kScoreTiles; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
 #pragma unroll
-            for (int k0 = 0; k0 < D; k0 += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
-                wmma::load_matrix_sync(a, q_s + warp * 16 * L::kQkvLd + k0, L::kQkvLd);
+            for (int ks = 0; ks < S::kKSteps; ++ks) {
 #pragma unroll
-                for (int n = 0; n < kBlockN / 16; ++n) {
-                    // K^T as a column-major matrix is K's rows read in place.
-                    wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::col_major> b;
-                    wmma::load_matrix_sync(b, k_s + n * 16 * L::kQkvLd + k0, L::kQkvLd);
-                    wmma::mma_sync(acc[n], a, b, acc[n]);
+                for (int n2 = 0; n2 < P::kTokenSteps; ++n2) {
+                    unsigned b[4];
+                    tc::ldmatrix_x4(stage + tc::tile_offset<D>(n2 * 16 + ln.k_row,
+                                                               2 * ks + ln.k_chunk),
+                                    b);
+                    tc::mma_bf16(sc[2 * n2], qa[ks], b[0], b[1]);
+                    tc::mma_bf16(sc[2 * n2 + 1], qa[ks], b[2], b[3]);
                 }
             }
-#pragma unroll
-            for (int n = 0; n < kBlockN / 16; ++n) {
-                wmma::store_matrix_sync(s_s + warp * 16 * L::kSLd + n * 16, acc[n], L::kSLd,
-                                        wmma::mem_row_major);
-            }
-        }
-        __syncwarp();
 
-        // Online softmax over this tile, causal mask included.
-        {
-            float* srow = s_s + my_row * L::kSLd;
-            bf16* prow = p_s + my_row * L::kPLd;
-            float tile_max = -INFINITY;
-            for (int c = half * 32; c < half * 32 + 32; ++c) {
-                const bool visible = row_valid && kv0 + c <= my_pos;
-                const float x = visible ? srow[c] * scale_log2 : -INFINITY;
-                srow[c] = x;
-                tile_max = fmaxf(tile_max, x);
-            }
-            tile_max = fmaxf(tile_max, __shfl_xor_sync(0xffffffffu, tile_max, 1));
-            const float new_max = fmaxf(row_max, tile_max);
-            // A row with nothing visible yet keeps max -inf; subtracting 0 keeps exp2 at 0.
-            const float base = new_max == -INFINITY ? 0.0f : new_max;
-            const float correction = exp2f(row_max - base);
-            float sum = 0.0f;
-            for (int c = half * 32; c < half * 32 + 32; ++c) {
-                const bf16 p = __float2bfloat16_rn(exp2f(srow[c] - base));
-                prow[c] = p;
-                sum += __bfloat162float(p);  // the sum of what P x V will actually weigh
-            }
-            sum += __shfl_xor_sync(0xffffffffu, sum, 1);
-            row_sum = row_sum * correction + sum;
-            row_max = new_max;
-            float* orow = o_s + my_row * L::kOLd;
-            for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) orow[c] *= correction;
-        }
-        __syncwarp();
-
-        // O += P V for this warp's rows.
-#pragma unroll 1
-        for (int n0 = 0; n0 < D; n0 += 16) {
-            wmma::fragment<wmma::accumulator, 16, 16, 16, float> o;
-            float* o_tile = o_s + warp * 16 * L::kOLd + n0;
-            wmma::load_matrix_sync(o, o_tile, L::kOLd, wmma::mem_row_major);
+            // Online softmax for rows g (e = 0, 1) and g + 8 (e = 2, 3), causal mask included
+            // where the tile reaches past a row's position or past the split.
+            const bool masked = kv0 + N - 1 > first_pos + warp_row0 || kv0 + N > kv_stop;
+            float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-            for (int k0 = 0; k0 < kBlockN; k0 += 16) {
-                wmma::fragment<wmma::matrix_a, 16, 16, 16, bf16, wmma::row_major> a;
-                wmma::fragment<wmma::matrix_b, 16, 16, 16, bf16, wmma::row_major> b;
-                wmma::load_matrix_sync(a, p_s + warp * 16 * L::kPLd + k0, L::kPLd);
-                wmma::load_matrix_sync(b, v_s + k0 * L::kQkvLd + n0, L::kQkvLd);
-                wmma::mma_sync(o, a, b, o);
+            for (int n = 0; n < P::kScoreTiles; ++n) {
+#pragma unroll
+                for (int e = 0; e < 4; ++e) {
+                    const int col = kv0 + n * 8 + 2 * ln.t + (e & 1);
+                    const int pos = e < 2 ? pos_lo : pos_hi;
+                    const bool hidden = masked && (col > pos || col >= kv_stop);
+                    const float x = hidden ? -INFINITY : sc[n][e] * scale_log2;
+                    sc[n][e] = x;
+                    tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
+                }
             }
-            wmma::store_matrix_sync(o_tile, o, L::kOLd, wmma::mem_row_major);
+            float base[2], corr[2];
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                float mx = tile_max[r];
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+                const float new_max = fmaxf(m[r], mx);
+                // A row with nothing visible yet keeps max -inf; subtracting 0 keeps exp2 at 0.
+                base[r] = new_max == -INFINITY ? 0.0f : new_max;
+                corr[r] = exp2f(m[r] - base[r]);
+                m[r] = new_max;
+            }
+            unsigned pa[P::kTokenSteps][4];
+            float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+            for (int k2 = 0; k2 < P::kTokenSteps; ++k2) {
+                const float(&lo)[4] = sc[2 * k2];
+                const float(&hi)[4] = sc[2 * k2 + 1];
+                pa[k2][0] = tc::pack_bf16(exp2f(lo[0] - base[0]), exp2f(lo[1] - base[0]), sum[0]);
+                pa[k2][1] = tc::pack_bf16(exp2f(lo[2] - base[1]), exp2f(lo[3] - base[1]), sum[1]);
+                pa[k2][2] = tc::pack_bf16(exp2f(hi[0] - base[0]), exp2f(hi[1] - base[0]), sum[0]);
+                pa[k2][3] = tc::pack_bf16(exp2f(hi[2] - base[1]), exp2f(hi[3] - base[1]), sum[1]);
+            }
+            l[0] = l[0] * corr[0] + sum[0];
+            l[1] = l[1] * corr[1] + sum[1];
+#pragma unroll
+            for (int n = 0; n < S::kNTiles; ++n) {
+                o[n][0] *= corr[0];
+                o[n][1] *= corr[0];
+                o[n][2] *= corr[1];
+                o[n][3] *= corr[1];
+            }
+
+            // O += P V, two 8-dim output tiles per ldmatrix.
+            const unsigned v_stage = stage + P::kMatBytes;
+#pragma unroll
+            for (int k2 = 0; k2 < P::kTokenSteps; ++k2) {
+#pragma unroll
+                for (int np = 0; np < S::kNTiles / 2; ++np) {
+                    unsigned b[4];
+                    tc::ldmatrix_x4_trans(v_stage + tc::tile_offset<D>(k2 * 16 + ln.v_row,
+                                                                       2 * np + ln.v_chunk),
+                                          b);
+                    tc::mma_bf16(o[2 * np], pa[k2], b[0], b[1]);
+                    tc::mma_bf16(o[2 * np + 1], pa[k2], b[2], b[3]);
+                }
+            }
         }
-        __syncwarp();
+        __syncthreads();  // every warp is done with this stage before it is refilled
     }
 
-    if (split_mode) {
-        // The unnormalized rows go out as 16-byte vectors once every warp is done with o_s.
-        if (row_valid && half == 0) {
-            const std::int64_t slot =
-                (static_cast<std::int64_t>(s.q_start + row0 + my_row) * batch.num_heads + head) *
-                    launch.num_splits +
-                split;
-            launch.partial_ml[slot * 2] = row_max;
-            launch.partial_ml[slot * 2 + 1] = row_sum;
-        }
-        __syncthreads();
-        constexpr int kF4 = D / 4;
-        for (int idx = tid; idx < rows * kF4; idx += kThreads) {
-            const int r = idx / kF4, c = (idx % kF4) * 4;
-            const std::int64_t slot =
-                (static_cast<std::int64_t>(s.q_start + row0 + r) * batch.num_heads + head) *
-                    launch.num_splits +
-                split;
-            *reinterpret_cast<float4*>(launch.partial_o + slot * D + c) =
-                *reinterpret_cast<const float4*>(o_s + r * L::kOLd + c);
-        }
-        return;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
     }
-    if (row_valid) {
-        // Every valid row sees KV token 0 at least, so row_sum > 0.
-        const float inv = 1.0f / row_sum;
-        const std::int64_t token = s.q_start + row0 + my_row;
-        bf16* dst = out + (token * batch.num_heads + head) * D;
-        const float* orow = o_s + my_row * L::kOLd;
-        for (int c = half * (D / 2); c < (half + 1) * (D / 2); ++c) {
-            dst[c] = __float2bfloat16_rn(orow[c] * inv);
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        const int row = warp_row0 + ln.g + 8 * r;
+        if (row >= rows) continue;
+        const std::int64_t token = s.q_start + row0 + row;
+        if (split_mode) {
+            const std::int64_t slot =
+                (token * batch.num_heads + head) * launch.num_splits + split;
+            float* dst = launch.partial_o + slot * D + 2 * ln.t;
+#pragma unroll
+            for (int n = 0; n < S::kNTiles; ++n) {
+                *reinterpret_cast<float2*>(dst + n * 8) = make_float2(o[n][2 * r], o[n][2 * r + 1]);
+            }
+            if (ln.t == 0) {
+                launch.partial_ml[slot * 2] = m[r];
+                launch.partial_ml[slot * 2 + 1] = l[r];
+            }
+        } else {
+            // Every valid row sees KV token 0 at least, so l > 0.
+            const float inv = 1.0f / l[r];
+            bf16* dst = out + (token * batch.num_heads + head) * D + 2 * ln.t;
+#pragma unroll
+            for (int n = 0; n < S::kNTiles; ++n) {
+                *reinterpret_cast<__nv_bfloat162*>(dst + n * 8) =
+                    __floats2bfloat162_rn(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+            }
         }
     }
 }
@@ -271,7 +310,7 @@ template <int D>
 void set_smem_limit() {
     IS_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       PrefillSmem<D>::kBytes));
+                                       PrefillShape<D>::kSmemBytes));
 }
 
 template <int D>
@@ -279,7 +318,7 @@ void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch&
                   const PrefillLaunch& launch, void* out, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(launch.max_q_tiles * launch.num_splits),
                     static_cast<unsigned>(batch.num_seqs), static_cast<unsigned>(batch.num_heads));
-    prefill_attention_kernel<D><<<grid, kThreads, PrefillSmem<D>::kBytes, stream>>>(
+    prefill_attention_kernel<D><<<grid, kThreads, PrefillShape<D>::kSmemBytes, stream>>>(
         static_cast<const bf16*>(q), pages, batch, launch, static_cast<bf16*>(out));
     IS_CUDA_CHECK_LAUNCH();
 }
