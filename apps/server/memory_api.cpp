@@ -11,6 +11,7 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <unordered_map>
 #include <nlohmann/json.hpp>
 
 #include "apps/server/http_server.h"
@@ -207,13 +208,21 @@ void add_memory_routes(httplib::Server& http, ServerContext& ctx) {
         auto known = ctx.store->has_user(user);
         if (!known.ok()) return send_error(res, from_error(known.error()));
         if (!*known) return send_error(res, not_found("unknown user '" + user + "'"));
+        const std::vector<retrieval::Hit> hits =
+            ctx.index->search(user, (*body)["query"].get<std::string>(), static_cast<std::size_t>(k));
+        std::vector<memory::FactId> ids;
+        std::unordered_map<memory::FactId, double> scores;
+        for (const retrieval::Hit& hit : hits) {
+            ids.push_back(hit.fact_id);
+            scores.emplace(hit.fact_id, hit.score);
+        }
+        auto facts = ctx.store->get_facts(ids);  // facts deleted since the search are skipped
+        if (!facts.ok()) return send_error(res, from_error(facts.error()));
         json results = json::array();
-        for (const retrieval::Hit& hit :
-             ctx.index->search(user, (*body)["query"].get<std::string>(), static_cast<std::size_t>(k))) {
-            auto fact = ctx.store->get_fact(hit.fact_id);
-            if (!fact.ok() || fact->user != user) continue;  // deleted meanwhile
-            json j = fact_json(*fact);
-            j["score"] = hit.score;
+        for (const memory::Fact& fact : *facts) {
+            if (fact.user != user) continue;
+            json j = fact_json(fact);
+            j["score"] = scores.at(fact.id);
             results.push_back(j);
         }
         send_json(res, json{{"results", results}}.dump());

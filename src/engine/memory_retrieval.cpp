@@ -67,13 +67,11 @@ Result<std::vector<MemoryFact>> retrieve_memory_facts(const LocalModel& lm,
                                                       std::string_view question,
                                                       const RetrievalOptions& options) {
     if (options.top_k < 0) return make_error(ErrorKind::InvalidArgument, "top_k must be >= 0");
-    const auto hits = retriever.search(user, question, static_cast<std::size_t>(options.top_k));
-    std::vector<memory::Fact> facts;
-    for (const retrieval::Hit& hit : hits) {
-        auto fact = store.get_fact(hit.fact_id);
-        if (!fact.ok() && fact.error().kind == ErrorKind::NotFound) continue;  // deleted meanwhile
-        facts.push_back(IS_TRY(std::move(fact)));
-    }
+    std::vector<memory::FactId> ids;
+    for (const retrieval::Hit& hit :
+         retriever.search(user, question, static_cast<std::size_t>(options.top_k)))
+        ids.push_back(hit.fact_id);
+    const std::vector<memory::Fact> facts = IS_TRY(store.get_facts(ids));  // deleted ones skipped
     return memory_facts(lm, store, user, facts, options.context_window);
 }
 

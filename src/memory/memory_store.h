@@ -13,6 +13,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -63,6 +64,9 @@ class MemoryStore {
     Result<Fact> update_fact(FactId id, std::string_view text);  // Error when unknown
     Status delete_fact(FactId id);                               // Error when unknown
     Result<Fact> get_fact(FactId id);                            // Error when unknown
+    // The facts of `ids` that exist, in the order of `ids` (unknown ids are skipped: a fact
+    // deleted since a search found it), read with one statement under one lock.
+    Result<std::vector<Fact>> get_facts(std::span<const FactId> ids);
     Result<std::vector<Fact>> list_facts(std::string_view user);  // by id; Error when unknown user
 
     // --- turns

@@ -1,5 +1,7 @@
 // MemoryStore: facts.
 
+#include <unordered_map>
+
 #include "memory/memory_store.h"
 #include "memory/text_checks.h"
 
@@ -117,6 +119,26 @@ Result<Fact> MemoryStore::get_fact(FactId id) {
         IS_TRY(select_facts_locked("id = ?1", [id](Statement& s) { s.bind(1, id); }));
     if (found.empty()) return unknown_fact(id);
     return std::move(found.front());
+}
+
+Result<std::vector<Fact>> MemoryStore::get_facts(std::span<const FactId> ids) {
+    if (ids.empty()) return std::vector<Fact>{};
+    std::string list = "[";
+    for (const FactId id : ids) list += std::to_string(id) + ',';
+    list.back() = ']';
+    std::vector<Fact> found;
+    {
+        std::lock_guard lock(mutex_);
+        found = IS_TRY(select_facts_locked("id IN (SELECT value FROM json_each(?1))",
+                                           [&list](Statement& s) { s.bind(1, list); }));
+    }
+    std::unordered_map<FactId, std::size_t> at;
+    for (std::size_t i = 0; i < found.size(); ++i) at.emplace(found[i].id, i);
+    std::vector<Fact> out;
+    out.reserve(found.size());
+    for (const FactId id : ids)
+        if (auto it = at.find(id); it != at.end()) out.push_back(found[it->second]);
+    return out;
 }
 
 Result<std::vector<Fact>> MemoryStore::list_facts(std::string_view user) {

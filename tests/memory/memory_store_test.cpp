@@ -84,6 +84,26 @@ TEST(MemoryStore, PersistsAcrossReopen) {
     EXPECT_EQ(*store->list_users(), std::vector<std::string>{"u1"});
 }
 
+// A batch read returns exactly what one get_fact per id would, in the order asked, and skips
+// ids that do not exist (deleted since a search found them).
+TEST(MemoryStore, GetFactsMatchesGetFactInRequestOrder) {
+    TempDir dir;
+    auto store = open_ok(dir.file("m.db"));
+    std::vector<FactId> ids;
+    for (int i = 0; i < 12; ++i)
+        ids.push_back(store->add_fact(i % 2 ? "u" : "v", {"fact " + std::to_string(i), {}, ""})->id);
+    ASSERT_TRUE(store->delete_fact(ids[4]).ok());
+    const std::vector<FactId> asked{ids[7], ids[4], ids[0], 999999, ids[11], ids[3]};
+    auto got = store->get_facts(asked);
+    ASSERT_TRUE(got.ok()) << got.error().message;
+    std::vector<Fact> expected;
+    for (const FactId id : asked)
+        if (auto f = store->get_fact(id); f.ok()) expected.push_back(*f);
+    EXPECT_EQ(expected.size(), 4u);
+    EXPECT_EQ(*got, expected);
+    EXPECT_TRUE(store->get_facts({})->empty());
+}
+
 TEST(MemoryStore, UpdateAndDelete) {
     TempDir dir;
     const std::string path = dir.file("m.db");
