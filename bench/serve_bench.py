@@ -25,6 +25,7 @@ import signal
 import socket
 import statistics
 import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -208,6 +209,7 @@ def main():
             server.wait(timeout=60)
         except subprocess.TimeoutExpired:
             server.kill()
+        shutil.rmtree(work, ignore_errors=True)  # the disk tier holds GBs of chunks
 
     print("\n| users | kv QPS | prompt QPS | kv/prompt | kv TTFT p50 / p99 ms | prompt TTFT p50 / p99 ms | kv p50 / lone |")
     print("| --- | --- | --- | --- | --- | --- | --- |")
