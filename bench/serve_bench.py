@@ -126,6 +126,18 @@ def http_get(url):
         return r.read().decode()
 
 
+def engine_counters(url):
+    """Engine steps and their wall and forward seconds, from the server's /metrics."""
+    names = {"inferscale_engine_steps_total": "steps", "inferscale_engine_step_seconds_total": "step_s",
+             "inferscale_engine_forward_seconds_total": "forward_s"}
+    out = {}
+    for line in http_get(url + "/metrics").splitlines():
+        name, _, value = line.partition(" ")
+        if name in names:
+            out[names[name]] = float(value)
+    return out
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "bin", "inferscale"))
@@ -190,13 +202,20 @@ def main():
             row = {"users": users, "requests": requests}
             for mode in modes:
                 batch(sessions, mode, 1)  # warm: chunks encoded, nothing else kept
+                before = engine_counters(url)
                 wall, ttfts = batch(sessions, mode, args.max_tokens)
+                after = engine_counters(url)
+                steps = int(after["steps"] - before["steps"])
+                step_s = after["step_s"] - before["step_s"]
                 row[mode] = {"qps": requests / wall, "wall_s": wall,
                              "ttft_p50_ms": percentile(ttfts, 50) * 1e3,
-                             "ttft_p99_ms": percentile(ttfts, 99) * 1e3}
+                             "ttft_p99_ms": percentile(ttfts, 99) * 1e3,
+                             "steps": steps, "step_ms": step_s / max(steps, 1) * 1e3,
+                             "host_share": 1 - (after["forward_s"] - before["forward_s"]) / max(step_s, 1e-9)}
                 print(f"users {users:3d} {mode:6s} QPS {row[mode]['qps']:7.2f}  TTFT p50 "
-                      f"{row[mode]['ttft_p50_ms']:8.1f} ms  p99 {row[mode]['ttft_p99_ms']:8.1f} ms",
-                      file=sys.stderr)
+                      f"{row[mode]['ttft_p50_ms']:8.1f} ms  p99 {row[mode]['ttft_p99_ms']:8.1f} ms  "
+                      f"{steps} steps of {row[mode]['step_ms']:.1f} ms, host "
+                      f"{row[mode]['host_share'] * 100:.0f}%", file=sys.stderr)
             if "kv" in row and "prompt" in row:
                 row["qps_kv_over_prompt"] = row["kv"]["qps"] / row["prompt"]["qps"]
             if "kv" in row:

@@ -72,6 +72,10 @@ std::string ServerMetrics::render(const engine::EngineStats& s) const {
          "Prompt tokens served from the prefix cache.", double(s.cached_tokens));
     line(out, "inferscale_preemptions_total", "counter", "Requests preempted for KV blocks.", double(s.preemptions));
     line(out, "inferscale_engine_steps_total", "counter", "Engine steps.", double(s.steps));
+    line(out, "inferscale_engine_step_seconds_total", "counter",
+         "Wall time of engine steps: scheduling, memory, forward, sampling and streaming.", s.step_seconds);
+    line(out, "inferscale_engine_forward_seconds_total", "counter",
+         "Time of engine steps spent in the model's forward (the rest is host work).", s.forward_seconds);
     if (s.chunk_pool) {
         const inject::ChunkPoolStats& p = *s.chunk_pool;
         tiers(out, "inferscale_chunk_pool_bytes", "Memory chunk bytes per tier.",

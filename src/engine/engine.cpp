@@ -6,6 +6,7 @@
 #include <algorithm>
 
 #include "base/log.h"
+#include "base/timer.h"
 #include "engine/chunk_invalidator.h"
 #include "engine/engine_active.h"
 
@@ -244,6 +245,7 @@ Status Engine::run_step(StepPlan& plan) {
     batch.logits = model::LogitsSelection::LastPerSequence;
     const std::size_t rows = plan.runs.size();
     const auto vocab = static_cast<std::size_t>(model_.config().vocab_size);
+    const Timer forward;
     if (greedy && decode_only && graphs_ && graphs_->bucket_for(static_cast<std::int64_t>(rows)) > 0) {
         sampled_.resize(rows);
         IS_RETURN_IF_ERROR(graphs_->decode(batch, sampled_));
@@ -254,6 +256,7 @@ Status Engine::run_step(StepPlan& plan) {
         logits_.resize(rows * vocab);
         IS_RETURN_IF_ERROR(model_.model().forward(batch, model_.kv(), model_.workspace(), logits_));
     }
+    const double forward_seconds = forward.seconds();
     scheduler_.complete(plan);
     std::int64_t computed = 0, sampled = 0;
     for (std::size_t r = 0; r < rows; ++r) {
@@ -269,6 +272,7 @@ Status Engine::run_step(StepPlan& plan) {
     }
     std::lock_guard lock(mutex_);
     ++stats_.steps;
+    stats_.forward_seconds += forward_seconds;
     stats_.computed_tokens += static_cast<std::uint64_t>(computed);
     stats_.generated_tokens += static_cast<std::uint64_t>(sampled);
     return {};
@@ -276,6 +280,7 @@ Status Engine::run_step(StepPlan& plan) {
 
 void Engine::loop() {
     while (true) {
+        const Timer iteration;
         take_new_requests();
         {
             std::lock_guard lock(mutex_);
@@ -297,6 +302,7 @@ void Engine::loop() {
         }
         {
             std::unique_lock lock(mutex_);
+            if (!plan.empty()) stats_.step_seconds += iteration.seconds();
             stats_.waiting = scheduler_.num_waiting();
             stats_.running = scheduler_.num_running();
             stats_.waiting_for_memory = static_cast<std::size_t>(std::count_if(

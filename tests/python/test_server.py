@@ -252,3 +252,15 @@ def test_facts_are_encoded_in_the_background_not_on_the_request_path(server):
     # The request found every chunk encoded already.
     assert after["inferscale_chunk_pool_misses_total"] == m["inferscale_chunk_pool_misses_total"]
     assert after["inferscale_chunk_pool_hits_total"] >= m["inferscale_chunk_pool_hits_total"] + 6
+
+
+def test_step_time_metrics_split_forward_from_host_work(server):
+    c = client(server)
+    before = server.metrics()
+    chat(c, "Name a color.", max_tokens=4)
+    after = server.metrics()
+    steps = after["inferscale_engine_steps_total"] - before["inferscale_engine_steps_total"]
+    step_s = after["inferscale_engine_step_seconds_total"] - before["inferscale_engine_step_seconds_total"]
+    forward_s = after["inferscale_engine_forward_seconds_total"] - before["inferscale_engine_forward_seconds_total"]
+    assert steps >= 4  # the prompt and at least three decode steps
+    assert 0 < forward_s <= step_s
