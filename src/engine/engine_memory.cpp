@@ -77,18 +77,16 @@ Status Engine::lay_out_memory(Active& a, const EngineRequest& request) {
     if (request.memory_mode == MemoryMode::Kv) {
         const std::int64_t bs = lm.block_size();
         a.seq.injected_tokens = memory_len / bs * bs;
-        std::vector<std::int64_t> lengths{static_cast<std::int64_t>(scaffold.header.size())};
-        std::vector<std::string> keys{"scaffold:header"};
-        if (a.facts.empty()) {
-            lengths.push_back(static_cast<std::int64_t>(scaffold.empty_memory.size()));
-            keys.push_back("scaffold:empty");
+        std::vector<std::int64_t> lengths;
+        std::vector<std::string> keys;
+        for (const inject::MemoryPiece& piece : inject::memory_pieces(scaffold, fact_tokens)) {
+            using Kind = inject::MemoryPiece::Kind;
+            lengths.push_back(static_cast<std::int64_t>(piece.tokens.size()));
+            keys.push_back(piece.kind == Kind::Fact ? runtime_->identity_of(a.facts[piece.fact]).key()
+                           : piece.kind == Kind::Header    ? "scaffold:header"
+                           : piece.kind == Kind::Footer    ? "scaffold:footer"
+                                                           : "scaffold:empty");
         }
-        for (std::size_t i = 0; i < a.facts.size(); ++i) {
-            lengths.push_back(static_cast<std::int64_t>(fact_tokens[i].size()));
-            keys.push_back(runtime_->identity_of(a.facts[i]).key());
-        }
-        lengths.push_back(static_cast<std::int64_t>(scaffold.footer.size()));
-        keys.push_back("scaffold:footer");
         a.seq.memory_block_keys =
             memory_block_keys(lengths, keys, a.seq.injected_tokens / bs, bs);
     } else {

@@ -62,13 +62,21 @@ Result<std::vector<std::int32_t>> fact_token_ids(const tokenizer::Tokenizer& tok
     return tok.encode(stripped + "\n", /*add_special=*/false, /*parse_special=*/false);
 }
 
+std::vector<MemoryPiece> memory_pieces(const MemoryScaffold& scaffold,
+                                       std::span<const std::vector<std::int32_t>> facts) {
+    using Kind = MemoryPiece::Kind;
+    std::vector<MemoryPiece> pieces{{Kind::Header, 0, scaffold.header}};
+    if (facts.empty()) pieces.push_back({Kind::EmptyMemory, 0, scaffold.empty_memory});
+    for (std::size_t i = 0; i < facts.size(); ++i) pieces.push_back({Kind::Fact, i, facts[i]});
+    pieces.push_back({Kind::Footer, 0, scaffold.footer});
+    return pieces;
+}
+
 std::vector<std::int32_t> memory_stream(const MemoryScaffold& scaffold,
                                         std::span<const std::vector<std::int32_t>> facts) {
-    std::vector<std::int32_t> m = scaffold.header;
-    if (facts.empty())
-        m.insert(m.end(), scaffold.empty_memory.begin(), scaffold.empty_memory.end());
-    for (const auto& f : facts) m.insert(m.end(), f.begin(), f.end());
-    m.insert(m.end(), scaffold.footer.begin(), scaffold.footer.end());
+    std::vector<std::int32_t> m;
+    for (const MemoryPiece& piece : memory_pieces(scaffold, facts))
+        m.insert(m.end(), piece.tokens.begin(), piece.tokens.end());
     return m;
 }
 

@@ -49,7 +49,17 @@ Result<MemoryScaffold> build_memory_scaffold(const tokenizer::Tokenizer& tok,
 Result<std::vector<std::int32_t>> fact_token_ids(const tokenizer::Tokenizer& tok,
                                                  std::string_view text);
 
-// M = header ‖ (empty_memory if no facts) ‖ facts in the given (prompt) order ‖ footer.
+// The pieces of M in order: header, the facts in the given (prompt) order (the empty-memory
+// line when there are none), footer. `tokens` views `scaffold` or `facts`; `fact` indexes facts.
+struct MemoryPiece {
+    enum class Kind { Header, EmptyMemory, Fact, Footer } kind;
+    std::size_t fact = 0;
+    std::span<const std::int32_t> tokens;
+};
+std::vector<MemoryPiece> memory_pieces(const MemoryScaffold& scaffold,
+                                       std::span<const std::vector<std::int32_t>> facts);
+
+// M = the pieces' tokens, concatenated.
 std::vector<std::int32_t> memory_stream(const MemoryScaffold& scaffold,
                                         std::span<const std::vector<std::int32_t>> facts);
 
