@@ -9,16 +9,24 @@
   tiny_llama_expected.bin  the HF-layout f32 values the loader must return, concatenated
   tiny_llama_expected.json name -> {shape, offset (in floats)} into the .bin
   tiny_qwen2.gguf          1-layer qwen2 (no Q/K permutation, q/k/v biases, tied embeddings)
+  tiny_llama31.gguf        2-layer Q8_0 llama with rope_freqs.weight written from a llama3
+                           rope_scaling the way llama.cpp's converter does, and a byte-level
+                           vocabulary llama.cpp can load
+  tiny_llama31_expected.json  its llama3 scaling, factors, prompt ids and the f64 numpy
+                           forward's logits (RoPE angle pos * theta^(-2i/d) / factor_i over
+                           the dequantized weights), the same without the factors, and
+                           llama.cpp's logits of the file (llama-cpp-python)
   smollm2_spot.json        a few HF-layout values of models/SmolLM2-135M-Instruct.Q4_1.gguf as
                            dequantized by the gguf package (skipped when the model is absent)
 
 Safetensors values follow a formula the C++ test recomputes: tensor k, element i holds
 ((i % 7) - 3) * 0.25 + k, exact in f16 and bf16.
 
-Needs numpy and the PyPI `gguf` package. Run from the repository root:
+Needs numpy, the PyPI `gguf` package and llama-cpp-python. Run from the repository root:
   python3 tools/make_loader_fixtures.py
 """
 import json
+import math
 import os
 import struct
 import sys
@@ -306,6 +314,150 @@ def make_tiny_qwen2(rng):
     w.close()
 
 
+LLAMA31_SCALING = {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                   "high_freq_factor": 4.0, "original_max_position_embeddings": 64}
+
+
+def llama3_rope_factors(theta, head_dim, scaling):
+    """Our statement of convert_hf_to_gguf.py's rope_freqs for rope_type llama3: f32 base
+    frequencies, then per pair 1 (short wavelengths), `factor` (long ones) or the reciprocal of
+    the smooth interpolation between, in Python floats, stored as f32."""
+    freqs = 1.0 / (np.float32(theta) ** (np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim)))
+    factor, low, high = scaling["factor"], scaling["low_freq_factor"], scaling["high_freq_factor"]
+    old_ctx = scaling["original_max_position_embeddings"]
+    out = []
+    for f in freqs.astype(np.float32):
+        wavelen = 2 * math.pi / float(f)
+        if wavelen < old_ctx / high:
+            out.append(1.0)
+        elif wavelen > old_ctx / low:
+            out.append(factor)
+        else:
+            smooth = (old_ctx / wavelen - low) / (high - low)
+            out.append(1 / ((1 - smooth) / factor + smooth))
+    return np.array(out, dtype=np.float32)
+
+
+def reference_logits(weights, cfg, tokens, factors):
+    """A float64 forward of the HF-layout weights: Llama with rotate_half RoPE whose angle for
+    pair i at position p is p * theta^(-2i/d) / factors[i]."""
+    w = {k: v.astype(np.float64) for k, v in weights.items()}
+    n_head, n_kv, hd, eps = cfg["n_head"], cfg["n_kv"], cfg["head_dim"], cfg["eps"]
+    n = len(tokens)
+
+    def rms(x, g):
+        return x / np.sqrt((x * x).mean(-1, keepdims=True) + eps) * g
+
+    half = hd // 2
+    inv = cfg["theta"] ** (-np.arange(half, dtype=np.float64) * 2 / hd) / factors.astype(np.float64)
+    ang = np.arange(n, dtype=np.float64)[:, None] * inv[None, :]
+    cos, sin = np.cos(ang)[:, None, :], np.sin(ang)[:, None, :]
+
+    def rope(x):  # [n, heads, hd]
+        a, b = x[..., :half], x[..., half:]
+        return np.concatenate([a * cos - b * sin, b * cos + a * sin], -1)
+
+    x = w["model.embed_tokens.weight"][tokens]
+    mask = np.triu(np.full((n, n), -np.inf), 1)
+    for layer in range(cfg["n_layer"]):
+        p = "model.layers.%d." % layer
+        h = rms(x, w[p + "input_layernorm.weight"])
+        q = rope((h @ w[p + "self_attn.q_proj.weight"].T).reshape(n, n_head, hd))
+        k = rope((h @ w[p + "self_attn.k_proj.weight"].T).reshape(n, n_kv, hd))
+        v = (h @ w[p + "self_attn.v_proj.weight"].T).reshape(n, n_kv, hd)
+        k = np.repeat(k, n_head // n_kv, axis=1)
+        v = np.repeat(v, n_head // n_kv, axis=1)
+        s = np.einsum("qhd,khd->hqk", q, k) / math.sqrt(hd) + mask
+        s = np.exp(s - s.max(-1, keepdims=True))
+        s /= s.sum(-1, keepdims=True)
+        o = np.einsum("hqk,khd->qhd", s, v).reshape(n, n_head * hd)
+        x = x + o @ w[p + "self_attn.o_proj.weight"].T
+        h = rms(x, w[p + "post_attention_layernorm.weight"])
+        g = h @ w[p + "mlp.gate_proj.weight"].T
+        x = x + ((g / (1 + np.exp(-g))) * (h @ w[p + "mlp.up_proj.weight"].T)) @ w[p + "mlp.down_proj.weight"].T
+    return rms(x, w["model.norm.weight"]) @ w["lm_head.weight"].T
+
+
+def make_tiny_llama31(rng):
+    cfg = {"n_layer": 2, "hidden": 64, "inter": 64, "n_head": 4, "n_kv": 2, "head_dim": 16,
+           "theta": 10000.0, "eps": 1e-5}
+    hidden, inter, n_head, n_kv, hd = cfg["hidden"], cfg["inter"], cfg["n_head"], cfg["n_kv"], cfg["head_dim"]
+    # Byte-level BPE tokens (GPT-2's byte alphabet: "Ġ" is a space, "Ċ" a newline) so that text
+    # of the letters a-x tokenizes the same in llama.cpp and in inferscale.
+    tokens = ["<unk>", "<s>", "</s>", "<pad>"] + [chr(c) for c in range(ord("a"), ord("y"))]
+    tokens += ["Ġ", "Ċ", "Ġt", "th"]
+    vocab = len(tokens)
+    factors = llama3_rope_factors(cfg["theta"], hd, LLAMA31_SCALING)
+    path = os.path.join(OUT, "tiny_llama31.gguf")
+    w = gguf.GGUFWriter(path, "llama")
+    w.add_block_count(cfg["n_layer"])
+    w.add_context_length(256)
+    w.add_embedding_length(hidden)
+    w.add_feed_forward_length(inter)
+    w.add_head_count(n_head)
+    w.add_head_count_kv(n_kv)
+    w.add_rope_freq_base(cfg["theta"])
+    w.add_layer_norm_rms_eps(cfg["eps"])
+    w.add_rope_dimension_count(hd)
+    w.add_tokenizer_model("gpt2")
+    w.add_tokenizer_pre("smollm")
+    w.add_token_list(tokens)
+    w.add_token_types([3] * 4 + [1] * (vocab - 4))
+    w.add_token_merges(["Ġ t", "t h"])
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(False)
+
+    def rand(*shape):
+        return (rng.standard_normal(shape) * 0.5).astype(np.float32)
+
+    weights = {}
+
+    def add(gname, hname, arr, qtype, heads=None):
+        add_tensor(w, gname, hf_to_gguf_permute(arr, heads) if heads else arr, qtype)
+        weights[hname] = roundtrip(arr, qtype).astype(np.float32)
+
+    add("token_embd.weight", "model.embed_tokens.weight", rand(vocab, hidden), QT.F32)
+    w.add_tensor("rope_freqs.weight", factors)
+    for layer in range(cfg["n_layer"]):
+        g, p = "blk.%d." % layer, "model.layers.%d." % layer
+        add(g + "attn_norm.weight", p + "input_layernorm.weight", 1 + 0.1 * rand(hidden), QT.F32)
+        add(g + "attn_q.weight", p + "self_attn.q_proj.weight", rand(n_head * hd, hidden), QT.Q8_0, n_head)
+        add(g + "attn_k.weight", p + "self_attn.k_proj.weight", rand(n_kv * hd, hidden), QT.Q8_0, n_kv)
+        add(g + "attn_v.weight", p + "self_attn.v_proj.weight", rand(n_kv * hd, hidden), QT.Q8_0)
+        add(g + "attn_output.weight", p + "self_attn.o_proj.weight", rand(hidden, n_head * hd), QT.Q8_0)
+        add(g + "ffn_norm.weight", p + "post_attention_layernorm.weight", 1 + 0.1 * rand(hidden), QT.F32)
+        add(g + "ffn_gate.weight", p + "mlp.gate_proj.weight", rand(inter, hidden), QT.Q8_0)
+        add(g + "ffn_up.weight", p + "mlp.up_proj.weight", rand(inter, hidden), QT.Q8_0)
+        add(g + "ffn_down.weight", p + "mlp.down_proj.weight", rand(hidden, inter), QT.Q8_0)
+    add("output_norm.weight", "model.norm.weight", 1 + 0.1 * rand(hidden), QT.F32)
+    add("output.weight", "lm_head.weight", rand(vocab, hidden), QT.Q8_0)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+
+    prompt = [int(t) for t in rng.integers(4, vocab, size=40)]
+    logits = reference_logits(weights, cfg, prompt, factors)
+    unscaled = reference_logits(weights, cfg, prompt, np.ones_like(factors))
+    # llama.cpp on the file itself (f32 KV cache, no flash attention): Q8_0 matrices multiply
+    # Q8-quantized activations there, so these differ from the f64 forward by that rounding.
+    import llama_cpp
+    llm = llama_cpp.Llama(model_path=path, n_ctx=64, n_threads=2, type_k=0, type_v=0,
+                          flash_attn=False, logits_all=True, verbose=False)
+    llm.eval(prompt)
+    from_llama_cpp = np.array(llm.scores[:len(prompt)], dtype=np.float32)
+
+    def rows(a):
+        return [[float(x) for x in row] for row in a]
+
+    with open(os.path.join(OUT, "tiny_llama31_expected.json"), "w") as f:
+        json.dump({"rope_theta": cfg["theta"], "head_dim": hd, "rope_scaling": LLAMA31_SCALING,
+                   "rope_freqs": [float(x) for x in factors], "prompt": prompt,
+                   "logits": rows(logits), "logits_without_factors": rows(unscaled),
+                   "llama_cpp_logits": rows(from_llama_cpp)}, f)
+
+
 def make_smollm2_spot():
     path = os.path.join(ROOT, "models", "SmolLM2-135M-Instruct.Q4_1.gguf")
     if not os.path.exists(path):
@@ -355,6 +507,7 @@ def main():
     make_tiny_llama(rng)
     make_tiny_qwen2(rng)
     make_smollm2_spot()
+    make_tiny_llama31(np.random.default_rng(31))
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 #include "model/gguf_loader.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -25,9 +26,6 @@ Result<HfName> to_hf_name(const std::string& g) {
     if (g == "token_embd.weight") return HfName{"model.embed_tokens.weight"};
     if (g == "output_norm.weight") return HfName{"model.norm.weight"};
     if (g == "output.weight") return HfName{"lm_head.weight"};
-    if (g == "rope_freqs.weight")
-        return make_error("rope frequency factors (rope_freqs.weight, Llama 3.1-style rope "
-                          "scaling in GGUF) are not supported");
     if (g.rfind("blk.", 0) == 0) {
         const std::size_t dot = g.find('.', 4);
         const std::string layer = g.substr(4, dot == std::string::npos ? 0 : dot - 4);
@@ -254,6 +252,28 @@ Status load_tensor(const GgufTensorInfo& info, const std::uint8_t* src, const Mo
     return {};
 }
 
+// rope_freqs.weight: llama.cpp's converter writes Llama 3.1 "llama3" scaling as one divisor per
+// rotary pair. A factor that is not finite and positive would turn angles into inf or NaN.
+Result<std::vector<float>> read_rope_freqs(const GgufTensorInfo& info, const std::uint8_t* src,
+                                           const ModelConfig& c) {
+    const std::int64_t half = c.head_dim / 2;
+    if (info.ne.size() != 1 || info.ne[0] != half)
+        return make_error("tensor 'rope_freqs.weight' must have shape [" + std::to_string(half) +
+                          "] (head_dim / 2), got " + std::to_string(info.ne.size()) +
+                          " dimensions of " + std::to_string(info.ne.empty() ? 0 : info.ne[0]));
+    if (!ggml_type_supported(info.type))
+        return make_error("tensor 'rope_freqs.weight' has unsupported type " +
+                          ggml_type_name(info.type));
+    std::vector<float> factors(static_cast<std::size_t>(half));
+    dequantize_to_f32(info.type, src, factors.data(), factors.size());
+    for (std::size_t i = 0; i < factors.size(); ++i)
+        if (!std::isfinite(factors[i]) || factors[i] <= 0.0f)
+            return make_error("tensor 'rope_freqs.weight' holds " + std::to_string(factors[i]) +
+                              " at " + std::to_string(i) +
+                              ": rope frequency factors must be finite and positive");
+    return factors;
+}
+
 }  // namespace
 
 void unpermute_qk_row_bytes(std::uint8_t* data, std::int64_t rows, std::size_t row_bytes,
@@ -331,9 +351,15 @@ Result<GgufModel> load_gguf_model(const std::string& path, WeightStore& store,
     const MappedFile& kept = store.keep_file(g.release_file());
     const std::size_t total = infos.size();
     for (std::size_t i = 0; i < total; ++i) {
-        Status s = load_tensor(infos[i], kept.data() + data_start + infos[i].offset, c,
-                               keep_quantized, store);
-        if (!s.ok()) return fail(s.error());
+        const std::uint8_t* src = kept.data() + data_start + infos[i].offset;
+        if (infos[i].name == "rope_freqs.weight") {
+            auto factors = read_rope_freqs(infos[i], src, c);
+            if (!factors.ok()) return fail(factors.error());
+            c.rope_freq_factors = std::move(*factors);
+        } else {
+            Status s = load_tensor(infos[i], src, c, keep_quantized, store);
+            if (!s.ok()) return fail(s.error());
+        }
         if (progress) progress(i + 1, total);
     }
     return out;

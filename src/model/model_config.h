@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 namespace inferscale::model {
 
@@ -30,6 +31,9 @@ struct ModelConfig {
     float rms_norm_eps = 1e-5f;
     float rope_theta = 10000.0f;
     RopeScaling rope_scaling;
+    // Per-pair divisors of the rotary frequencies, [head_dim / 2] f32 (a GGUF's rope_freqs.weight,
+    // how llama.cpp's converter stores "llama3" scaling); empty: none.
+    std::vector<float> rope_freq_factors;
     bool attention_bias = false;  // q/k/v projections carry a bias (Qwen2)
     bool tie_word_embeddings = false;
     std::int64_t bos_token_id = -1;

@@ -7,7 +7,8 @@
 namespace inferscale::model {
 
 RopeParams rope_params(const ModelConfig& config) {
-    return RopeParams{config.rope_theta, config.head_dim, config.rope_scaling};
+    return RopeParams{config.rope_theta, config.head_dim, config.rope_scaling,
+                      config.rope_freq_factors};
 }
 
 std::vector<float> rope_inv_freq(const RopeParams& p) {
@@ -18,6 +19,13 @@ std::vector<float> rope_inv_freq(const RopeParams& p) {
     for (std::int64_t i = 0; i < half; ++i) {
         const float exponent = static_cast<float>(2 * i) / static_cast<float>(p.head_dim);
         inv[i] = 1.0f / std::pow(p.theta, exponent);
+    }
+    if (!p.freq_factors.empty()) {
+        IS_CHECK(p.scaling.factor == 0.0f) << "rope frequency factors with llama3 scaling";
+        IS_CHECK(static_cast<std::int64_t>(p.freq_factors.size()) == half)
+            << p.freq_factors.size() << " rope frequency factors for head_dim " << p.head_dim;
+        for (std::int64_t i = 0; i < half; ++i) inv[i] /= p.freq_factors[i];
+        return inv;
     }
     if (p.scaling.factor == 0.0f) return inv;
 
@@ -52,13 +60,16 @@ HostRopeTables make_rope_tables(const RopeParams& params, std::int64_t max_posit
     t.sin.resize(t.cos.size());
     if (params.ggml_angles) {
         IS_CHECK(params.scaling.factor == 0.0f) << "ggml angles with rope scaling";
-        // ggml_rope_cache_init: the angle of pair i is pos * s^i, one f32 multiply per step.
+        // ggml_rope_cache_init: the angle of pair i is pos * s^i, one f32 multiply per step; a
+        // frequency factor divides that rounded product (not s^i), so the f32 result is ggml's.
         const float step = std::pow(params.theta, -2.0f / static_cast<float>(params.head_dim));
+        const std::vector<float>& ff = params.freq_factors;
         for (std::int64_t pos = 0; pos < max_positions; ++pos) {
             float angle = static_cast<float>(pos);
             for (std::int64_t i = 0; i < t.half_dim; ++i, angle *= step) {
-                t.cos[pos * t.half_dim + i] = std::cos(angle);
-                t.sin[pos * t.half_dim + i] = std::sin(angle);
+                const float a = ff.empty() ? angle : angle / ff[i];
+                t.cos[pos * t.half_dim + i] = std::cos(a);
+                t.sin[pos * t.half_dim + i] = std::sin(a);
             }
         }
         return t;

@@ -74,7 +74,13 @@ struct Harness {
 
     // `block_size` small so that the prompt spans many pages.
     void init(const std::string& name, std::int64_t block_size = 4, std::int64_t num_blocks = 96) {
-        auto files = load_model_files(golden_dir(name));
+        init_path(golden_dir(name), {}, block_size, num_blocks);
+    }
+
+    // Any model file or directory `load_model_files` takes.
+    void init_path(const std::string& path, const LoadOptions& options,
+                   std::int64_t block_size = 4, std::int64_t num_blocks = 96) {
+        auto files = load_model_files(path, {}, options);
         ASSERT_TRUE(files.ok()) << files.error().message;
         config = files->config;
         auto m = LlamaModel::create(*backend, config, files->weights, {.max_positions = 128});

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
+
 #include "loader_gguf_builder.h"
 #include "loader_test_util.h"
 #include "model/gguf_file.h"
@@ -189,10 +191,6 @@ TEST(GgufBadInput, ArchitectureAndMetadata) {
     expect_error(b.build(), "partial rotary");
 
     b = minimal_llama();
-    b.add_f32_tensor("rope_freqs.weight", {8});
-    expect_error(b.build(), "rope_freqs");
-
-    b = minimal_llama();
     b.add_f32_tensor("blk.0.attn_q_norm.weight", {16});
     expect_error(b.build(), "unexpected tensor 'blk.0.attn_q_norm.weight'");
 
@@ -209,6 +207,39 @@ TEST(GgufBadInput, ArchitectureAndMetadata) {
     b.add_raw("tokenizer.ggml.tokens", 9, tokens);
     b.add_u32("tokenizer.ggml.eos_token_id", 7);
     expect_error(b.build(), "outside the vocabulary");
+}
+
+// rope_freqs.weight (Llama 3.1-style scaling): one finite, positive factor per rotary pair.
+TEST(GgufBadInput, RopeFreqs) {
+    // minimal_llama has head_dim 16: 8 pairs.
+    const auto with_factors = [](std::vector<std::uint64_t> ne, std::vector<float> values) {
+        GgufBuilder b = minimal_llama();
+        b.add_f32_tensor("rope_freqs.weight", std::move(ne));
+        std::string& data = b.tensors.back().data;
+        data.assign(reinterpret_cast<const char*>(values.data()), values.size() * sizeof(float));
+        return b.build();
+    };
+    const std::vector<float> good{1.0f, 1.0f, 1.5f, 2.0f, 4.0f, 8.0f, 8.0f, 8.0f};
+
+    ScratchDir dir;
+    test::write_bytes(dir.file("ok.gguf"), with_factors({8}, good));
+    auto r = load_model_files(dir.file("ok.gguf"));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r->config.rope_freq_factors, good);
+    EXPECT_EQ(r->weights.find("rope_freqs.weight"), nullptr);
+
+    const std::vector<float> sixteen(16, 1.0f);
+    expect_error(with_factors({16}, sixteen),
+                 "tensor 'rope_freqs.weight' must have shape [8] (head_dim / 2), got 1 "
+                 "dimensions of 16");
+    expect_error(with_factors({8, 2}, sixteen), "must have shape [8] (head_dim / 2), got 2");
+    for (float bad : {0.0f, -2.0f, std::numeric_limits<float>::infinity(),
+                      std::numeric_limits<float>::quiet_NaN()}) {
+        std::vector<float> values = good;
+        values[5] = bad;
+        expect_error(with_factors({8}, values),
+                     "at 5: rope frequency factors must be finite and positive");
+    }
 }
 
 TEST(GgufBadInput, MissingOrMisshapenWeights) {

@@ -1,0 +1,52 @@
+"""Greedy continuations of one prompt by llama.cpp (llama-cpp-python) and by the inferscale CLI,
+for the tests that hold the two engines to the same tokens."""
+import json
+import os
+import subprocess
+
+import numpy as np
+
+BIN = os.environ.get("INFERSCALE_BIN", "build/bin")
+
+
+def open_llama_cpp(model, n_ctx, logits_all=False):
+    """llama.cpp computing as inferscale does: an f32 KV cache (type_k/type_v 0 =
+    GGML_TYPE_F32) and no flash attention. llama.cpp's default f16 cache and its flash-attention
+    kernel round K, V and the softmax differently, which flips near-tied greedy tokens for
+    reasons unrelated to the engine."""
+    import llama_cpp
+    return llama_cpp.Llama(model_path=model, n_ctx=n_ctx, n_threads=2, type_k=0, type_v=0,
+                           flash_attn=False, logits_all=logits_all, verbose=False)
+
+
+def llama_cpp_greedy(llm, prompt, new_tokens):
+    """(prompt ids, greedy ids) of `prompt` as text with special tokens and no BOS added."""
+    ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+    llm.reset()
+    llm.eval(ids)
+    out = []
+    for _ in range(new_tokens):
+        # llama.cpp's row of the last evaluated token (index -1), with or without logits_all.
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
+        out.append(int(np.argmax(logits)))
+        llm.eval([out[-1]])
+    return ids, out
+
+
+def inferscale_greedy(model, prompt, new_tokens):
+    """(prompt ids, greedy ids) from `inferscale generate --json` on `model`."""
+    res = subprocess.run(
+        [os.path.join(BIN, "inferscale"), "generate", "--model", model, "--prompt", prompt,
+         "--max-tokens", str(new_tokens), "--temperature", "0", "--ignore-eos", "--json"],
+        capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    return out["prompt_token_ids"], out["token_ids"]
+
+
+def assert_same_greedy(llm, model, prompt, new_tokens):
+    """Both engines tokenize `prompt` alike and continue it with the same greedy tokens."""
+    want_ids, want_tokens = llama_cpp_greedy(llm, prompt, new_tokens)
+    got_ids, got_tokens = inferscale_greedy(model, prompt, new_tokens)
+    assert got_ids == want_ids
+    assert got_tokens == want_tokens
