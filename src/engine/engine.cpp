@@ -6,7 +6,6 @@
 #include <algorithm>
 
 #include "base/log.h"
-#include "base/timer.h"
 #include "engine/chunk_invalidator.h"
 #include "engine/engine_active.h"
 
@@ -124,8 +123,17 @@ Result<std::shared_ptr<RequestStream>> Engine::submit(EngineRequest request) {
 }
 
 EngineStats Engine::stats() const {
-    std::lock_guard lock(mutex_);
-    return stats_;
+    EngineStats s;
+    {
+        std::lock_guard lock(mutex_);
+        s = stats_;
+    }
+    if (runtime_) {  // the pool is thread-safe; counting its pinned chunks walks every entry
+        s.chunk_pool = runtime_->pool().stats();
+        s.chunk_pool_device_capacity = runtime_->pool().options().device_capacity_bytes;
+        s.chunk_pool_host_capacity = runtime_->pool().options().host_capacity_bytes;
+    }
+    return s;
 }
 
 // ---- the step loop --------------------------------------------------------------------------
@@ -309,12 +317,12 @@ void Engine::loop() {
                 active_.begin(), active_.end(), [](const auto& kv) {
                     return kv.second->seq.status == SequenceStatus::WaitingForMemory;
                 }));
-            stats_.kv_blocks_used = model_.blocks().num_blocks() - cache_.num_available();
-            stats_.kv_blocks_cached = cache_.num_cached();
-            if (runtime_) {
-                stats_.chunk_pool = runtime_->pool().stats();
-                stats_.chunk_pool_device_capacity = runtime_->pool().options().device_capacity_bytes;
-                stats_.chunk_pool_host_capacity = runtime_->pool().options().host_capacity_bytes;
+            // Counting the cache's unused blocks walks all of them: at most every 50 ms while
+            // steps run, and whenever the loop goes idle.
+            if (plan.empty() || since_block_count_.seconds() > 0.05) {
+                stats_.kv_blocks_used = model_.blocks().num_blocks() - cache_.num_available();
+                stats_.kv_blocks_cached = cache_.num_cached();
+                since_block_count_.reset();
             }
             stats_.facts_to_encode = added_facts_ ? added_facts_->size() : 0;
             if (plan.empty() && incoming_.empty() && !stopping_ && stats_.facts_to_encode == 0) {

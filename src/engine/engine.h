@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "base/timer.h"
 #include "engine/chunk_invalidator.h"
 #include "engine/local_model.h"
 #include "engine/memory_answer.h"
@@ -162,6 +163,7 @@ class Engine {
     std::vector<std::int32_t> step_ids_, step_positions_, sampled_;
     std::vector<model::BatchSequence> step_seqs_;
     std::vector<float> logits_;
+    Timer since_block_count_;  // since the KV-block gauges were last counted
     std::thread thread_;
 };
 
