@@ -2,6 +2,8 @@
 // random weights of a real config (configs/*.json). One run measures, in this order:
 //   copy  HBM bandwidth (device-to-device copy, read + write) and pinned readback rate;
 //   gemm  bf16 GEMM rate of Backend::linear on n x n x n random data;
+//   linears  one layer's linear groups at 1..128 tokens, cuBLASLt against the small-batch
+//         kernel (bench/linear_bench.h);
 //   decode1  batch-1 decode ms/token at `context` KV (after a real prefill) vs the time to read
 //         the weights and KV once at the measured bandwidth;
 //   ttft  a `prompt`-token prompt, forward plus logits, vs the same read limit (the larger of
@@ -36,6 +38,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "bench/bench_support.h"
 #include "bench/device_bench.h"
+#include "bench/linear_bench.h"
 #include "bench/model_bench.h"
 #include "bench/profiling_backend.h"
 #include "model/hf_config.h"
@@ -50,12 +53,14 @@ struct Args {
     std::string json_path;
     std::string backend = "cuda";
     int device = 0;
-    std::vector<std::string> rows{"copy", "gemm", "decode1", "ttft", "prefill", "decode"};
+    std::vector<std::string> rows{"copy",    "gemm",    "linears", "decode1",
+                                  "ttft",    "prefill", "decode"};
     std::int64_t gemm_size = 8192;
     std::int64_t copy_mib = 2048;
     std::int64_t d2h_mib = 256;
     bool profile = false;
     bool graphs = true;
+    int small_linear_max_rows = -1;  // -1: the backend's default
     backends::cuda::DecodeAttentionOptions decode;
     ModelBenchOptions model;
 };
@@ -178,7 +183,13 @@ int run(const Args& a) {
     const std::string device_name = opened->device_name;
     std::unique_ptr<tensor::Backend> backend = std::move(opened->backend);
     if (cuda) {
-        static_cast<backends::cuda::CudaBackend&>(*backend).set_decode_options(a.decode);
+        auto& cuda_backend = static_cast<backends::cuda::CudaBackend&>(*backend);
+        cuda_backend.set_decode_options(a.decode);
+        if (a.small_linear_max_rows >= 0) {
+            backends::cuda::SmallLinearOptions o = cuda_backend.small_linear_options();
+            o.max_rows = a.small_linear_max_rows;
+            cuda_backend.set_small_linear_options(o);
+        }
     }
     StepTimer timer(*backend, stream, cuda);
 
@@ -234,6 +245,15 @@ int run(const Args& a) {
         progress("  gemm %.1f TFLOP/s", rates.gemm_flops_per_s / 1e12);
         table.push_back({"gemm " + std::to_string(a.gemm_size) + "^3",
                          fmt("%.1f TFLOP/s", rates.gemm_flops_per_s / 1e12), "", ""});
+    }
+
+    if (want("linears") && cuda) {
+        if (Status s = run_linear_sweep(static_cast<backends::cuda::CudaBackend&>(*backend), timer,
+                                        config, progress, out);
+            !s.ok()) {
+            std::fprintf(stderr, "gpu_bench: linears: %s\n", s.error().message.c_str());
+            return 1;
+        }
     }
 
     const bool any_model = want("decode1") || want("ttft") || want("prefill") || want("decode");
@@ -385,7 +405,8 @@ int main(int argc, char** argv) {
     inferscale::bench::Args a;
     CLI::App app{"gpu_bench: the CUDA backend against the device's limits on random weights"};
     inferscale::bench::add_common_options(app, a.config_path, a.json_path, a.backend, a.device);
-    app.add_option("--rows", a.rows, "copy,gemm,decode1,ttft,prefill,decode")->delimiter(',');
+    app.add_option("--rows", a.rows, "copy,gemm,linears,decode1,ttft,prefill,decode")
+        ->delimiter(',');
     app.add_option("--gemm-size", a.gemm_size, "M = N = K of the GEMM measurement");
     app.add_option("--copy-mib", a.copy_mib, "bytes of the device-to-device copy, MiB");
     app.add_option("--d2h-mib", a.d2h_mib, "bytes of the pinned readback, MiB");
@@ -408,6 +429,8 @@ int main(int argc, char** argv) {
                    "tensor-core decode: persistent CTAs per SM (0: as many as fit)");
     app.add_flag("!--decode-cta-items", a.decode.warp_items,
                  "tensor-core decode: a CTA's warps share each item (instead of one per warp)");
+    app.add_option("--small-linear-max-rows", a.small_linear_max_rows,
+                   "linears of at most this many tokens on the small-batch kernel (0: cuBLASLt)");
     app.add_flag("!--no-graphs", a.graphs,
                  "decode rows as plain forwards with host logits (the first run's method)");
     CLI11_PARSE(app, argc, argv);

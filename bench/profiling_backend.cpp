@@ -128,6 +128,21 @@ void ProfilingBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bi
     close(s);
 }
 
+void ProfilingBackend::linear_group(const Tensor& x,
+                                    std::span<const tensor::LinearTarget> targets) {
+    std::int64_t outs = 0;
+    double bytes = bytes_of(x);
+    for (const tensor::LinearTarget& t : targets) {
+        outs += t.w.shape[0];
+        bytes += bytes_of(t.w) + bytes_of(t.bias) + bytes_of(t.y);
+    }
+    const double flops = 2.0 * static_cast<double>(x.shape[0]) * static_cast<double>(outs) *
+                         static_cast<double>(x.shape[1]);
+    const int s = open("linear_group", linear_shape(outs, x.shape[1], x.shape[0]), bytes, flops);
+    inner_.linear_group(x, targets);
+    close(s);
+}
+
 void ProfilingBackend::add(Tensor x, const Tensor& y) {
     const int s = open("add", "", 3.0 * bytes_of(x), 0.0);
     inner_.add(x, y);

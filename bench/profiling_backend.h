@@ -16,6 +16,7 @@
 #include <cuda_runtime_api.h>
 
 #include <map>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,9 @@ class ProfilingBackend final : public tensor::Backend {
                   tensor::Tensor out) override;
     void linear(const tensor::Tensor& x, const tensor::Tensor& w, const tensor::Tensor& bias,
                 tensor::Tensor y) override;
+    // One row per group: "[sum of outs x in] n=rows", its bytes those of all targets.
+    void linear_group(const tensor::Tensor& x,
+                      std::span<const tensor::LinearTarget> targets) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up,
                 tensor::Tensor out) override;

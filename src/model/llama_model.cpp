@@ -308,9 +308,10 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     const Tensor positions = meta(l.positions, n);  // [n] i32
 
     be.rms_norm(hidden, w.input_norm.tensor, c.rms_norm_eps, normed);
-    be.linear(normed, w.q.tensor, w.q_bias.tensor, q);
-    be.linear(normed, w.k.tensor, w.k_bias.tensor, k);
-    be.linear(normed, w.v.tensor, w.v_bias.tensor, v);
+    const tensor::LinearTarget qkv[] = {{w.q.tensor, w.q_bias.tensor, q},
+                                        {w.k.tensor, w.k_bias.tensor, k},
+                                        {w.v.tensor, w.v_bias.tensor, v}};
+    be.linear_group(normed, qkv);
 
     if (const std::int64_t m = st.capture_rows; m > 0) {
         // K is still unrotated here: the memory-injection chunk format wants it that way.
@@ -332,8 +333,9 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     be.linear(attn, w.o.tensor, Tensor(), normed);
     be.add(hidden, normed);
     be.rms_norm(hidden, w.post_norm.tensor, c.rms_norm_eps, normed);
-    be.linear(normed, w.gate.tensor, Tensor(), gate);
-    be.linear(normed, w.up.tensor, Tensor(), up);
+    const tensor::LinearTarget gate_up[] = {{w.gate.tensor, Tensor(), gate},
+                                            {w.up.tensor, Tensor(), up}};
+    be.linear_group(normed, gate_up);
     be.swiglu(gate, up, gate);
     be.linear(gate, w.down.tensor, Tensor(), normed);
     be.add(hidden, normed);

@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <span>
 #include <string_view>
 
 #include "base/result.h"
@@ -83,6 +84,13 @@ class Backend {
     // y = x W^T (+ bias). x [n, in], w [out, in] weight, bias [out] or empty, y [n, out]
     // (y may be f32 even where activations are not: logits are always f32).
     virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) = 0;
+
+    // Several linears of one input (q/k/v, gate/up): the same results as `linear` for each
+    // target in turn, which is what this default does; a backend may run them as one launch.
+    //   x [n, in]; each target as in `linear`
+    virtual void linear_group(const Tensor& x, std::span<const LinearTarget> targets) {
+        for (const LinearTarget& t : targets) linear(x, t.w, t.bias, t.y);
+    }
 
     // x += y.  x, y [n, k]
     virtual void add(Tensor x, const Tensor& y) = 0;

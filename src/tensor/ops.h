@@ -8,6 +8,13 @@
 
 namespace inferscale::tensor {
 
+// One output of Backend::linear_group: y = x w^T (+ bias), shapes as in Backend::linear.
+struct LinearTarget {
+    Tensor w;     // [out, in] weight
+    Tensor bias;  // [out] or empty
+    Tensor y;     // [n, out]
+};
+
 // cos/sin of position * inv_freq for every position up to the table size, half a head wide:
 // the rotate_half convention uses the same angle for dims i and i + d/2.
 struct RopeTables {

@@ -11,6 +11,7 @@
 #include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_sampling.h"
+#include "backends/cuda/linear_small.h"
 #include "backends/cuda/lt_matmul.h"
 #include "tensor/quantized.h"
 
@@ -80,6 +81,18 @@ Status CudaBackend::init() {
         cudaGetLastError();
         return cuda_error("decode item counter", err);
     }
+    err = cudaMalloc(&linear_partials_,
+                     std::max<std::size_t>(options_.small_linear_scratch_bytes, 256));
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return cuda_error("small linear scratch", err);
+    }
+    err = cudaMalloc(&linear_counters_, kSmallLinearCounters * sizeof(int));
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        return cuda_error("small linear counters", err);
+    }
+    IS_CUDA_CHECK(cudaMemset(linear_counters_, 0, kSmallLinearCounters * sizeof(int)));
     cublasLtHandle_t handle = nullptr;
     IS_CUBLAS_CHECK(cublasLtCreate(&handle));
     matmul_ = std::make_unique<LtMatmul>(handle, cublas_workspace_, options_.cublas_workspace_bytes,
@@ -99,6 +112,10 @@ CudaBackend::~CudaBackend() {
     if (attention_workspace_ != nullptr) cudaFree(attention_workspace_);
     if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);
     if (decode_item_counter_ != nullptr) cudaFree(decode_item_counter_);
+    if (linear_partials_ != nullptr) cudaFree(linear_partials_);
+    if (linear_counters_ != nullptr) cudaFree(linear_counters_);
+    if (tune_start_ != nullptr) cudaEventDestroy(tune_start_);
+    if (tune_stop_ != nullptr) cudaEventDestroy(tune_stop_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -252,31 +269,6 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Ten
     activate();
     launch_rms_norm(x.data, x.dtype, weight.data, weight.dtype, eps, x.shape[0], x.shape[1],
                     out.data, stream_);
-}
-
-void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
-    check_device(x, DType::BF16, 2, "linear x");
-    check_device(w, DType::BF16, 2, "linear w");
-    check_device(y, 2, "linear y");
-    check_activation(y, "linear y");
-    const std::int64_t n = x.shape[0], in = x.shape[1], out = w.shape[0];
-    IS_CHECK(w.shape[1] == in && y.shape[0] == n && y.shape[1] == out && in > 0)
-        << "linear shapes x [" << n << "," << in << "] w [" << out << "," << w.shape[1]
-        << "] y [" << y.shape[0] << "," << y.shape[1] << "]";
-    if (!bias.empty()) {
-        check_device(bias, 1, "linear bias");
-        IS_CHECK_EQ(bias.shape[0], out);
-    }
-    if (n == 0) return;
-    activate();
-    if (!bias.empty() && options_.fuse_bias && bias.dtype == y.dtype &&
-        matmul_->run(x.data, w.data, y.data, y.dtype, bias.data, n, in, out, stream_)) {
-        return;
-    }
-    IS_CHECK(matmul_->run(x.data, w.data, y.data, y.dtype, nullptr, n, in, out, stream_))
-        << "cuBLASLt has no algorithm for [" << n << "," << in << "] x [" << out << "," << in
-        << "]^T";
-    if (!bias.empty()) launch_add_bias(y.data, y.dtype, bias.data, bias.dtype, n, out, stream_);
 }
 
 void CudaBackend::add(Tensor x, const Tensor& y) {

@@ -1,10 +1,10 @@
 #pragma once
 // CudaBackend: the Backend on one NVIDIA GPU. Activations are bf16, KV pages bf16, logits f32;
 // every op accumulates in f32. upload_weight stores every weight as bf16 (matrices feed
-// cuBLASLt; norm weights and biases are read as bf16 too), from f32, f16, bf16 or GGUF
-// Q8_0/Q4_0/Q4_1 blocks (dequantized exactly on the host first). Element-wise ops, norms,
-// RoPE and KV writes also accept f32 activations (all tensors of one call in one dtype);
-// linear and attention need bf16 inputs.
+// cuBLASLt or the small-batch kernel; norm weights and biases are read as bf16 too), from
+// f32, f16, bf16 or GGUF Q8_0/Q4_0/Q4_1 blocks (dequantized exactly on the host first).
+// Element-wise ops, norms, RoPE and KV writes also accept f32 activations (all tensors of one
+// call in one dtype); linear and attention need bf16 inputs.
 //
 // All ops enqueue on the backend's own stream and return at once: no allocation, no host
 // synchronization, no device-to-host reads, so a step can be captured in a CUDA graph (after a
@@ -16,7 +16,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <map>
 #include <memory>
+#include <span>
+#include <vector>
 
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/transfer_queue.h"
@@ -48,6 +51,17 @@ struct DecodeAttentionOptions {
     bool warp_items = true;
 };
 
+// Which linears run on the small-batch kernel (linear_small.cu) instead of cuBLASLt.
+struct SmallLinearOptions {
+    // Only groups of at most this many tokens (up to kSmallLinearMaxRows); 0: never.
+    int max_rows = 64;
+    // Time both paths once per new group shape (outside graph capture) and keep the faster:
+    // on the H200 the kernel won for q/k/v at 1..16 tokens (20 us against 30-36 for cuBLASLt)
+    // and lost for gate/up at every size, so no fixed cut-over fits every shape. A shape first
+    // seen inside a capture, or with this false, takes the kernel.
+    bool autotune = true;
+};
+
 struct CudaBackendOptions {
     // Split-KV decode partials: [seqs, heads, splits, head_dim + 2] f32. Decode uses as many
     // splits (up to max_kv_splits) as fit; with less room it splits less, never fails.
@@ -61,6 +75,9 @@ struct CudaBackendOptions {
     // Time cuBLASLt's top heuristic candidates once per new GEMM shape (outside graph capture)
     // and keep the fastest; false takes the heuristic's first choice.
     bool autotune_matmul = true;
+    SmallLinearOptions small_linear;
+    // The small-batch kernel's split-K partials; with less room it splits less.
+    std::size_t small_linear_scratch_bytes = std::size_t{8} << 20;
     DecodeAttentionOptions decode;
 };
 
@@ -95,6 +112,9 @@ class CudaBackend final : public tensor::Backend {
                   tensor::Tensor out) override;
     void linear(const tensor::Tensor& x, const tensor::Tensor& w, const tensor::Tensor& bias,
                 tensor::Tensor y) override;
+    // In linear.cpp: the small-batch kernel for few tokens, cuBLASLt otherwise.
+    void linear_group(const tensor::Tensor& x,
+                      std::span<const tensor::LinearTarget> targets) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up,
                 tensor::Tensor out) override;
@@ -125,6 +145,10 @@ class CudaBackend final : public tensor::Backend {
     // Replaces the decode attention options (benchmarks compare plans); takes effect at the
     // next paged_attention (graphs keep what they recorded).
     void set_decode_options(const DecodeAttentionOptions& o) { options_.decode = o; }
+    // Replaces the small-batch linear choice (benchmarks compare both paths); graphs keep what
+    // they recorded, and shapes already timed keep their measured choice.
+    void set_small_linear_options(const SmallLinearOptions& o) { options_.small_linear = o; }
+    const SmallLinearOptions& small_linear_options() const { return options_.small_linear; }
     // The stream every op is enqueued on (for graph capture and interop).
     cudaStream_t stream() const { return stream_; }
 
@@ -149,6 +173,19 @@ class CudaBackend final : public tensor::Backend {
     void* attention_workspace_ = nullptr;  // options_.attention_workspace_bytes
     void* cublas_workspace_ = nullptr;     // options_.cublas_workspace_bytes
     int* decode_item_counter_ = nullptr;   // DecodeLaunch::item_counter
+    // The small-batch linear kernel for `targets` when it takes them; false enqueues nothing.
+    bool small_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
+    // Whether the kernel beats cuBLASLt on this group (SmallLinearOptions::autotune).
+    bool small_linear_wins(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
+    // One target through cuBLASLt (the bias fused in its epilogue when it can be).
+    void lt_linear(const tensor::Tensor& x, const tensor::LinearTarget& target);
+
+    static constexpr int kSmallLinearCounters = 16384;
+    float* linear_partials_ = nullptr;  // options_.small_linear_scratch_bytes
+    int* linear_counters_ = nullptr;    // [kSmallLinearCounters], zero between launches
+    // Measured choices by (n, in, y dtype, then out and has-bias per target).
+    std::map<std::vector<std::int64_t>, bool> small_linear_wins_;
+    cudaEvent_t tune_start_ = nullptr, tune_stop_ = nullptr;  // created on the first timing
     std::unique_ptr<LtMatmul> matmul_;
     TransferQueue transfers_;  // copy_from_host_async's stream and events
 };

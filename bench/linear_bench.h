@@ -1,0 +1,21 @@
+#pragma once
+// The linears of one decoder layer at small token counts, timed through cuBLASLt and through
+// the small-batch kernel (CudaBackend::set_small_linear_options forces the path): what the
+// backend's own per-shape timing chooses between. Each case is a Backend::linear_group of the
+// model's shapes (q/k/v, o, gate/up, down) on random data; bytes are weights + x + y.
+
+#include <nlohmann/json.hpp>
+
+#include "backends/cuda/cuda_backend.h"
+#include "bench/bench_support.h"
+#include "model/model_config.h"
+
+namespace inferscale::bench {
+
+// Prints one table row per (group, n) and appends them to out["linears"]; restores the
+// backend's options afterwards. Errors: out of device memory.
+Status run_linear_sweep(backends::cuda::CudaBackend& backend, StepTimer& timer,
+                        const model::ModelConfig& config, const Progress& progress,
+                        nlohmann::json& out);
+
+}  // namespace inferscale::bench

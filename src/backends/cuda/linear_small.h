@@ -1,0 +1,46 @@
+#pragma once
+// Small-batch linear: y[n, out] = x[n, in] W^T (+ bias) for n <= kSmallLinearMaxRows, for up to
+// kSmallLinearMaxTargets weights that share x, in one launch (q/k/v, gate/up). At these sizes
+// the op only streams weights, so the kernel (linear_small.cu) is shaped around that: the
+// weights are the M operand of mma.sync m16n8k16 and x the N operand, each thread reads 16
+// contiguous bytes of a weight row per k step, and the reduction order over k is the same on
+// every run (split-K partials are summed in split order by the last CTA of a tile, no atomics
+// on data), so results are deterministic. Only enqueues work: legal inside graph capture.
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+#include <span>
+
+namespace inferscale::backends::cuda {
+
+inline constexpr std::int64_t kSmallLinearMaxRows = 64;
+inline constexpr int kSmallLinearMaxTargets = 4;
+
+struct SmallLinearTarget {
+    const void* w = nullptr;     // [out, in] bf16, 16-byte aligned
+    const void* bias = nullptr;  // [out] bf16 or f32 (bias_f32), or null
+    bool bias_f32 = false;
+    void* y = nullptr;  // [n, out] bf16 or f32 (the launch's y_f32)
+    std::int64_t out = 0;
+};
+
+// Split-K scratch owned by the backend: partials [tiles * splits * tile elements] f32 and one
+// arrival counter per tile, zero at creation; the last CTA of a tile puts its counter back to
+// zero, so the scratch is ready for the next launch (or graph replay) without a memset.
+struct SmallLinearScratch {
+    float* partials = nullptr;
+    std::size_t partial_floats = 0;
+    int* counters = nullptr;
+    int num_counters = 0;
+    int num_sms = 0;
+};
+
+// False (nothing enqueued) when the kernel does not take the problem: n outside
+// 1..kSmallLinearMaxRows, in not a multiple of 8, x or a weight not 16-byte aligned, or more
+// than kSmallLinearMaxTargets targets. x [n, in] bf16.
+bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
+                         std::span<const SmallLinearTarget> targets, bool y_f32,
+                         const SmallLinearScratch& scratch, cudaStream_t stream);
+
+}  // namespace inferscale::backends::cuda
