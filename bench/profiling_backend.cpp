@@ -149,6 +149,13 @@ void ProfilingBackend::add(Tensor x, const Tensor& y) {
     close(s);
 }
 
+void ProfilingBackend::add_rms_norm(Tensor x, const Tensor& y, const Tensor& weight, float eps,
+                                    Tensor out) {
+    const int s = open("add_rms_norm", "", 4.0 * bytes_of(x) + bytes_of(weight), 0.0);
+    inner_.add_rms_norm(x, y, weight, eps, out);
+    close(s);
+}
+
 void ProfilingBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
     const int s = open("swiglu", "", bytes_of(gate) + bytes_of(up) + bytes_of(out), 0.0);
     inner_.swiglu(gate, up, out);
@@ -158,6 +165,13 @@ void ProfilingBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) 
 void ProfilingBackend::rope(Tensor x, const Tensor& positions, const tensor::RopeTables& tables) {
     const int s = open("rope", "", 2.0 * bytes_of(x), 0.0);
     inner_.rope(x, positions, tables);
+    close(s);
+}
+
+void ProfilingBackend::rope_qk(Tensor q, Tensor k, const Tensor& positions,
+                               const tensor::RopeTables& tables) {
+    const int s = open("rope_qk", "", 2.0 * (bytes_of(q) + bytes_of(k)), 0.0);
+    inner_.rope_qk(q, k, positions, tables);
     close(s);
 }
 

@@ -79,10 +79,14 @@ class ProfilingBackend final : public tensor::Backend {
     void linear_group(const tensor::Tensor& x,
                       std::span<const tensor::LinearTarget> targets) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
+    void add_rms_norm(tensor::Tensor x, const tensor::Tensor& y, const tensor::Tensor& weight,
+                      float eps, tensor::Tensor out) override;
     void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up,
                 tensor::Tensor out) override;
     void rope(tensor::Tensor x, const tensor::Tensor& positions,
               const tensor::RopeTables& tables) override;
+    void rope_qk(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& positions,
+                 const tensor::RopeTables& tables) override;
     void write_kv(const tensor::Tensor& k, const tensor::Tensor& v, const tensor::Tensor& slots,
                   const tensor::KvPages& pages) override;
     void paged_attention(const tensor::Tensor& q, const tensor::KvPages& pages,

@@ -307,7 +307,9 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     const Tensor up = leading(ws.up, n);          // [n, ffn]
     const Tensor positions = meta(l.positions, n);  // [n] i32
 
-    be.rms_norm(hidden, w.input_norm.tensor, c.rms_norm_eps, normed);
+    // Later layers find their input norm in `normed`: the previous layer's last residual add
+    // computed it (add_rms_norm).
+    if (layer == 0) be.rms_norm(hidden, w.input_norm.tensor, c.rms_norm_eps, normed);
     const tensor::LinearTarget qkv[] = {{w.q.tensor, w.q_bias.tensor, q},
                                         {w.k.tensor, w.k_bias.tensor, k},
                                         {w.v.tensor, w.v_bias.tensor, v}};
@@ -324,21 +326,24 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     const Tensor q3 = reshaped(q, {n, c.num_heads, c.head_dim});
     const Tensor k3 = reshaped(k, {n, c.num_kv_heads, c.head_dim});
     const Tensor v3 = reshaped(v, {n, c.num_kv_heads, c.head_dim});
-    be.rope(q3, positions, rope_);
-    be.rope(k3, positions, rope_);
+    be.rope_qk(q3, k3, positions, rope_);
     const tensor::KvPages pages = kv.pages(layer);
     be.write_kv(k3, v3, meta(l.slots, n), pages);
     be.paged_attention(q3, pages, attn_args, reshaped(attn, {n, c.num_heads, c.head_dim}));
 
     be.linear(attn, w.o.tensor, Tensor(), normed);
-    be.add(hidden, normed);
-    be.rms_norm(hidden, w.post_norm.tensor, c.rms_norm_eps, normed);
+    be.add_rms_norm(hidden, normed, w.post_norm.tensor, c.rms_norm_eps, normed);
     const tensor::LinearTarget gate_up[] = {{w.gate.tensor, Tensor(), gate},
                                             {w.up.tensor, Tensor(), up}};
     be.linear_group(normed, gate_up);
     be.swiglu(gate, up, gate);
     be.linear(gate, w.down.tensor, Tensor(), normed);
-    be.add(hidden, normed);
+    if (layer + 1 < c.num_layers) {
+        be.add_rms_norm(hidden, normed, layers_[layer + 1].input_norm.tensor, c.rms_norm_eps,
+                        normed);
+    } else {
+        be.add(hidden, normed);  // the final norm runs on the rows that give logits only
+    }
 }
 
 }  // namespace inferscale::model

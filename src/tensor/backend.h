@@ -95,6 +95,15 @@ class Backend {
     // x += y.  x, y [n, k]
     virtual void add(Tensor x, const Tensor& y) = 0;
 
+    // The residual add and the norm after it: x += y, then out = rms_norm(x, weight, eps),
+    // with exactly their results (this default runs the two; a backend may fuse them).
+    // out may alias y.  x, y, out [n, hidden], weight [hidden]
+    virtual void add_rms_norm(Tensor x, const Tensor& y, const Tensor& weight, float eps,
+                              Tensor out) {
+        add(x, y);
+        rms_norm(x, weight, eps, out);
+    }
+
     // out = silu(gate) * up.  gate, up, out [n, ffn]; out may alias gate.
     virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor out) = 0;
 
@@ -102,6 +111,13 @@ class Backend {
     // dim i + d/2). Positions beyond the tables are a bug.
     //   x [n, heads, d], positions [n] i32
     virtual void rope(Tensor x, const Tensor& positions, const RopeTables& tables) = 0;
+
+    // `rope` of q and of k (same tokens and positions), which is what this default does; a
+    // backend may rotate both in one launch.  q [n, heads, d], k [n, kv_heads, d]
+    virtual void rope_qk(Tensor q, Tensor k, const Tensor& positions, const RopeTables& tables) {
+        rope(q, positions, tables);
+        rope(k, positions, tables);
+    }
 
     // Writes token i's K and V into flat slot slots[i] = block * bs + offset of the pages;
     // slot -1 marks a padding row and writes nothing.  k, v [n, kvh, d], slots [n] i32

@@ -267,8 +267,23 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Ten
     check_device(out, x.dtype, 2, "rms_norm out");
     IS_CHECK(x.shape == out.shape && weight.shape[0] == x.shape[1]) << "rms_norm shape";
     activate();
-    launch_rms_norm(x.data, x.dtype, weight.data, weight.dtype, eps, x.shape[0], x.shape[1],
-                    out.data, stream_);
+    // Without a residual x is only read.
+    launch_rms_norm(x.data, nullptr, x.dtype, weight.data, weight.dtype, eps, x.shape[0],
+                    x.shape[1], out.data, stream_);
+}
+
+void CudaBackend::add_rms_norm(Tensor x, const Tensor& y, const Tensor& weight, float eps,
+                               Tensor out) {
+    check_device(x, 2, "add_rms_norm x");
+    check_activation(x, "add_rms_norm x");
+    check_device(y, x.dtype, 2, "add_rms_norm y");
+    check_device(weight, 1, "add_rms_norm weight");
+    check_device(out, x.dtype, 2, "add_rms_norm out");
+    IS_CHECK(x.shape == y.shape && x.shape == out.shape && weight.shape[0] == x.shape[1])
+        << "add_rms_norm shape";
+    activate();
+    launch_rms_norm(x.data, y.data, x.dtype, weight.data, weight.dtype, eps, x.shape[0],
+                    x.shape[1], out.data, stream_);
 }
 
 void CudaBackend::add(Tensor x, const Tensor& y) {
@@ -291,17 +306,29 @@ void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
 }
 
 void CudaBackend::rope(Tensor x, const Tensor& positions, const tensor::RopeTables& tables) {
-    check_device(x, 3, "rope x");
-    check_activation(x, "rope x");
+    rope_qk(x, Tensor(), positions, tables);
+}
+
+void CudaBackend::rope_qk(Tensor q, Tensor k, const Tensor& positions,
+                          const tensor::RopeTables& tables) {
+    check_device(q, 3, "rope q");
+    check_activation(q, "rope q");
     check_device(positions, DType::I32, 1, "rope positions");
     check_device(tables.cos, DType::F32, 2, "rope cos");
     check_device(tables.sin, DType::F32, 2, "rope sin");
-    IS_CHECK(positions.shape[0] == x.shape[0] && tables.cos.shape[1] * 2 == x.shape[2] &&
+    IS_CHECK(positions.shape[0] == q.shape[0] && tables.cos.shape[1] * 2 == q.shape[2] &&
              tables.cos.shape == tables.sin.shape)
         << "rope shapes";
+    std::int64_t k_heads = 0;
+    if (!k.empty()) {
+        check_device(k, q.dtype, 3, "rope k");
+        IS_CHECK(k.shape[0] == q.shape[0] && k.shape[2] == q.shape[2]) << "rope k shape";
+        k_heads = k.shape[1];
+    }
     activate();
-    launch_rope(x.data, x.dtype, x.shape[0], x.shape[1], x.shape[2], positions.as<std::int32_t>(),
-                tables.cos.as<float>(), tables.sin.as<float>(), tables.cos.shape[0], stream_);
+    launch_rope(q.data, q.shape[1], k.data, k_heads, q.dtype, q.shape[0], q.shape[2],
+                positions.as<std::int32_t>(), tables.cos.as<float>(), tables.sin.as<float>(),
+                tables.cos.shape[0], stream_);
 }
 
 void CudaBackend::argmax(const Tensor& logits, Tensor ids) {

@@ -110,6 +110,8 @@ class CudaBackend final : public tensor::Backend {
                      tensor::Tensor out) override;
     void rms_norm(const tensor::Tensor& x, const tensor::Tensor& weight, float eps,
                   tensor::Tensor out) override;
+    void add_rms_norm(tensor::Tensor x, const tensor::Tensor& y, const tensor::Tensor& weight,
+                      float eps, tensor::Tensor out) override;
     void linear(const tensor::Tensor& x, const tensor::Tensor& w, const tensor::Tensor& bias,
                 tensor::Tensor y) override;
     // In linear.cpp: the small-batch kernel for few tokens, cuBLASLt otherwise.
@@ -120,6 +122,8 @@ class CudaBackend final : public tensor::Backend {
                 tensor::Tensor out) override;
     void rope(tensor::Tensor x, const tensor::Tensor& positions,
               const tensor::RopeTables& tables) override;
+    void rope_qk(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& positions,
+                 const tensor::RopeTables& tables) override;
     void write_kv(const tensor::Tensor& k, const tensor::Tensor& v, const tensor::Tensor& slots,
                   const tensor::KvPages& pages) override;
     void paged_attention(const tensor::Tensor& q, const tensor::KvPages& pages,

@@ -36,10 +36,11 @@ void launch_gather_rows(const void* x, std::int64_t n, std::int64_t row_bytes,
                         const std::int32_t* rows, std::int64_t m, void* out, cudaStream_t stream);
 
 // ---- norm.cu ----
-// out = x / sqrt(mean(x^2) + eps) * weight per row; out may alias x.  x, out [n, hidden] dtype,
-// weight [hidden] weight_dtype (BF16 or F32)
-void launch_rms_norm(const void* x, DType dtype, const void* weight, DType weight_dtype,
-                     float eps, std::int64_t n, std::int64_t hidden, void* out,
+// out = x / sqrt(mean(x^2) + eps) * weight per row. With a residual, x += residual first (x is
+// written, rounded to dtype) and that sum is normalized. out may alias x or the residual.
+//   x, residual (or null), out [n, hidden] dtype, weight [hidden] weight_dtype (BF16 or F32)
+void launch_rms_norm(void* x, const void* residual, DType dtype, const void* weight,
+                     DType weight_dtype, float eps, std::int64_t n, std::int64_t hidden, void* out,
                      cudaStream_t stream);
 
 // ---- elementwise.cu ----
@@ -52,11 +53,13 @@ void launch_add_bias(void* y, DType y_dtype, const void* bias, DType bias_dtype,
                      std::int64_t out, cudaStream_t stream);
 
 // ---- rope.cu ----
-// In place, rotate_half pairing (dim i with i + d/2).  x [n, heads, d] dtype, positions [n],
-// cos/sin [max_positions, d/2] f32
-void launch_rope(void* x, DType dtype, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
-                 const std::int32_t* positions, const float* cos, const float* sin,
-                 std::int64_t max_positions, cudaStream_t stream);
+// In place, rotate_half pairing (dim i with i + d/2), q and k in one launch (k_heads 0: q
+// alone).  q [n, q_heads, d], k [n, k_heads, d] dtype, positions [n], cos/sin
+// [max_positions, d/2] f32
+void launch_rope(void* q, std::int64_t q_heads, void* k, std::int64_t k_heads, DType dtype,
+                 std::int64_t n, std::int64_t head_dim, const std::int32_t* positions,
+                 const float* cos, const float* sin, std::int64_t max_positions,
+                 cudaStream_t stream);
 
 // ---- paged KV (kv_write.cu, attention_*.cu) ----
 struct PagedKvView {

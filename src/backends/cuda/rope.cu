@@ -5,6 +5,8 @@
 // rotates 8 pairs instead: 16-byte loads of both halves and of the cos/sin rows, and one index
 // decomposition per 8 pairs rather than per pair (decode rotates 32 heads x 64 pairs per call,
 // 256 threads in 128-thread blocks).
+// Q and K rotate in one launch: the index space runs over Q's rows, then K's (`RopeRows` pairs
+// each buffer with its head count; a single tensor leaves the second empty).
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
@@ -17,94 +19,113 @@ constexpr int kThreads = 256;
 constexpr int kVecThreads = 128;
 
 template <class T>
-__global__ void rope_vec_kernel(T* x, std::int64_t n, int heads, int half,
+struct RopeRows {
+    T* x = nullptr;
+    std::int64_t heads = 0;  // rows per token
+};
+
+// The row `row` of the pair (Q's rows first) and its token: sets v to the row's first element.
+template <class T>
+__device__ __forceinline__ std::int64_t locate(const RopeRows<T>& a, const RopeRows<T>& b,
+                                               std::int64_t n, std::int64_t row, int width,
+                                               T*& v) {
+    const std::int64_t rows_a = n * a.heads;
+    if (row < rows_a) {
+        v = a.x + row * width;
+        return row / a.heads;
+    }
+    row -= rows_a;
+    v = b.x + row * width;
+    return row / b.heads;
+}
+
+template <class T>
+__global__ void rope_vec_kernel(RopeRows<T> a, RopeRows<T> b, std::int64_t n, int half,
                                 const std::int32_t* positions, const float* cos_table,
                                 const float* sin_table, std::int64_t max_positions) {
     const int groups = half / 8;
-    const std::int64_t count = n * heads * groups;
+    const std::int64_t count = n * (a.heads + b.heads) * groups;
     const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
     for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
          idx < count; idx += stride) {
         const int i = static_cast<int>(idx % groups) * 8;
-        const std::int64_t th = idx / groups;  // token * heads + head
-        const std::int64_t t = th / heads;
+        T* v = nullptr;
+        const std::int64_t t = locate(a, b, n, idx / groups, 2 * half, v);
         const std::int32_t pos = positions[t];
         if (pos < 0 || pos >= max_positions) __trap();  // beyond the tables: a bug upstream
-        float c[8], sn[8], a[8], b[8];
+        float c[8], sn[8], x0[8], x1[8];
         load8(cos_table + static_cast<std::int64_t>(pos) * half + i, c);
         load8(sin_table + static_cast<std::int64_t>(pos) * half + i, sn);
-        T* v = x + th * 2 * half;
-        load8(v + i, a);
-        load8(v + i + half, b);
-        float ra[8], rb[8];
+        load8(v + i, x0);
+        load8(v + i + half, x1);
+        float r0[8], r1[8];
 #pragma unroll
         for (int e = 0; e < 8; ++e) {
-            ra[e] = a[e] * c[e] - b[e] * sn[e];
-            rb[e] = b[e] * c[e] + a[e] * sn[e];
+            r0[e] = x0[e] * c[e] - x1[e] * sn[e];
+            r1[e] = x1[e] * c[e] + x0[e] * sn[e];
         }
-        store8(v + i, ra);
-        store8(v + i + half, rb);
+        store8(v + i, r0);
+        store8(v + i + half, r1);
     }
 }
 
 bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 template <class T>
-__global__ void rope_kernel(T* x, std::int64_t n, std::int64_t heads, std::int64_t half,
+__global__ void rope_kernel(RopeRows<T> a, RopeRows<T> b, std::int64_t n, std::int64_t half,
                             const std::int32_t* positions, const float* cos_table,
                             const float* sin_table, std::int64_t max_positions) {
-    const std::int64_t count = n * heads * half;
+    const std::int64_t count = n * (a.heads + b.heads) * half;
     const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
     for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
          idx < count; idx += stride) {
         const std::int64_t i = idx % half;
-        const std::int64_t th = idx / half;  // token * heads + head
-        const std::int64_t t = th / heads;
+        T* v = nullptr;
+        const std::int64_t t = locate(a, b, n, idx / half, static_cast<int>(2 * half), v);
         const std::int32_t pos = positions[t];
         if (pos < 0 || pos >= max_positions) __trap();  // beyond the tables: a bug upstream
         const float c = cos_table[pos * half + i];
         const float s = sin_table[pos * half + i];
-        T* v = x + th * 2 * half;
-        const float a = to_f32(v[i]);
-        const float b = to_f32(v[i + half]);
-        v[i] = from_f32<T>(a * c - b * s);
-        v[i + half] = from_f32<T>(b * c + a * s);
+        const float x0 = to_f32(v[i]);
+        const float x1 = to_f32(v[i + half]);
+        v[i] = from_f32<T>(x0 * c - x1 * s);
+        v[i + half] = from_f32<T>(x1 * c + x0 * s);
     }
 }
 
 template <class T>
-void rope_typed(T* x, std::int64_t n, std::int64_t heads, std::int64_t half,
+void rope_typed(RopeRows<T> a, RopeRows<T> b, std::int64_t n, std::int64_t half,
                 const std::int32_t* positions, const float* cos, const float* sin,
                 std::int64_t max_positions, cudaStream_t stream) {
-    if (half % 8 == 0 && heads <= 0x7fffffff && half <= 0x7fffffff && aligned16(x) &&
-        aligned16(cos) && aligned16(sin)) {
-        const std::int64_t count = n * heads * (half / 8);
+    const std::int64_t rows = n * (a.heads + b.heads);
+    if (half % 8 == 0 && half <= 0x7fffffff && aligned16(a.x) &&
+        (b.heads == 0 || aligned16(b.x)) && aligned16(cos) && aligned16(sin)) {
+        const std::int64_t count = rows * (half / 8);
         rope_vec_kernel<<<grid_for(count, kVecThreads), kVecThreads, 0, stream>>>(
-            x, n, static_cast<int>(heads), static_cast<int>(half), positions, cos, sin,
-            max_positions);
+            a, b, n, static_cast<int>(half), positions, cos, sin, max_positions);
     } else {
-        const std::int64_t count = n * heads * half;
+        const std::int64_t count = rows * half;
         rope_kernel<<<grid_for(count, kThreads), kThreads, 0, stream>>>(
-            x, n, heads, half, positions, cos, sin, max_positions);
+            a, b, n, half, positions, cos, sin, max_positions);
     }
     IS_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace
 
-void launch_rope(void* x, DType dtype, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
-                 const std::int32_t* positions, const float* cos, const float* sin,
-                 std::int64_t max_positions, cudaStream_t stream) {
+void launch_rope(void* q, std::int64_t q_heads, void* k, std::int64_t k_heads, DType dtype,
+                 std::int64_t n, std::int64_t head_dim, const std::int32_t* positions,
+                 const float* cos, const float* sin, std::int64_t max_positions,
+                 cudaStream_t stream) {
     const std::int64_t half = head_dim / 2;
-    const std::int64_t count = n * heads * half;
-    if (count == 0) return;
+    if (n * (q_heads + k_heads) * half == 0) return;
     if (dtype == DType::BF16) {
-        rope_typed(static_cast<bf16*>(x), n, heads, half, positions, cos, sin, max_positions,
-                   stream);
+        rope_typed<bf16>({static_cast<bf16*>(q), q_heads}, {static_cast<bf16*>(k), k_heads}, n,
+                         half, positions, cos, sin, max_positions, stream);
     } else {
         IS_CHECK(dtype == DType::F32) << "rope dtype " << tensor::dtype_name(dtype);
-        rope_typed(static_cast<float*>(x), n, heads, half, positions, cos, sin, max_positions,
-                   stream);
+        rope_typed<float>({static_cast<float*>(q), q_heads}, {static_cast<float*>(k), k_heads}, n,
+                          half, positions, cos, sin, max_positions, stream);
     }
 }
 

@@ -130,6 +130,36 @@ TEST_F(CudaOpsTest, RmsNormMatchesCpu) {
     }
 }
 
+// The fused residual add + norm equals add followed by rms_norm on the same backend bit for bit
+// (both the stored sum and the normalized rows), with out aliasing y as the model calls it, and
+// the CPU's add + rms_norm within bf16 tolerance. Same vector/scalar kernel split as above.
+TEST_F(CudaOpsTest, AddRmsNormEqualsAddThenRmsNorm) {
+    for (auto [hidden, n] : {std::pair<std::int64_t, std::int64_t>{4096, 1}, {4096, 33}, {896, 7},
+                             {8200, 2}, {100, 3}}) {
+        std::vector<float> x = random_bf16(n * hidden, rng_, 3.0f);
+        std::vector<float> y = random_bf16(n * hidden, rng_, 3.0f), w = random_bf16(hidden, rng_);
+        auto dw = gpu_->upload_weight(host_view(w, {hidden}));
+        ASSERT_TRUE(dw.ok());
+        std::vector<float> sum = x, ref(n * hidden);
+        cpu_.add(host_view(sum, {n, hidden}), host_view(y, {n, hidden}));
+        cpu_.rms_norm(host_view(sum, {n, hidden}), host_view(w, {hidden}), 1e-6f, host_view(ref, {n, hidden}));
+        for (DType dtype : {DType::BF16, DType::F32}) {
+            DeviceTensor ux = device_from(*gpu_, x, dtype, {n, hidden});
+            DeviceTensor uy = device_from(*gpu_, y, dtype, {n, hidden});
+            DeviceTensor unfused = device_empty(*gpu_, dtype, {n, hidden});
+            gpu_->add(ux.tensor, uy.tensor);
+            gpu_->rms_norm(ux.tensor, dw->tensor, 1e-6f, unfused.tensor);
+
+            DeviceTensor fx = device_from(*gpu_, x, dtype, {n, hidden});
+            DeviceTensor fy = device_from(*gpu_, y, dtype, {n, hidden});
+            gpu_->add_rms_norm(fx.tensor, fy.tensor, dw->tensor, 1e-6f, fy.tensor);
+            EXPECT_EQ(download(*gpu_, fx.tensor), download(*gpu_, ux.tensor)) << hidden << "x" << n;
+            EXPECT_EQ(download(*gpu_, fy.tensor), download(*gpu_, unfused.tensor)) << hidden << "x" << n;
+            EXPECT_LT(rel_error(download(*gpu_, fy.tensor), ref), kBf16Tolerance) << hidden << "x" << n;
+        }
+    }
+}
+
 TEST_F(CudaOpsTest, AddAndSwigluMatchCpu) {
   // 5 x 1000 and 1 x 4096 take the 8-wide vector kernels, 3 x 37 the scalar ones.
   for (auto [n, k] : {std::pair<std::int64_t, std::int64_t>{5, 1000}, {1, 4096}, {3, 37}}) {
@@ -176,11 +206,22 @@ TEST_F(CudaOpsTest, RopeMatchesCpu) {
     DeviceTensor dcos = device_from(*gpu_, cos_t, DType::F32, {max_pos, d / 2});
     DeviceTensor dsin = device_from(*gpu_, sin_t, DType::F32, {max_pos, d / 2});
     DeviceTensor dpos = device_ints(*gpu_, pos);
+    // q and k rotated in one launch: each equals its own rope call bit for bit (k has another
+    // head count, as under GQA).
+    const std::int64_t k_heads = heads > 1 ? heads / 2 : 3;
+    const std::vector<float> k = random_bf16(n * k_heads * d, rng_);
     for (DType dtype : {DType::BF16, DType::F32}) {
         DeviceTensor dx = device_from(*gpu_, x, dtype, {n, heads, d});
         gpu_->rope(dx.tensor, dpos.tensor, {dcos.tensor, dsin.tensor});
         EXPECT_LT(rel_error(download(*gpu_, dx.tensor), ref), dtype == DType::F32 ? 1e-6 : kBf16Tolerance)
             << n << "x" << heads << "x" << d;
+        DeviceTensor dk = device_from(*gpu_, k, dtype, {n, k_heads, d});
+        gpu_->rope(dk.tensor, dpos.tensor, {dcos.tensor, dsin.tensor});
+        DeviceTensor pq = device_from(*gpu_, x, dtype, {n, heads, d});
+        DeviceTensor pk = device_from(*gpu_, k, dtype, {n, k_heads, d});
+        gpu_->rope_qk(pq.tensor, pk.tensor, dpos.tensor, {dcos.tensor, dsin.tensor});
+        EXPECT_EQ(download(*gpu_, pq.tensor), download(*gpu_, dx.tensor)) << n << "x" << heads << "x" << d;
+        EXPECT_EQ(download(*gpu_, pk.tensor), download(*gpu_, dk.tensor)) << n << "x" << k_heads << "x" << d;
     }
   }
 }
