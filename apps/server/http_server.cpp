@@ -19,6 +19,7 @@ struct StreamState {
     std::shared_ptr<engine::RequestStream> stream;
     CompletionWriter writer;
     bool include_usage = false;
+    bool logprobs = false;  // the request asked for them
     Clock::time_point start;
     bool finished = false;
 };
@@ -130,27 +131,32 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
         return send_error(res, {403, "this API key may not act for user '" + call.request.user + "'",
                                 "permission_error", "user", "forbidden_user"});
     if (!ctx_.store) call.request.memory_mode = engine::MemoryMode::None;
+    const bool logprobs = call.request.sampling.logprobs >= 0;
     auto submitted = ctx_.engine.submit(std::move(call.request));
     if (!submitted.ok()) return send_error(res, from_error(submitted.error()));
     std::shared_ptr<engine::RequestStream> stream = std::move(submitted).value();
 
     if (!call.stream) {
         std::string text;
+        std::vector<engine::TokenLogprobs> token_logprobs;
         while (true) {
             auto event = stream->next(std::chrono::milliseconds(200));
             if (!event) continue;
             if (event->first_token) ctx_.metrics.ttft.observe(seconds_since(start));
             text += event->text;
+            token_logprobs.insert(token_logprobs.end(), event->logprobs.begin(), event->logprobs.end());
             if (!event->finished) continue;
             if (event->error) return send_error(res, from_error(*event->error));
             ctx_.metrics.latency.observe(seconds_since(start));
             CompletionWriter writer(chat, ctx_.options.model_name);
-            return send_json(res, writer.response(text, event->finish_reason, event->usage));
+            return send_json(res, writer.response(text, event->finish_reason, event->usage,
+                                                  logprobs ? &token_logprobs : nullptr));
         }
     }
 
     auto state = std::make_shared<StreamState>(
-        StreamState{stream, CompletionWriter(chat, ctx_.options.model_name), call.include_usage, start});
+        StreamState{stream, CompletionWriter(chat, ctx_.options.model_name), call.include_usage,
+                    logprobs, start});
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -167,10 +173,13 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
             if (event->error) {
                 out = CompletionWriter::error_event(from_error(*event->error));
             } else {
-                if (!event->text.empty() || event->first_token)
-                    out += state->writer.chunk(event->text, nullptr);
+                // Logprobs go out with their tokens, also when the text is held back (a
+                // possible stop string, a partial character).
+                if (!event->text.empty() || event->first_token || !event->logprobs.empty())
+                    out += state->writer.chunk(event->text, nullptr,
+                                               state->logprobs ? &event->logprobs : nullptr);
                 if (event->finished) {
-                    out += state->writer.chunk("", event->finish_reason);
+                    out += state->writer.chunk("", event->finish_reason, nullptr);
                     if (state->include_usage) out += state->writer.usage_chunk(event->usage);
                 }
             }

@@ -84,6 +84,46 @@ json usage_json(const engine::Usage& u) {
             {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
 }
 
+json token_bytes(const std::string& token) {
+    json bytes = json::array();
+    for (const char c : token) bytes.push_back(static_cast<unsigned char>(c));
+    return bytes;
+}
+
+// The choice's "logprobs": chat's {"content": [{token, logprob, bytes, top_logprobs}]}, or the
+// completions form {tokens, token_logprobs, top_logprobs, text_offset}; null when not asked.
+// text_offset runs on over the completion's chunks.
+json logprobs_json(bool chat, const std::vector<engine::TokenLogprobs>* logprobs,
+                   std::int64_t& text_offset) {
+    if (!logprobs) return nullptr;
+    if (chat) {
+        json content = json::array();
+        for (const engine::TokenLogprobs& t : *logprobs) {
+            json top = json::array();
+            for (const engine::LogprobEntry& e : t.top)
+                top.push_back({{"token", e.token}, {"logprob", e.logprob}, {"bytes", token_bytes(e.token)}});
+            content.push_back({{"token", t.sampled.token},
+                               {"logprob", t.sampled.logprob},
+                               {"bytes", token_bytes(t.sampled.token)},
+                               {"top_logprobs", top}});
+        }
+        return {{"content", content}};
+    }
+    json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
+         offsets = json::array();
+    for (const engine::TokenLogprobs& t : *logprobs) {
+        tokens.push_back(t.sampled.token);
+        token_logprobs.push_back(t.sampled.logprob);
+        json alternatives = json::object();
+        for (const engine::LogprobEntry& e : t.top) alternatives[e.token] = e.logprob;
+        top.push_back(alternatives);
+        offsets.push_back(text_offset);
+        text_offset += static_cast<std::int64_t>(t.sampled.token.size());
+    }
+    return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top},
+            {"text_offset", offsets}};
+}
+
 }  // namespace
 
 std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view body, bool chat,
@@ -152,6 +192,24 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
         if (sf.error) return *sf.error;
     }
     if (n != 1) return bad_request("only n = 1 is supported", "n");
+    if (chat) {
+        bool logprobs = false;
+        std::int64_t top = 0;
+        f.read("logprobs", logprobs, "a boolean", &json::is_boolean);
+        f.read("top_logprobs", top, "an integer", &json::is_number_integer);
+        if (f.error) return *f.error;
+        if (top < 0 || top > sampling::kMaxTopLogprobs)
+            return bad_request("'top_logprobs' must be in [0, 20]", "top_logprobs");
+        if (f.get("top_logprobs") && !logprobs)
+            return bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
+        if (logprobs) s.logprobs = static_cast<std::int32_t>(top);
+    } else if (f.get("logprobs")) {
+        std::int64_t top = 0;
+        f.read("logprobs", top, "an integer", &json::is_number_integer);
+        if (f.error) return *f.error;
+        if (top < 0 || top > 5) return bad_request("'logprobs' must be in [0, 5]", "logprobs");
+        s.logprobs = static_cast<std::int32_t>(top);
+    }
     if (f.get("max_tokens") || f.get("max_completion_tokens")) {
         if (max_tokens < 1 || max_tokens > (1 << 30))
             return bad_request("'max_tokens' must be at least 1", "max_tokens");
@@ -214,8 +272,10 @@ CompletionWriter::CompletionWriter(bool chat, std::string model)
                    .count()) {}
 
 std::string CompletionWriter::response(const std::string& text, const char* finish_reason,
-                                       const engine::Usage& usage) const {
-    json choice = {{"index", 0}, {"finish_reason", finish_reason}, {"logprobs", nullptr}};
+                                       const engine::Usage& usage,
+                                       const std::vector<engine::TokenLogprobs>* logprobs) {
+    json choice = {{"index", 0}, {"finish_reason", finish_reason},
+                   {"logprobs", logprobs_json(chat_, logprobs, text_offset_)}};
     if (chat_) choice["message"] = {{"role", "assistant"}, {"content", text}};
     else choice["text"] = text;
     return json{{"id", id_},
@@ -227,8 +287,9 @@ std::string CompletionWriter::response(const std::string& text, const char* fini
         .dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
-std::string CompletionWriter::chunk(std::string_view text, const char* finish_reason) {
-    json choice = {{"index", 0}, {"logprobs", nullptr},
+std::string CompletionWriter::chunk(std::string_view text, const char* finish_reason,
+                                    const std::vector<engine::TokenLogprobs>* logprobs) {
+    json choice = {{"index", 0}, {"logprobs", logprobs_json(chat_, logprobs, text_offset_)},
                    {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}};
     if (chat_) {
         json delta = json::object();

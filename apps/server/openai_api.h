@@ -13,6 +13,7 @@
 #include <string>
 #include <string_view>
 #include <variant>
+#include <vector>
 
 #include "apps/server/api_error.h"
 #include "engine/engine.h"
@@ -42,18 +43,21 @@ class CompletionWriter {
   public:
     CompletionWriter(bool chat, std::string model);
 
-    // The whole answer (non-streaming).
+    // The whole answer (non-streaming). `logprobs`: the tokens' log-probabilities when the
+    // request asked for them, else null.
     std::string response(const std::string& text, const char* finish_reason,
-                         const engine::Usage& usage) const;
+                         const engine::Usage& usage,
+                         const std::vector<engine::TokenLogprobs>* logprobs);
     // One "data: ...\n\n" event. The first chat chunk carries the assistant role.
-    std::string chunk(std::string_view text, const char* finish_reason);
+    std::string chunk(std::string_view text, const char* finish_reason,
+                      const std::vector<engine::TokenLogprobs>* logprobs);
     std::string usage_chunk(const engine::Usage& usage) const;
     static std::string error_event(const ApiError& error);
     static constexpr std::string_view kDone = "data: [DONE]\n\n";
 
   private:
-    std::string base(const char* object) const;
     bool chat_;
+    std::int64_t text_offset_ = 0;  // completions: characters of completion text so far
     std::string model_;
     std::string id_;
     std::int64_t created_;

@@ -187,7 +187,16 @@ void Engine::drop_cancelled() {
     for (Active* a : gone) fail(*a, make_error("cancelled"));
 }
 
-void Engine::emit(Active& a, std::int32_t token) {
+namespace {
+
+LogprobEntry logprob_entry(const tokenizer::Tokenizer& tok, sampling::TokenLogprob t) {
+    const std::int32_t id = t.token;
+    return {tok.decode(std::span(&id, 1)), t.logprob};
+}
+
+}  // namespace
+
+void Engine::emit(Active& a, std::int32_t token, const sampling::SampledLogprobs* logprobs) {
     Sequence& seq = a.seq;
     StreamEvent event;
     if (!a.sent_first) {
@@ -205,6 +214,13 @@ void Engine::emit(Active& a, std::int32_t token) {
         seq.tokens.push_back(token);
         ++a.usage.completion_tokens;
         event.new_tokens = 1;
+        if (logprobs) {
+            const tokenizer::Tokenizer& tok = model_.tokenizer();
+            TokenLogprobs entry{logprob_entry(tok, logprobs->sampled), {}};
+            for (const sampling::TokenLogprob& t : logprobs->top)
+                entry.top.push_back(logprob_entry(tok, t));
+            event.logprobs.push_back(std::move(entry));
+        }
         event.text = a.stops.push(a.decoder.push(token));
         done = a.stops.stopped();
         if (!done && static_cast<std::int64_t>(seq.tokens.size()) >= seq.max_len) {
@@ -230,6 +246,7 @@ Status Engine::run_step(StepPlan& plan) {
     step_seqs_.clear();
     bool greedy = true;
     bool decode_only = true;
+    bool logprobs = false;  // some request wants them: the logits come to the host
     for (const ScheduledRun& run : plan.runs) {
         decode_only = decode_only && run.count == 1 && run.sample;
         Active& a = *active_.at(run.seq->id);
@@ -245,6 +262,7 @@ Status Engine::run_step(StepPlan& plan) {
         bs.pages = seq.blocks;
         step_seqs_.push_back(bs);
         if (run.sample && a.params.temperature > 0.0f) greedy = false;
+        if (run.sample && a.params.logprobs >= 0) logprobs = true;
     }
     model::ForwardBatch batch;
     batch.token_ids = step_ids_;
@@ -254,10 +272,12 @@ Status Engine::run_step(StepPlan& plan) {
     const std::size_t rows = plan.runs.size();
     const auto vocab = static_cast<std::size_t>(model_.config().vocab_size);
     const Timer forward;
-    if (greedy && decode_only && graphs_ && graphs_->bucket_for(static_cast<std::int64_t>(rows)) > 0) {
+    const bool device_argmax = greedy && !logprobs;
+    if (device_argmax && decode_only && graphs_ &&
+        graphs_->bucket_for(static_cast<std::int64_t>(rows)) > 0) {
         sampled_.resize(rows);
         IS_RETURN_IF_ERROR(graphs_->decode(batch, sampled_));
-    } else if (greedy) {
+    } else if (device_argmax) {
         sampled_.resize(rows);
         IS_RETURN_IF_ERROR(model_.model().forward_greedy(batch, model_.kv(), model_.workspace(), sampled_));
     } else {
@@ -273,10 +293,12 @@ Status Engine::run_step(StepPlan& plan) {
         if (!run.sample) continue;
         ++sampled;
         Active& a = *active_.at(run.seq->id);
-        const std::int32_t token =
-            greedy ? sampled_[r]
-                   : a.sampler.sample(std::span<const float>(logits_).subspan(r * vocab, vocab));
-        emit(a, token);
+        const std::span<const float> row =
+            device_argmax ? std::span<const float>() : std::span<const float>(logits_).subspan(r * vocab, vocab);
+        const std::int32_t token = device_argmax ? sampled_[r] : a.sampler.sample(row);
+        std::optional<sampling::SampledLogprobs> lp;
+        if (a.params.logprobs >= 0) lp = sampling::sampled_logprobs(row, token, a.params.logprobs);
+        emit(a, token, lp ? &*lp : nullptr);
     }
     std::lock_guard lock(mutex_);
     ++stats_.steps;

@@ -30,6 +30,7 @@
 #include "memory/memory_store.h"
 #include "model/decode_graphs.h"
 #include "retrieval/hit.h"
+#include "sampling/logprobs.h"
 #include "sampling/sampling_params.h"
 #include "tokenizer/chat_template.h"
 
@@ -132,7 +133,8 @@ class Engine {
     void encode_in_background(std::size_t budget);
     Status run_step(StepPlan& plan);
     Status inject(const Injection& injection);
-    void emit(Active& a, std::int32_t token);
+    // `logprobs`: the token's log-probabilities when the request asked for them, else null.
+    void emit(Active& a, std::int32_t token, const sampling::SampledLogprobs* logprobs);
     // Sends the request's last event (finished, with usage) and frees everything it holds.
     void end(Active& a, StreamEvent event);
     void fail(Active& a, Error error);

@@ -1,5 +1,7 @@
 #include "engine/request_stream.h"
 
+#include <iterator>
+
 namespace inferscale::engine {
 
 std::optional<StreamEvent> RequestStream::next(std::chrono::milliseconds timeout) {
@@ -31,6 +33,8 @@ void RequestStream::push(StreamEvent event) {
             StreamEvent& p = *pending_;
             p.text += event.text;
             p.new_tokens += event.new_tokens;
+            p.logprobs.insert(p.logprobs.end(), std::make_move_iterator(event.logprobs.begin()),
+                              std::make_move_iterator(event.logprobs.end()));
             p.first_token = p.first_token || event.first_token;
             p.finished = event.finished;
             p.finish_reason = event.finish_reason;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/result.h"
 
@@ -24,9 +25,22 @@ struct Usage {
     std::int64_t injected_tokens = 0;    // kv mode: tokens whose KV was injected
 };
 
+// A token as text (its bytes; a piece of a multi-byte character is not valid UTF-8 alone) and
+// its log-probability under the model.
+struct LogprobEntry {
+    std::string token;
+    float logprob = 0.0f;
+};
+
+struct TokenLogprobs {
+    LogprobEntry sampled;
+    std::vector<LogprobEntry> top;  // most likely first
+};
+
 struct StreamEvent {
     std::string text;              // final text since the previous event (never a partial stop)
     std::int64_t new_tokens = 0;   // tokens sampled since the previous event
+    std::vector<TokenLogprobs> logprobs;  // one per new token, when the request asked for them
     bool first_token = false;      // this event carries the request's first sampled token
     bool finished = false;
     const char* finish_reason = "stop";  // "stop" or "length", with finished

@@ -15,6 +15,8 @@ Status validate(const SamplingParams& p) {
     if (p.max_tokens < 1) return make_error("max_tokens must be >= 1");
     for (const std::string& s : p.stop)
         if (s.empty()) return make_error("stop strings must not be empty");
+    if (p.logprobs < -1 || p.logprobs > kMaxTopLogprobs)
+        return make_error("top logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
     return {};
 }
 

@@ -264,3 +264,62 @@ def test_step_time_metrics_split_forward_from_host_work(server):
     forward_s = after["inferscale_engine_forward_seconds_total"] - before["inferscale_engine_forward_seconds_total"]
     assert steps >= 4  # the prompt and at least three decode steps
     assert 0 < forward_s <= step_s
+
+
+def test_completion_logprobs_equal_llama_cpp(server):
+    """The bundled model's logits are llama.cpp's bit for bit on the CPU, so the log-probabilities
+    the server reports must be llama.cpp's log-softmax of its own logits, and the top-5 tokens
+    its five largest."""
+    pytest.importorskip("llama_cpp")
+    import numpy as np
+    from llama_cpp_peer import open_llama_cpp
+    prompt, steps = "The capital of France is", 6
+    r = client(server).completions.create(model=MODEL_ID, prompt=prompt, max_tokens=steps,
+                                          temperature=0, logprobs=5, extra_body={"ignore_eos": True})
+    got = r.choices[0].logprobs
+    assert len(got.tokens) == steps and len(got.top_logprobs) == steps
+    assert "".join(got.tokens) == r.choices[0].text
+    llm = open_llama_cpp(MODEL, 512)
+    ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+    assert r.usage.prompt_tokens == len(ids)
+    llm.reset()
+    llm.eval(ids)
+
+    def piece(t):
+        return llm.detokenize([int(t)], special=True).decode("utf-8", "replace")
+
+    for step in range(steps):
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
+        logits = logits.astype(np.float64)
+        logprobs = logits - (logits.max() + np.log(np.exp(logits - logits.max()).sum()))
+        top = np.argsort(-logprobs, kind="stable")[:5]
+        token = int(top[0])
+        assert got.tokens[step] == piece(token)
+        assert got.token_logprobs[step] == pytest.approx(logprobs[token], abs=1e-4)
+        want_top = {piece(t): logprobs[t] for t in top}
+        assert set(got.top_logprobs[step]) == set(want_top)
+        for text, value in got.top_logprobs[step].items():
+            assert value == pytest.approx(want_top[text], abs=1e-4)
+        llm.eval([token])
+
+
+def test_chat_logprobs_streamed_equal_whole_and_rank_the_greedy_token_first(server):
+    c = client(server)
+    kw = dict(max_tokens=8, logprobs=True, top_logprobs=3)
+    whole = chat(c, "Name a fruit.", **kw)
+    content = whole.choices[0].logprobs.content
+    assert "".join(t.token for t in content) == whole.choices[0].message.content
+    for t in content:
+        assert t.logprob <= 0 and bytes(t.bytes) == t.token.encode()
+        assert [a.logprob for a in t.top_logprobs] == sorted((a.logprob for a in t.top_logprobs), reverse=True)
+        assert t.top_logprobs[0].token == t.token and t.top_logprobs[0].logprob == t.logprob
+    streamed = []
+    for chunk in chat(c, "Name a fruit.", stream=True, **kw):
+        if chunk.choices and chunk.choices[0].logprobs:
+            streamed += chunk.choices[0].logprobs.content
+    assert [(t.token, t.logprob) for t in streamed] == [(t.token, t.logprob) for t in content]
+    assert chat(c, "Name a fruit.", max_tokens=2).choices[0].logprobs is None
+    with pytest.raises(openai.BadRequestError):
+        chat(c, "hi", max_tokens=2, top_logprobs=3)  # without logprobs: true
+    with pytest.raises(openai.BadRequestError):
+        chat(c, "hi", max_tokens=2, logprobs=True, top_logprobs=21)

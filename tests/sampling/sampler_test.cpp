@@ -3,6 +3,7 @@
 #include <cmath>
 #include <vector>
 
+#include "sampling/logprobs.h"
 #include "sampling/sampler.h"
 #include "sampling/stop_matcher.h"
 
@@ -116,6 +117,27 @@ TEST(StopMatcher, FlushReturnsHeldText) {
     EXPECT_EQ(m.push("xxab"), "xx");
     EXPECT_FALSE(m.stopped());
     EXPECT_EQ(m.flush(), "ab");
+}
+
+// Logits log(0.1), log(0.2), log(0.3), log(0.4) plus a constant: the log-probabilities are
+// exactly those logs; the top list is most likely first, equal logits by lower id.
+TEST(Logprobs, LogSoftmaxOfKnownDistribution) {
+    const std::vector<float> logits{std::log(0.1f) + 7.0f, std::log(0.2f) + 7.0f,
+                                    std::log(0.3f) + 7.0f, std::log(0.4f) + 7.0f};
+    const SampledLogprobs lp = sampled_logprobs(logits, 2, 2);
+    EXPECT_EQ(lp.sampled.token, 2);
+    EXPECT_NEAR(lp.sampled.logprob, std::log(0.3), 1e-6);
+    ASSERT_EQ(lp.top.size(), 2u);
+    EXPECT_EQ(lp.top[0].token, 3);
+    EXPECT_NEAR(lp.top[0].logprob, std::log(0.4), 1e-6);
+    EXPECT_EQ(lp.top[1].token, 2);
+    EXPECT_TRUE(sampled_logprobs(logits, 0, 0).top.empty());
+    EXPECT_EQ(sampled_logprobs(logits, 0, 10).top.size(), 4u);
+    const std::vector<float> tied{1.0f, 3.0f, 3.0f, 0.0f};
+    const SampledLogprobs t = sampled_logprobs(tied, 1, 2);
+    EXPECT_EQ(t.top[0].token, 1);
+    EXPECT_EQ(t.top[1].token, 2);
+    EXPECT_FLOAT_EQ(t.top[0].logprob, t.top[1].logprob);
 }
 
 }  // namespace
