@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <optional>
 
+#include "base/log.h"
 #include "engine/backend_choice.h"
 #include "model/hf_config.h"
 
@@ -44,8 +45,12 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
     tokenizer::Tokenizer tok = IS_TRY(load_tokenizer(files));
 
     const model::ModelConfig& config = random_shape ? random_shape->config : files.config;
-    const std::int64_t max_context =
-        std::min<std::int64_t>(options.max_context, config.max_position_embeddings);
+    std::int64_t max_context = std::min<std::int64_t>(options.max_context, config.max_position_embeddings);
+    if (config.sliding_window > 0 && config.sliding_window < max_context) {
+        IS_LOG(Info) << "the context is capped at the model's sliding window of "
+                     << config.sliding_window << " tokens (no windowed attention here)";
+        max_context = config.sliding_window;
+    }
     model::LlamaModelOptions model_options;
     model_options.max_positions = max_context;
     model::LlamaModel llama = IS_TRY(

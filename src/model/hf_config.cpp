@@ -164,6 +164,15 @@ Result<HfConfig> parse_hf_config(std::string_view json_text, std::string name) {
     if (c.head_dim % 2 != 0)
         return make_error("config: head_dim " + std::to_string(c.head_dim) + " must be even");
     c.max_position_embeddings = IS_TRY(required_positive(obj, "max_position_embeddings"));
+    // As transformers reads it: Mistral's window defaults to 4096 when the field is absent and
+    // null turns it off (v0.3); Qwen2 uses its window only with use_sliding_window.
+    if (c.architecture == Architecture::Mistral) {
+        c.sliding_window =
+            obj.contains("sliding_window") ? IS_TRY(optional_positive(obj, "sliding_window", 0)) : 4096;
+    } else if (c.architecture == Architecture::Qwen2 &&
+               IS_TRY(optional_bool(obj, "use_sliding_window", false))) {
+        c.sliding_window = IS_TRY(optional_positive(obj, "sliding_window", 4096));
+    }
     // Defaults below are the transformers config classes' own defaults.
     c.rms_norm_eps = static_cast<float>(IS_TRY(optional_number(obj, "rms_norm_eps", 1e-6)));
     c.rope_theta = static_cast<float>(IS_TRY(optional_number(obj, "rope_theta", 10000.0)));

@@ -28,6 +28,9 @@ struct ModelConfig {
     std::int64_t num_kv_heads = 0;
     std::int64_t head_dim = 0;  // hidden_size / num_heads unless the config says otherwise
     std::int64_t max_position_embeddings = 0;
+    // Sliding-window attention span in tokens (0: none). The engine has no windowed attention,
+    // so it keeps contexts within the window, where full attention is the same computation.
+    std::int64_t sliding_window = 0;
     float rms_norm_eps = 1e-5f;
     float rope_theta = 10000.0f;
     RopeScaling rope_scaling;

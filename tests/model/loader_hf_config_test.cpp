@@ -101,6 +101,27 @@ TEST(HfConfig, MistralAndQwen2) {
     EXPECT_EQ(r->config.architecture, Architecture::Qwen2);
 }
 
+// Sliding windows as transformers reads them: Mistral 4096 when absent, off when null (v0.3),
+// Qwen2's only with use_sliding_window, Llama none.
+TEST(HfConfig, SlidingWindow) {
+    json j = base_config();
+    EXPECT_EQ(parse_hf_config(j.dump())->config.sliding_window, 0);
+    j["architectures"] = {"MistralForCausalLM"};
+    EXPECT_EQ(parse_hf_config(j.dump())->config.sliding_window, 4096);
+    j["sliding_window"] = nullptr;
+    EXPECT_EQ(parse_hf_config(j.dump())->config.sliding_window, 0);
+    j["sliding_window"] = 256;
+    EXPECT_EQ(parse_hf_config(j.dump())->config.sliding_window, 256);
+    j["sliding_window"] = -1;
+    EXPECT_NE(error_of(j).find("sliding_window"), std::string::npos);
+    j = base_config();
+    j["architectures"] = {"Qwen2ForCausalLM"};
+    j["sliding_window"] = 131072;
+    EXPECT_EQ(parse_hf_config(j.dump())->config.sliding_window, 0);
+    j["use_sliding_window"] = true;
+    EXPECT_EQ(parse_hf_config(j.dump())->config.sliding_window, 131072);
+}
+
 TEST(HfConfig, EosListAndAttentionBias) {
     json j = base_config();
     j["eos_token_id"] = {128001, 128008, 128009};

@@ -186,3 +186,22 @@ def test_random_weights_config_errors(tmp_path):
     cfg = tiny_config(tmp_path, vocab_size=64)
     assert_clean_failure(run("generate", "--model", MODEL, "--random-weights", cfg, "--prompt",
                              "The capital of France is"), "outside the vocabulary")
+
+
+@needs_model
+def test_a_sliding_window_caps_the_context(tmp_path):
+    """No windowed attention here: a Mistral model with an 8-token window serves at most 8
+    tokens of context (where full attention is exact) and refuses longer prompts."""
+    cfg = json.loads(open(tiny_config(tmp_path)).read())
+    cfg.update({"architectures": ["MistralForCausalLM"], "model_type": "mistral", "sliding_window": 8})
+    path = tmp_path / "mistral.json"
+    path.write_text(json.dumps(cfg))
+    prompt = "The capital of France is a city on the river Seine"
+    res = run("generate", "--model", MODEL, "--random-weights", str(path), "--prompt", prompt)
+    assert res.returncode == 1, res.stderr
+    assert "capped at the model's sliding window of 8 tokens" in res.stderr
+    last = res.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: ") and "the context holds 8" in last, res.stderr
+    ok = run("generate", "--model", MODEL, "--random-weights", str(path), "--prompt", "Hi",
+             "--max-tokens", "2", "--ignore-eos", "--json")
+    assert ok.returncode == 0, ok.stderr
