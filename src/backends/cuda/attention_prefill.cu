@@ -183,17 +183,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                 }
             }
             float base[2], corr[2];
-#pragma unroll
-            for (int r = 0; r < 2; ++r) {
-                float mx = tile_max[r];
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-                mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-                const float new_max = fmaxf(m[r], mx);
-                // A row with nothing visible yet keeps max -inf; subtracting 0 keeps exp2 at 0.
-                base[r] = new_max == -INFINITY ? 0.0f : new_max;
-                corr[r] = exp2f(m[r] - base[r]);
-                m[r] = new_max;
-            }
+            tc::advance_max(tile_max, m, base, corr);  // a fully masked row keeps max -inf
             unsigned pa[P::kTokenSteps][4];
             float sum[2] = {0.0f, 0.0f};
 #pragma unroll

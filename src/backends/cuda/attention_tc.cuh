@@ -190,6 +190,23 @@ __device__ __forceinline__ void issue_tile(unsigned stage_addr, const SeqInfo& s
     }
 }
 
+// Folds a tile's row maxima (rows g and g + 8, this lane's share) into the running maxima m:
+// reduces them over the quad and gives the base to subtract from the tile's scores (0 while a
+// row has seen nothing, which keeps exp2 at 0) and the factor that rescales the older state.
+__device__ __forceinline__ void advance_max(const float (&tile_max)[2], float (&m)[2],
+                                            float (&base)[2], float (&corr)[2]) {
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+        float mx = tile_max[r];
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
+        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
+        const float new_max = fmaxf(m[r], mx);
+        base[r] = new_max == -INFINITY ? 0.0f : new_max;
+        corr[r] = exp2f(m[r] - base[r]);
+        m[r] = new_max;
+    }
+}
+
 // Folds the landed tile at `stage_addr` (tokens t0.., valid below `end`, t0 < end) into st.
 template <int kD, bool kBig>
 __device__ __forceinline__ void attend_tile(unsigned stage_addr,
@@ -221,16 +238,7 @@ __device__ __forceinline__ void attend_tile(unsigned stage_addr,
         }
     }
     float corr[2], base[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        float mx = tile_max[r];
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
-        mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
-        const float new_max = fmaxf(st.m[r], mx);  // finite: token t0 is visible
-        base[r] = new_max == -INFINITY ? 0.0f : new_max;
-        corr[r] = exp2f(st.m[r] - base[r]);
-        st.m[r] = new_max;
-    }
+    advance_max(tile_max, st.m, base, corr);  // finite: token t0 is visible
     unsigned pa[4];
     float sum0 = 0.0f, sum1 = 0.0f;
     pa[0] = pack_bf16(exp2f(sc[0][0] - base[0]), exp2f(sc[0][1] - base[0]), sum0);
