@@ -2,7 +2,7 @@
 // model's shape (configs/*.json, random weights) and the reference's memory scaffold
 // (M = header ~60 tokens ‖ k facts of ~25 tokens ‖ footer 15 tokens, then a ~30-token query),
 // for every k it times, with CUDA events on the backend's stream, median of repeats after
-// warm-up, blocks freed between requests:
+// warm-up, blocks freed between requests, one mode at a time over every k:
 //   kv (GPU tier)   facts selected → first-token logits on the host: compose the InjectPlan,
 //                   allocate blocks, ONE fused inject op (all chunks, all layers), forward of
 //                   the tail (< 16 tokens) + query with logits. Chunks resident on the GPU.
@@ -14,8 +14,11 @@
 //                   bandwidth measured in the same run.
 // Then the four ratios against their targets, and the absolute TTFTs next to the
 // reference's (vLLM + connector, Llama-3.1-8B; reference-system.md §8.2).
+// --profile instead runs the kv requests (GPU tier) of every k through ProfilingBackend (events
+// around every op) and prints a per-op table per k: where TTFT grows with k.
 //
 //   inject_bench --config configs/llama-3.1-8b.json [--json out.json] [--ks 5,10,20,50]
+//   inject_bench --config configs/llama-3.1-8b.json --profile --ks 5,50
 //   inject_bench --config tests/fixtures/golden/llama_gqa/config.json --backend cpu   (dry run)
 
 #include <CLI/CLI.hpp>
@@ -53,6 +56,7 @@ struct Args {
     int repeats = 25;
     std::int64_t copy_mib = 1024;
     bool host_tier = true;
+    bool profile = false;
     InjectShape shape;
 };
 
@@ -90,40 +94,41 @@ json samples_json(const Samples& s) {
 
 double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
-// One k: warm-up, then `repeats` rounds of (kv GPU tier, kv host tier, prompt), interleaved
-// so clock drift hits every mode alike; then the inject op alone; then the tier check.
-Status measure_k(const Args& a, InjectBenchHarness& h, StepMarks& marks, ProfilingBackend* prof,
-                 std::int64_t k, Row& row, const Progress& progress) {
-    const InjectShape& s = h.shape();
-    row.k = k;
-    row.memory_tokens = s.memory_tokens(k);
-    row.loaded_tokens = row.memory_tokens / s.block_size * s.block_size;
-    row.tail_tokens = row.memory_tokens - row.loaded_tokens;
-    row.forward_tokens = row.tail_tokens + s.query_tokens;
+enum class Mode { KvGpu, KvHost, Prompt };
+
+// `repeats` timed requests of one mode at row.k after `warmup` untimed ones, each round on a
+// different run of facts (no request reads the previous one's chunks).
+Status measure_mode(const Args& a, InjectBenchHarness& h, StepMarks& marks, Mode mode, Row& row) {
+    const std::int64_t k = row.k;
     for (int rep = 0; rep < a.warmup + a.repeats; ++rep) {
         const bool timed = rep >= a.warmup;
-        // A different run of facts each round: no request reads the previous one's chunks.
-        const std::int64_t offset = (rep * 37) % s.pool_facts;
-        const KvRequestTimes kv = IS_TRY(h.kv_request(k, offset, false, marks));
-        row.finite = row.finite && h.logits_finite();
-        if (timed) {
-            row.kv.ms.push_back(kv.total_ms);
-            row.kv_inject.ms.push_back(kv.injected_ms);
-        }
-        if (a.host_tier) {
-            const KvRequestTimes ht = IS_TRY(h.kv_request(k, offset, true, marks));
-            row.finite = row.finite && h.logits_finite();
-            if (timed) {
-                row.host.ms.push_back(ht.total_ms);
-                row.host_copy.ms.push_back(ht.copied_ms);
-                row.host_inject.ms.push_back(ht.injected_ms);
+        const std::int64_t offset = (rep * 37) % h.shape().pool_facts;
+        if (mode == Mode::Prompt) {
+            const double pm = IS_TRY(h.prompt_request(k, offset, marks));
+            if (timed) row.prompt.ms.push_back(pm);
+        } else {
+            const bool host = mode == Mode::KvHost;
+            const KvRequestTimes t = IS_TRY(h.kv_request(k, offset, host, marks));
+            if (timed && host) {
+                row.host.ms.push_back(t.total_ms);
+                row.host_copy.ms.push_back(t.copied_ms);
+                row.host_inject.ms.push_back(t.injected_ms);
+            } else if (timed) {
+                row.kv.ms.push_back(t.total_ms);
+                row.kv_inject.ms.push_back(t.injected_ms);
             }
         }
-        const double pm = IS_TRY(h.prompt_request(k, offset, marks));
         row.finite = row.finite && h.logits_finite();
-        if (timed) row.prompt.ms.push_back(pm);
         if (h.blocks_in_use() != 0) return make_error("blocks leaked between requests");
     }
+    return {};
+}
+
+// After the requests of every mode: the inject op alone at row.k, then the tier check.
+Status finish_k(const Args& a, InjectBenchHarness& h, StepMarks& marks, ProfilingBackend* prof,
+                Row& row, const Progress& progress) {
+    const InjectShape& s = h.shape();
+    const std::int64_t k = row.k;
     // The op alone (through the profiler's events on CUDA), and separately the whole call
     // without the profiler in the way (metadata staging and its upload included).
     for (int rep = 0; rep < a.warmup + a.repeats; ++rep) {
@@ -162,6 +167,39 @@ Status measure_k(const Args& a, InjectBenchHarness& h, StepMarks& marks, Profili
              row.op_bytes_per_s() / 1e9, row.call.median() * 1e3,
              row.finite ? "" : "  NON-FINITE LOGITS");
     return {};
+}
+
+// --profile: the harness on a ProfilingBackend; per k, warm-up then the timed kv requests.
+int run_profile(const Args& a, tensor::Backend& backend, cudaStream_t stream,
+                const model::ModelConfig& config, const Progress& progress) {
+    ProfilingBackend prof(backend, stream);
+    auto created = InjectBenchHarness::create(prof, true, config, a.shape, progress);
+    if (!created.ok()) {
+        std::fprintf(stderr, "inject_bench: setup: %s\n", created.error().message.c_str());
+        return 1;
+    }
+    InjectBenchHarness& h = *created.value();
+    StepMarks marks(prof, stream, true);
+    json out;
+    for (std::int64_t k : a.ks) {
+        Samples total;
+        prof.reset();
+        for (int rep = 0; rep < a.warmup + a.repeats; ++rep) {
+            const bool timed = rep >= a.warmup;
+            if (timed) prof.begin_step();
+            const Result<KvRequestTimes> t =
+                h.kv_request(k, (rep * 37) % a.shape.pool_facts, false, marks);
+            if (timed) prof.end_step();
+            if (!t.ok()) {
+                std::fprintf(stderr, "inject_bench: k=%lld: %s\n", static_cast<long long>(k),
+                             t.error().message.c_str());
+                return 1;
+            }
+            if (timed) total.ms.push_back(t->total_ms);
+        }
+        print_profile("kv request k=" + std::to_string(k), prof, total.median(), out);
+    }
+    return a.json_path.empty() || write_json(out, a.json_path, "inject_bench", progress) ? 0 : 1;
 }
 
 std::string fmt(const char* format, double v) {
@@ -207,6 +245,13 @@ int run(Args a) {
     }
     const DeviceRates rates = rates_r.value();
     const double d2d = rates.copy_bytes_per_s;
+    if (a.profile) {
+        if (!cuda) {
+            std::fprintf(stderr, "inject_bench: --profile needs the CUDA backend\n");
+            return 2;
+        }
+        return run_profile(a, *backend, stream, config, progress);
+    }
     progress("  d2d copy %.3f TB/s (read + write)", d2d / 1e12);
 
     auto created = InjectBenchHarness::create(*backend, cuda, config, a.shape, progress);
@@ -219,17 +264,38 @@ int run(Args a) {
     std::unique_ptr<ProfilingBackend> prof;
     if (cuda) prof = std::make_unique<ProfilingBackend>(*backend, stream);
 
-    std::vector<Row> rows;
-    for (std::int64_t k : a.ks) {
-        progress("k=%lld: %d warm-up + %d timed rounds of kv%s + prompt, then the inject op",
-                 static_cast<long long>(k), a.warmup, a.repeats, a.host_tier ? " + host tier" : "");
-        Row row;
-        if (Status st = measure_k(a, h, marks, prof.get(), k, row, progress); !st.ok()) {
-            std::fprintf(stderr, "inject_bench: k=%lld: %s\n", static_cast<long long>(k),
+    // Mode by mode over every k, not interleaved: a prompt request at k = 50 is a 1.4K-token
+    // prefill that heats the GPU, and a kv request right after it would run at the clocks that
+    // left behind (partly measuring the other mode); the kv requests of every k run first, in
+    // the same state.
+    std::vector<Row> rows(a.ks.size());
+    for (std::size_t i = 0; i < a.ks.size(); ++i) {
+        Row& r = rows[i];
+        r.k = a.ks[i];
+        r.memory_tokens = a.shape.memory_tokens(r.k);
+        r.loaded_tokens = r.memory_tokens / a.shape.block_size * a.shape.block_size;
+        r.tail_tokens = r.memory_tokens - r.loaded_tokens;
+        r.forward_tokens = r.tail_tokens + a.shape.query_tokens;
+    }
+    std::vector<std::pair<Mode, const char*>> modes{{Mode::KvGpu, "kv (GPU tier)"}};
+    if (a.host_tier) modes.emplace_back(Mode::KvHost, "kv (host tier)");
+    modes.emplace_back(Mode::Prompt, "prompt");
+    for (const auto& [mode, name] : modes) {
+        progress("%s: %d warm-up + %d timed requests per k", name, a.warmup, a.repeats);
+        for (Row& r : rows) {
+            if (Status st = measure_mode(a, h, marks, mode, r); !st.ok()) {
+                std::fprintf(stderr, "inject_bench: %s k=%lld: %s\n", name,
+                             static_cast<long long>(r.k), st.error().message.c_str());
+                return 1;
+            }
+        }
+    }
+    for (Row& r : rows) {
+        if (Status st = finish_k(a, h, marks, prof.get(), r, progress); !st.ok()) {
+            std::fprintf(stderr, "inject_bench: k=%lld: %s\n", static_cast<long long>(r.k),
                          st.error().message.c_str());
             return 1;
         }
-        rows.push_back(std::move(row));
     }
 
     // ---- table ----
@@ -390,6 +456,7 @@ int main(int argc, char** argv) {
     app.add_option("--pool-facts", a.shape.pool_facts, "resident fact chunks to rotate through");
     app.add_option("--seed", a.shape.seed, "weight and chunk seed");
     app.add_flag("!--no-host-tier", a.host_tier, "skip the host-tier (pinned memory) requests");
+    app.add_flag("--profile", a.profile, "per-op profile of the kv requests of every k");
     CLI11_PARSE(app, argc, argv);
     if (a.backend == "cpu" && copy->count() == 0) a.copy_mib = 64;
     return inferscale::bench::run(a);

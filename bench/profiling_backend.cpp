@@ -219,4 +219,42 @@ void ProfilingBackend::argmax(const Tensor& logits, Tensor ids) {
     close(s);
 }
 
+namespace {
+
+std::string number(const char* format, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, v);
+    return buf;
+}
+
+}  // namespace
+
+void print_profile(const std::string& title, const ProfilingBackend& prof, double step_ms,
+                   nlohmann::json& out) {
+    const std::vector<OpProfile> ops = prof.totals();
+    const double steps = std::max(1, prof.steps());
+    double sum_ms = 0.0;
+    for (const OpProfile& p : ops) sum_ms += p.ms / steps;
+    std::printf("\n== profile: %s: step %.3f ms (median, profiled), ops %.3f ms, other %.3f ms ==\n",
+                title.c_str(), step_ms, sum_ms, step_ms - sum_ms);
+    std::printf("%-16s %-28s %10s %9s %7s %9s %8s\n", "op", "shape", "calls/step", "ms/step",
+                "% step", "GB/s", "TFLOP/s");
+    nlohmann::json rows = nlohmann::json::array();
+    for (const OpProfile& p : ops) {
+        const double ms = p.ms / steps, sec = p.ms * 1e-3;
+        const double gbs = sec > 0 ? p.bytes / sec / 1e9 : 0.0;
+        const double tfs = sec > 0 ? p.flops / sec / 1e12 : 0.0;
+        std::printf("%-16s %-28s %10.1f %9.3f %6.1f%% %9s %8s\n", p.op.c_str(), p.shape.c_str(),
+                    p.calls / steps, ms, step_ms > 0 ? 100.0 * ms / step_ms : 0.0,
+                    p.bytes > 0 ? number("%.0f", gbs).c_str() : "",
+                    p.flops > 0 ? number("%.1f", tfs).c_str() : "");
+        rows.push_back({{"op", p.op}, {"shape", p.shape}, {"calls_per_step", p.calls / steps},
+                        {"ms_per_step", ms}, {"bytes_per_step", p.bytes / steps},
+                        {"flops_per_step", p.flops / steps}});
+    }
+    std::fflush(stdout);
+    out["profile"].push_back({{"scenario", title}, {"step_ms", step_ms}, {"ops_ms", sum_ms},
+                              {"ops", rows}});
+}
+
 }  // namespace inferscale::bench

@@ -1,9 +1,9 @@
 #pragma once
-// ProfilingBackend: a tensor::Backend decorator for gpu_bench --profile. Every call goes to the
-// real backend; while recording, each op is bracketed by a pair of CUDA events on the real
-// backend's stream, and end_step() (which waits for the device) adds the elapsed times into
-// per-(op, shape class) totals: linear by [out x in] and row count, attention by decode or
-// prefill, the rest by name. Bytes and FLOPs per call are estimated from the shapes (each
+// ProfilingBackend: a tensor::Backend decorator for gpu_bench --profile and inject_bench
+// --profile. Every call goes to the real backend; while recording, each op is bracketed by a
+// pair of CUDA events on the real backend's stream, and end_step() (which waits for the
+// device) adds the elapsed times into per-(op, shape class) totals: linear by [out x in] and
+// row count, attention by decode or prefill, the rest by name. Bytes and FLOPs per call are estimated from the shapes (each
 // operand read once, each result written once), so the table can show achieved GB/s and
 // TFLOP/s next to the measured ceilings.
 //
@@ -19,6 +19,8 @@
 #include <span>
 #include <string>
 #include <vector>
+
+#include <nlohmann/json.hpp>
 
 #include "tensor/backend.h"
 
@@ -113,5 +115,10 @@ class ProfilingBackend final : public tensor::Backend {
     std::map<std::pair<std::string, std::string>, int> key_index_;
     std::vector<OpProfile> keys_;
 };
+
+// Prints the per-op table of what `prof` recorded (per step: calls, ms, share of `step_ms`,
+// achieved GB/s and TFLOP/s) and appends it to out["profile"] under `title`.
+void print_profile(const std::string& title, const ProfilingBackend& prof, double step_ms,
+                   nlohmann::json& out);
 
 }  // namespace inferscale::bench

@@ -33,14 +33,36 @@ __device__ __forceinline__ SeqInfo load_seq(const AttentionBatch& b, int s,
     return info;
 }
 
-// Element offset of KV token j, kv head `kv_head`, dim 0 inside the page tensor.
-__device__ __forceinline__ std::int64_t kv_offset(const SeqInfo& s, int j, const PagedKvView& kv,
-                                                  int kv_head) {
-    const std::int32_t page = s.pages[j / kv.block_size];
-    if (page < 0 || page >= kv.num_blocks) __trap();  // page id outside the pool: a bug
-    const std::int64_t slot = static_cast<std::int64_t>(page) * kv.block_size + j % kv.block_size;
-    return (slot * kv.kv_heads + kv_head) * kv.head_dim;
-}
+// Element offsets of one sequence's KV rows for one kv head through its page table, with the
+// per-thread constants hoisted: a power-of-two block size (the usual 16) splits a KV index
+// with a shift and a mask instead of an integer division. `unit` is the element type's width
+// (8 for offsets counted in 16-byte chunks of bf16).
+struct PagedRows {
+    const std::int32_t* pages;
+    std::int64_t num_blocks, row_stride, col;
+    int block_size, shift;
+    bool pow2;
+
+    __device__ __forceinline__ PagedRows(const SeqInfo& s, const PagedKvView& kv, int kv_head,
+                                         int unit = 1) {
+        pages = s.pages;
+        num_blocks = kv.num_blocks;
+        row_stride = static_cast<std::int64_t>(kv.kv_heads) * kv.head_dim / unit;
+        col = static_cast<std::int64_t>(kv_head) * kv.head_dim / unit;
+        block_size = kv.block_size;
+        shift = __ffs(kv.block_size) - 1;
+        pow2 = (kv.block_size & (kv.block_size - 1)) == 0;
+    }
+
+    // Offset of dim 0 of KV token j.
+    __device__ __forceinline__ std::int64_t operator()(int j) const {
+        const int index = pow2 ? j >> shift : j / block_size;
+        const int in_page = pow2 ? j & (block_size - 1) : j - index * block_size;
+        const std::int32_t page = pages[index];
+        if (page < 0 || page >= num_blocks) __trap();  // page id outside the pool: a bug
+        return (static_cast<std::int64_t>(page) * block_size + in_page) * row_stride + col;
+    }
+};
 
 // The sequence whose query rows hold batch row `row` (upper bound over qo_indptr, minus one).
 __device__ __forceinline__ int find_seq(const std::int32_t* qo_indptr, int num_seqs, int row) {

@@ -102,15 +102,15 @@ __global__ void __launch_bounds__(kThreads)
 
     const bf16* k_pages = static_cast<const bf16*>(kv.k);
     const bf16* v_pages = static_cast<const bf16*>(kv.v);
+    const PagedRows kv_rows(s, kv, kv_head);
     for (int t0 = begin; t0 < end; t0 += kTile) {
         const int count = min(kTile, end - t0);
         for (int idx = tid; idx < kTile * d; idx += kThreads) {
             const int j = idx / d, c = idx % d;
-            v_s[idx] = j < count ? v_pages[kv_offset(s, t0 + j, kv, kv_head) + c]
-                                 : __float2bfloat16_rn(0.0f);
+            v_s[idx] = j < count ? v_pages[kv_rows(t0 + j) + c] : __float2bfloat16_rn(0.0f);
         }
         for (int j = warp; j < count; j += kWarps) {
-            const bf16* k_row = k_pages + kv_offset(s, t0 + j, kv, kv_head);
+            const bf16* k_row = k_pages + kv_rows(t0 + j);
             float k_reg[kDimsPerLane];
 #pragma unroll
             for (int i = 0; i < kDimsPerLane; ++i) {
@@ -264,9 +264,7 @@ __global__ void __launch_bounds__(kFastThreads)
 
     const uint4* k_pages = static_cast<const uint4*>(kv.k);
     const uint4* v_pages = static_cast<const uint4*>(kv.v);
-    const int bs = kv.block_size;
-    const bool bs_pow2 = (bs & (bs - 1)) == 0;
-    const int bs_shift = __ffs(bs) - 1;
+    const PagedRows kv_rows(s, kv, kv_head, 8);
     for (int t0 = begin + warp * Shape::kTokens; t0 < end; t0 += kFastWarps * Shape::kTokens) {
         uint4 k_raw[kSteps], v_raw[kSteps];
         std::int64_t off[kSteps];
@@ -274,14 +272,7 @@ __global__ void __launch_bounds__(kFastThreads)
         for (int u = 0; u < kSteps; ++u) {
             const int j = t0 + u * kSlots + slot;
             off[u] = -1;
-            if (j < end) {
-                const int page_idx = bs_pow2 ? j >> bs_shift : j / bs;
-                const int in_page = bs_pow2 ? j & (bs - 1) : j - page_idx * bs;
-                const std::int32_t page = s.pages[page_idx];
-                if (page < 0 || page >= kv.num_blocks) __trap();  // page id outside the pool
-                off[u] = ((static_cast<std::int64_t>(page) * bs + in_page) * kv.kv_heads + kv_head) *
-                             (kD / 8) + part;
-            }
+            if (j < end) off[u] = kv_rows(j) + part;
         }
 #pragma unroll
         for (int u = 0; u < kSteps; ++u) {

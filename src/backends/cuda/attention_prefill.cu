@@ -1,17 +1,21 @@
 // Prefill attention in the FlashAttention-2 pattern on mma.sync tensor cores: a block owns a
-// tile of kBlockM query rows of one sequence and one query head, walks the sequence's KV in
-// tiles gathered through the page table, and keeps an online softmax, so no score matrix larger
-// than one tile ever exists. The building blocks (swizzled cp.async tiles, ldmatrix, m16n8k16
-// bf16 mma, the accumulator layout) are those of the decode kernels in attention_tc.cuh.
+// tile of kBlockM query rows of one sequence and one KV head, walks the sequence's KV in tiles
+// gathered through the page table, and keeps an online softmax, so no score matrix larger than
+// one tile ever exists. The rows pack the GQA group: row r is query token r / G of the tile
+// with query head r % G of the KV head (G = heads per KV head), so one K/V tile serves the
+// whole group and a short chunk (a question) still fills the tile: 43 tokens at G = 4 are 3
+// tiles of 16 tokens x 4 heads per KV head, not 4 heads x one 64-row tile two-thirds empty.
+// The building blocks (swizzled cp.async tiles, ldmatrix, m16n8k16 bf16 mma, the accumulator
+// layout) are those of the decode kernels in attention_tc.cuh.
 //
-// Each of the four warps owns 16 query rows end to end and keeps everything of them in
+// Each of the four warps owns 16 (query token, head) rows end to end and keeps everything of them in
 // registers: Q as A fragments, the scores S = Q K^T as accumulators, P (the bf16 weights)
 // re-packed from those accumulators straight into A fragments, and the running output O. Shared
 // memory holds only the Q tile (read once into registers) and a double-buffered K/V tile: the
 // next tile's cp.async copies fly while the current one is multiplied. A warp whose rows all
 // end before a tile (the causal upper triangle of the diagonal tiles) skips its products.
 //
-// Short chunks over a long KV (a question after injected memory) give too few (tile, head)
+// Short chunks over a long KV (a question after injected memory) give too few (tile, KV head)
 // blocks to fill the GPU, so the plan may split the KV as flash-decoding does: grid x is then
 // (query tile, split), each split walks split_tokens KV tokens (a multiple of kBlockN, so
 // tiles never straddle splits) and stores its rows' unnormalized output with (max, sum) in the
@@ -50,19 +54,18 @@ struct PrefillShape {
     static_assert(kTileN % kRowsPerPass == 0 && kBlockM % kRowsPerPass == 0, "copy passes");
 };
 
-// Issues the copies of KV tokens [t0, t0 + kTileN) of kv head `kv_head` (zero past `stop`) into
-// the stage at shared address `stage`.
+// Issues the copies of KV tokens [t0, t0 + kTileN) of the kv head `rows` addresses (zero past
+// `stop`) into the stage at shared address `stage`.
 template <int D>
-__device__ __forceinline__ void issue_kv_tile(unsigned stage, const SeqInfo& s,
-                                              const PagedKvView& kv, int kv_head, int t0,
-                                              int stop, int tid) {
+__device__ __forceinline__ void issue_kv_tile(unsigned stage, const PagedRows& rows,
+                                              const PagedKvView& kv, int t0, int stop, int tid) {
     using P = PrefillShape<D>;
     const int chunk = tid % P::S::kChunks;
 #pragma unroll
     for (int r = tid / P::S::kChunks; r < P::kTileN; r += P::kRowsPerPass) {
         const int j = t0 + r;
         const bool valid = j < stop;
-        const std::int64_t off = valid ? kv_offset(s, j, kv, kv_head) + chunk * 8 : 0;
+        const std::int64_t off = valid ? rows(j) + chunk * 8 : 0;
         const unsigned dst = stage + tc::tile_offset<D>(r, chunk);
         tc::cp_async16(dst, static_cast<const bf16*>(kv.k) + off, valid);
         tc::cp_async16(dst + P::kMatBytes, static_cast<const bf16*>(kv.v) + off, valid);
@@ -81,17 +84,19 @@ __global__ void __launch_bounds__(kThreads, 2)
     if (s.q_len <= 1) return;  // empty, or a decode row: the decode kernel owns it
     const int split = static_cast<int>(blockIdx.x) % launch.num_splits;
     const int tile = launch.max_q_tiles - 1 - static_cast<int>(blockIdx.x) / launch.num_splits;
-    const int row0 = tile * kBlockM;
-    if (row0 >= s.q_len) return;
-    const int rows = min(kBlockM, s.q_len - row0);
-    const int first_pos = s.kv_len - s.q_len + row0;  // KV index of the tile's first query
-    const int kv_end = first_pos + rows;               // KV tokens the whole tile needs
+    const int group = batch.num_heads / kv.kv_heads;
+    const int tile_queries = kBlockM / group;
+    const int token0 = tile * tile_queries;  // the tile's first query token in the sequence
+    if (token0 >= s.q_len) return;
+    const int rows = min(tile_queries, s.q_len - token0) * group;
+    const int first_pos = s.kv_len - s.q_len + token0;  // KV index of the tile's first query
+    const int kv_end = first_pos + rows / group;          // KV tokens the whole tile needs
     const bool split_mode = launch.num_splits > 1;
     const int kv_begin = split_mode ? split * launch.split_tokens : 0;
     if (kv_begin >= kv_end) return;  // past this tile's causal end: the merge skips it
     const int kv_stop = split_mode ? min(kv_end, kv_begin + launch.split_tokens) : kv_end;
-    const int head = blockIdx.z;
-    const int kv_head = head / (batch.num_heads / kv.kv_heads);
+    const int kv_head = blockIdx.z;
+    const int head0 = kv_head * group;  // row r holds query head head0 + r % group
 
     extern __shared__ __align__(128) unsigned char smem[];
     const unsigned q_addr = tc::smem_addr(smem);
@@ -105,19 +110,23 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
         for (int r = tid / S::kChunks; r < kBlockM; r += P::kRowsPerPass) {
             const bool valid = r < rows;
-            const std::int64_t token = s.q_start + row0 + (valid ? r : 0);
+            const int pr = valid ? r : 0;
+            const std::int64_t token = s.q_start + token0 + pr / group;
             tc::cp_async16(q_addr + tc::tile_offset<D>(r, chunk),
-                           q + (token * batch.num_heads + head) * D + chunk * 8, valid);
+                           q + (token * batch.num_heads + head0 + pr % group) * D + chunk * 8,
+                           valid);
         }
     }
-    issue_kv_tile<D>(kv_addr, s, kv, kv_head, kv_begin, kv_stop, tid);
+    const PagedRows kv_rows(s, kv, kv_head);
+    issue_kv_tile<D>(kv_addr, kv_rows, kv, kv_begin, kv_stop, tid);
     tc::cp_async_commit();
 
     const int warp_row0 = warp * 16;
     const bool warp_active = warp_row0 < rows;
-    const int pos_lo = first_pos + warp_row0 + ln.g;  // last KV index row g may see
-    const int pos_hi = pos_lo + 8;                     // and row g + 8
-    const int warp_last = first_pos + warp_row0 + 15;
+    const int pos_lo = first_pos + (warp_row0 + ln.g) / group;      // last KV index row g sees
+    const int pos_hi = first_pos + (warp_row0 + ln.g + 8) / group;  // and row g + 8
+    const int warp_first = first_pos + warp_row0 / group;
+    const int warp_last = first_pos + (warp_row0 + 15) / group;
     const float scale_log2 = batch.scale * kLog2e;
 
     unsigned qa[S::kKSteps][4];
@@ -131,7 +140,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int kv0 = kv_begin + it * N;
         const unsigned stage = kv_addr + (it & 1) * P::kStageBytes;
         if (it + 1 < num_tiles) {
-            issue_kv_tile<D>(kv_addr + ((it + 1) & 1) * P::kStageBytes, s, kv, kv_head, kv0 + N,
+            issue_kv_tile<D>(kv_addr + ((it + 1) & 1) * P::kStageBytes, kv_rows, kv, kv0 + N,
                              kv_stop, tid);
             tc::cp_async_commit();
             tc::cp_async_wait<1>();
@@ -168,7 +177,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
             // Online softmax for rows g (e = 0, 1) and g + 8 (e = 2, 3), causal mask included
             // where the tile reaches past a row's position or past the split.
-            const bool masked = kv0 + N - 1 > first_pos + warp_row0 || kv0 + N > kv_stop;
+            const bool masked = kv0 + N - 1 > warp_first || kv0 + N > kv_stop;
             float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
             for (int n = 0; n < P::kScoreTiles; ++n) {
@@ -232,7 +241,8 @@ __global__ void __launch_bounds__(kThreads, 2)
     for (int r = 0; r < 2; ++r) {
         const int row = warp_row0 + ln.g + 8 * r;
         if (row >= rows) continue;
-        const std::int64_t token = s.q_start + row0 + row;
+        const std::int64_t token = s.q_start + token0 + row / group;
+        const int head = head0 + row % group;
         if (split_mode) {
             const std::int64_t slot =
                 (token * batch.num_heads + head) * launch.num_splits + split;
@@ -307,7 +317,7 @@ template <int D>
 void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
                   const PrefillLaunch& launch, void* out, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(launch.max_q_tiles * launch.num_splits),
-                    static_cast<unsigned>(batch.num_seqs), static_cast<unsigned>(batch.num_heads));
+                    static_cast<unsigned>(batch.num_seqs), static_cast<unsigned>(pages.kv_heads));
     prefill_attention_kernel<D><<<grid, kThreads, PrefillShape<D>::kSmemBytes, stream>>>(
         static_cast<const bf16*>(q), pages, batch, launch, static_cast<bf16*>(out));
     IS_CUDA_CHECK_LAUNCH();
@@ -319,7 +329,7 @@ bool prefill_attention_supports(int head_dim) {
     return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-int prefill_tile_rows() { return kBlockM; }
+int prefill_tile_queries(int group) { return kBlockM / group; }
 
 int prefill_tile_tokens() { return kBlockN; }
 
@@ -332,7 +342,9 @@ void init_prefill_attention() {
 void launch_prefill_attention(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
                               const PrefillLaunch& launch, void* out, cudaStream_t stream) {
     if (launch.max_q_tiles <= 0 || batch.num_seqs <= 0) return;
-    IS_CHECK(batch.num_seqs <= 65535 && batch.num_heads <= 65535) << "prefill grid";
+    IS_CHECK(batch.num_seqs <= 65535 && pages.kv_heads <= 65535) << "prefill grid";
+    IS_CHECK(batch.num_heads % pages.kv_heads == 0 && batch.num_heads / pages.kv_heads <= kBlockM)
+        << "prefill GQA group";
     IS_CHECK(launch.num_splits >= 1 &&
              (launch.num_splits == 1 ||
               (launch.partial_o != nullptr && launch.partial_ml != nullptr &&

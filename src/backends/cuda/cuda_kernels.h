@@ -94,9 +94,11 @@ bool prefill_attention_supports(int head_dim);
 // Raises the dynamic shared memory limit of every prefill instantiation; call once per device
 // before any launch (outside stream capture).
 void init_prefill_attention();
+// A block packs the `group` query heads of one kv head (GQA) as rows: query tokens per tile =
+// prefill_tile_queries(group).
 //   q, out [num_tokens, num_heads, head_dim] bf16; max_q_tiles = the largest
-//   ceil(q_len / prefill_tile_rows()) over the batch.
-int prefill_tile_rows();
+//   ceil(q_len / prefill_tile_queries(group)) over the batch.
+int prefill_tile_queries(int group);
 // KV tokens per prefill tile; a prefill split_tokens must be a multiple of it.
 int prefill_tile_tokens();
 struct PrefillLaunch {

@@ -31,10 +31,11 @@ constexpr std::int64_t kMinSplitTokens = 64;
 // 1K context, 512 blocks): no split 100 us, 2 splits 106 us, 3 splits 109 us per call, so a
 // batch that already fills the GPU is not split; batch 1 is split by length (16 x 64 tokens).
 constexpr std::int64_t kBlocksPerSm = 2;
-// Prefill: the tensor-core kernel fits two blocks per SM at head_dim 128 (112 KB of shared
-// memory each), so (query tiles x heads) below 2 x SMs leaves SMs idle and the KV is split,
-// at least one 64-token tile per split. A 40-row question over 1325 injected tokens with 32
-// heads: 32 blocks unsplit, 7 splits of 192 tokens (224 blocks) split.
+// Prefill: the tensor-core kernel fits two blocks per SM at head_dim 128 (80 KB of shared
+// memory each), so (query tiles x kv heads) below 2 x SMs leaves SMs idle and the KV is split,
+// at least one 64-token tile per split. A 43-token question over 1312 injected tokens with 8
+// kv heads of 4 query heads (16 queries per tile): 24 blocks unsplit, 11 splits of 128 tokens
+// (264 blocks) split.
 constexpr std::int64_t kPrefillBlocksPerSm = 2;
 constexpr std::int64_t kMinPrefillSplitTokens = 64;
 
@@ -96,7 +97,7 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
     int max_q_tiles = 0, decode_seqs = fixed ? num_seqs : 0;
     std::int64_t max_decode_kv = fixed ? args.fixed_max_kv_len : 0;
     std::int64_t prefill_tiles = 0, max_prefill_kv = 0;
-    const int tile_rows = prefill_tile_rows();
+    const int tile_queries = prefill_tile_queries(static_cast<int>(heads / view.kv_heads));
     for (int s = 0; s < (fixed ? 0 : num_seqs); ++s) {
         const int q_len = args.host_qo_indptr[s + 1] - args.host_qo_indptr[s];
         const std::int64_t num_pages = args.host_indptr[s + 1] - args.host_indptr[s];
@@ -104,7 +105,7 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
                                                               << q_len << " rows, " << num_pages
                                                               << " pages";
         if (q_len > 1) {
-            const int tiles = (q_len + tile_rows - 1) / tile_rows;
+            const int tiles = (q_len + tile_queries - 1) / tile_queries;
             max_q_tiles = std::max(max_q_tiles, tiles);
             prefill_tiles += tiles;
             max_prefill_kv = std::max(max_prefill_kv, num_pages * view.block_size);
@@ -143,7 +144,7 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
         prefill.max_q_tiles = max_q_tiles;
         // Partials are kept per batch row, decode rows included (they are few when this pays).
         const std::int64_t row_split_bytes = n * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));
-        const std::int64_t blocks = prefill_tiles * heads;
+        const std::int64_t blocks = prefill_tiles * view.kv_heads;
         const std::int64_t wanted = (kPrefillBlocksPerSm * num_sms_ + blocks - 1) / blocks;
         const std::int64_t by_length =
             (max_prefill_kv + kMinPrefillSplitTokens - 1) / kMinPrefillSplitTokens;
