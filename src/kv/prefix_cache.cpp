@@ -109,16 +109,28 @@ void PrefixCache::erase(Entry* e) {
     ++stats_.evictions;
 }
 
+std::int32_t PrefixCache::doom(Entry* e) {
+    if (e->doomed) return 0;  // counted with an ancestor chosen earlier
+    e->doomed = true;
+    std::int32_t n = 1;
+    for (Entry* child : e->children) n += doom(child);
+    return n;
+}
+
 void PrefixCache::evict(std::int32_t count) {
-    auto it = lru_.end();
-    while (pool_.num_free() < count && it != lru_.begin()) {
-        Entry* e = *--it;
-        if (!unused(e)) continue;
-        // Erasing removes e and its descendants; restart from the back, as the iterator may
-        // have gone with them.
-        erase(e);
-        it = lru_.end();
+    // One pass from the least recently used end: each unused entry taken frees itself and its
+    // (necessarily unused) descendants. Erasing waits until the pass is over, so no iterator
+    // dies under it, and in choice order: a later choice may be an ancestor of an earlier one,
+    // never the other way round (a descendant of a chosen entry is doomed and skipped).
+    std::int32_t freed = pool_.num_free();
+    std::vector<Entry*> chosen;
+    for (auto it = lru_.rbegin(); it != lru_.rend() && freed < count; ++it) {
+        Entry* e = *it;
+        if (e->doomed || !unused(e)) continue;
+        freed += doom(e);
+        chosen.push_back(e);
     }
+    for (Entry* e : chosen) erase(e);
 }
 
 bool PrefixCache::allocate(std::int32_t count, std::vector<BlockId>& out) {

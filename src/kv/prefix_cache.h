@@ -73,12 +73,15 @@ class PrefixCache {
         std::uint64_t lookup = 0;  // by_key_'s key
         std::vector<Entry*> children;
         std::list<Entry*>::iterator lru;  // in lru_: front is most recently used
+        bool doomed = false;              // chosen (or under a chosen entry) by evict()
     };
 
     static std::uint64_t lookup_key(const Entry* parent, const BlockContent& content);
     Entry* find(const Entry* parent, const BlockContent& content) const;
     // Evicts unused blocks, least recently used first, until `count` are free or none is left.
     void evict(std::int32_t count);
+    // Marks `e` and its descendants not yet marked for eviction; returns how many it marked.
+    static std::int32_t doom(Entry* e);
     // Removes `e` and its descendants from the cache, dropping the cache's references.
     void erase(Entry* e);
     bool unused(const Entry* e) const { return pool_.ref_count(e->block) == 1; }

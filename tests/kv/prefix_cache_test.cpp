@@ -74,6 +74,31 @@ TEST(PrefixCache, EvictsUnusedBlocksLeastRecentlyUsedFirstWithTheirChildren) {
     EXPECT_EQ(pool.num_free(), 4);
 }
 
+TEST(PrefixCache, EvictionThatReachesAChildBeforeItsParentFreesEachBlockOnce) {
+    BlockPool pool(4);
+    PrefixCache cache(pool, true);
+    const auto a = iota_tokens(2, 0), b = iota_tokens(2, 10), c = iota_tokens(2, 20);
+    std::vector<BlockId> s;
+    ASSERT_TRUE(cache.allocate(3, s));
+    cache.insert(s, 0, {a, ""});
+    cache.insert(s, 1, {b, ""});
+    cache.insert(s, 2, {c, ""});
+    pool.release(s);
+    // Touching a and b leaves the chain's tail c least recently used, behind its ancestors.
+    const BlockContent ab[] = {{a, ""}, {b, ""}};
+    std::vector<BlockId> touched;
+    EXPECT_EQ(cache.match(ab, &touched), 2u);
+    pool.release(touched);
+    EXPECT_EQ(pool.num_free(), 1);
+    // Four free blocks: c first, then a with b (c already taken): three evictions, not four.
+    std::vector<BlockId> fresh;
+    ASSERT_TRUE(cache.allocate(4, fresh));
+    EXPECT_EQ(cache.num_cached(), 0);
+    EXPECT_EQ(cache.stats().evictions, 3u);
+    pool.release(fresh);
+    EXPECT_EQ(pool.num_free(), 4);
+}
+
 TEST(PrefixCache, DisabledCacheKeepsNothing) {
     BlockPool pool(2);
     PrefixCache cache(pool, false);

@@ -1,6 +1,9 @@
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
+#include <numeric>
+#include <random>
 #include <vector>
 
 #include "sampling/logprobs.h"
@@ -138,6 +141,23 @@ TEST(Logprobs, LogSoftmaxOfKnownDistribution) {
     EXPECT_EQ(t.top[0].token, 1);
     EXPECT_EQ(t.top[1].token, 2);
     EXPECT_FLOAT_EQ(t.top[0].logprob, t.top[1].logprob);
+}
+
+TEST(Logprobs, TopEqualsAFullSortWithTies) {
+    std::mt19937 rng(7);
+    std::uniform_int_distribution<int> level(0, 40);  // few distinct values: many ties
+    std::vector<float> logits(5000);
+    for (float& x : logits) x = 0.25f * static_cast<float>(level(rng));
+    std::vector<std::int32_t> order(logits.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::stable_sort(order.begin(), order.end(), [&](std::int32_t a, std::int32_t b) {
+        return logits[static_cast<std::size_t>(a)] > logits[static_cast<std::size_t>(b)];
+    });
+    for (const int top : {1, 5, 20}) {
+        const SampledLogprobs lp = sampled_logprobs(logits, 17, top);
+        ASSERT_EQ(lp.top.size(), static_cast<std::size_t>(top));
+        for (std::size_t i = 0; i < lp.top.size(); ++i) EXPECT_EQ(lp.top[i].token, order[i]) << i;
+    }
 }
 
 }  // namespace
