@@ -190,8 +190,7 @@ void Engine::drop_cancelled() {
 namespace {
 
 LogprobEntry logprob_entry(const tokenizer::Tokenizer& tok, sampling::TokenLogprob t) {
-    const std::int32_t id = t.token;
-    return {tok.decode(std::span(&id, 1)), t.logprob};
+    return {tok.decode_piece(t.token), t.logprob};
 }
 
 }  // namespace

@@ -105,6 +105,17 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_speci
     return m.decoder.decode(std::move(tokens));
 }
 
+std::string Tokenizer::decode_piece(std::int32_t id) const {
+    const std::int32_t one[] = {id};
+    const std::optional<std::int32_t> anchor = token_id("a");
+    if (!anchor) return decode(one);
+    const std::int32_t both[] = {*anchor, id};
+    const std::string lead = decode(std::span(both, 1));
+    std::string text = decode(both);
+    if (lead.empty() || text.compare(0, lead.size(), lead) != 0) return decode(one);
+    return text.substr(lead.size());
+}
+
 std::int64_t Tokenizer::vocab_size() const {
     std::int64_t size = model_->bpe->size();
     for (const AddedToken& t : model_->added.tokens()) size = std::max<std::int64_t>(size, t.id + 1);

@@ -38,6 +38,11 @@ class Tokenizer {
                                      bool parse_special = true) const;
     // Ids outside the vocabulary are skipped. Invalid byte sequences decode to U+FFFD.
     std::string decode(std::span<const std::int32_t> ids, bool skip_special = false) const;
+    // The text `id` adds after other text (what a stream shows for it mid-sequence): unlike
+    // decode({id}), a SentencePiece word start keeps its space (" Paris", not "Paris"). Taken
+    // as decode({a, id}) minus decode({a}) for a plain one-letter token a; decode({id}) when
+    // the vocabulary has none.
+    std::string decode_piece(std::int32_t id) const;
 
     std::int64_t vocab_size() const;
     std::int32_t bos_id() const;  // -1 when none

@@ -58,6 +58,33 @@ TEST_P(GoldenTest, DecodesEveryIdLikeHuggingFace) {
     }
 }
 
+// What an id adds after other text: HF's decode of that id alone, with the leading space a
+// SentencePiece decode strips from a text's first token put back ("\u2581the" -> " the", and
+// the byte token <0x20> where a Strip decoder dropped it), and nothing else changed
+// (byte-level tokens, pieces without a word start, other bytes, specials).
+TEST_P(GoldenTest, DecodePieceKeepsWordStartSpaces) {
+    auto tok = Tokenizer::from_json_file(fixture_path(GetParam() + "_tokenizer.json"));
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    const auto each = read_json(GetParam() + "_expected.json").at("decode_each");
+    const std::string word_start = "\u2581";
+    int mismatches = 0, word_starts = 0;
+    for (std::size_t id = 0; id < each.size(); ++id) {
+        const auto i = static_cast<std::int32_t>(id);
+        const std::string_view text = tok->token_text(i);
+        const std::string alone = each[id].get<std::string>();
+        const bool spm_start = !tok->is_special(i) && (text.starts_with(word_start) ||
+                                                       (text == "<0x20>" && alone.empty()));
+        word_starts += spm_start ? 1 : 0;
+        const std::string expected = (spm_start ? " " : "") + alone;
+        if (tok->decode_piece(i) != expected) {
+            ADD_FAILURE() << "id " << id << ": '" << tok->decode_piece(i) << "' vs '" << expected
+                          << "'";
+            if (++mismatches > 10) break;
+        }
+    }
+    if (GetParam().starts_with("spm")) EXPECT_GT(word_starts, 100);
+}
+
 INSTANTIATE_TEST_SUITE_P(Tokenizers, GoldenTest,
                          ::testing::Values("llama3", "qwen2", "smollm", "spm", "spm_legacy"));
 
