@@ -1,5 +1,7 @@
 #include "apps/server/http_server.h"
 
+#include <sys/socket.h>
+
 #include <chrono>
 
 #include <httplib.h>
@@ -9,6 +11,8 @@ namespace inferscale::server {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+constexpr int kListenBacklog = 4096;
 
 double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
@@ -49,6 +53,10 @@ HttpServer::HttpServer(ServerContext& context)
     httplib::Server& http = *http_;
     const std::size_t threads = ctx_.options.threads;
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http.set_socket_options([this](socket_t sock) {
+        httplib::default_socket_options(sock);
+        listen_fd_ = sock;
+    });
     http.set_payload_max_length(ctx_.options.max_body_bytes);
     http.set_keep_alive_max_count(1000);
 
@@ -109,6 +117,13 @@ Result<int> HttpServer::bind() {
     const int port = o.port == 0 ? http_->bind_to_any_port(o.host)
                                  : (http_->bind_to_port(o.host, o.port) ? o.port : -1);
     if (port < 0) return make_error("cannot listen on " + o.host + ":" + std::to_string(o.port));
+    // cpp-httplib listens with its build's backlog (5 in Debian's shared library): a burst of
+    // clients connecting at once overflows it, the kernel drops their SYNs and they retry a
+    // second later (100 users starting together saw p99 TTFT 1.09 s against 0.49 s). Listening
+    // again on the bound socket raises the backlog in place (capped by net.core.somaxconn).
+    if (listen_fd_ >= 0 && ::listen(listen_fd_, kListenBacklog) != 0)
+        return make_error("cannot raise the listen backlog on " + o.host + ":" +
+                          std::to_string(port));
     return port;
 }
 

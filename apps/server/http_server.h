@@ -62,6 +62,7 @@ class HttpServer {
 
     ServerContext& ctx_;
     std::unique_ptr<httplib::Server> http_;
+    int listen_fd_ = -1;  // the listening socket, once bound
 };
 
 // ---- helpers shared by the route files -------------------------------------------------

@@ -1,5 +1,6 @@
 """The real `inferscale serve` binary driven by the official openai client: chat and completions,
 streaming and not, stop sequences, usage, the memory API, errors and tenant isolation."""
+import asyncio
 import json
 import os
 import subprocess
@@ -323,3 +324,30 @@ def test_chat_logprobs_streamed_equal_whole_and_rank_the_greedy_token_first(serv
         chat(c, "hi", max_tokens=2, top_logprobs=3)  # without logprobs: true
     with pytest.raises(openai.BadRequestError):
         chat(c, "hi", max_tokens=2, logprobs=True, top_logprobs=21)
+
+
+def listen_overflows():
+    """The kernel's count of connections dropped because a listen queue was full."""
+    with open("/proc/net/netstat") as f:
+        head, values = [line.split() for line in f if line.startswith("TcpExt:")][:2]
+    return int(values[head.index("ListenOverflows")])
+
+
+def test_a_burst_of_connections_fits_the_listen_queue(server):
+    """300 clients connecting at the same moment (the serving benchmark's users all start at
+    once): none is dropped by a full listen queue (a dropped SYN is retried a second later)."""
+    async def one():
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+        await writer.drain()
+        body = await reader.read()
+        writer.close()
+        return body
+
+    async def burst(n):
+        return await asyncio.gather(*[one() for _ in range(n)])
+
+    before = listen_overflows()
+    answers = asyncio.run(burst(300))
+    assert all(b" 200 " in a.split(b"\r\n", 1)[0] for a in answers)
+    assert listen_overflows() == before
