@@ -10,6 +10,8 @@ Retrieval, prompt building and injection are inside the timed region (the refere
 out). Per mode (kv, prompt): QPS = requests / wall time, TTFT p50/p99 as the clients see it.
 With --repeats R each measured batch runs R times: QPS is the median of the R runs (one run of
 200 requests varies by ~10%), TTFT percentiles pool every request of the R runs.
+With `--log-requests` among the server flags it also prints, per measured batch, the server's
+median milestones (memory ready, admitted, first token) of the first and second questions.
 Before each measured batch the same requests run once with max_tokens 1, so kv chunks are
 encoded (as the reference precomputes them); the server runs without the prefix cache, so the
 measured batch recomputes everything a cold request would.
@@ -22,6 +24,7 @@ import asyncio
 import json
 import os
 import random
+import re
 import shlex
 import signal
 import socket
@@ -123,6 +126,35 @@ async def run_batch(port, model, users, mode, max_tokens, top_k, window):
     return time.perf_counter() - start, [r[0] for session in sessions for r in session]
 
 
+MILESTONE = re.compile(r"request (\d+): queued ([\d.]+) ms, memory ([\d.]+) ms, "
+                       r"admitted ([\d.]+) ms, first token ([\d.]+) ms")
+
+
+def wave_milestones(log_path, first_id, runs, users):
+    """With the server's --log-requests: median ms from submit to memory ready, admission and
+    first token, for the first questions of every run (wave 1, all sent at once) and the second
+    ones (wave 2, sent as first answers complete). Engine ids count every request from 1 in
+    submission order, so run r holds ids first_id + r * 2 * users ... + 2 * users - 1, wave 1
+    first."""
+    seen = {}
+    with open(log_path) as f:
+        for line in f:
+            m = MILESTONE.search(line)
+            if m:
+                seen[int(m.group(1))] = [float(x) for x in m.groups()[2:]]
+    waves = {1: [], 2: []}
+    for r in range(runs):
+        base = first_id + r * 2 * users
+        for i in range(2 * users):
+            if base + i in seen:
+                waves[1 if i < users else 2].append(seen[base + i])
+    if not waves[1]:
+        return None
+    return {f"wave{w}": {name: statistics.median(row[k] for row in rows)
+                         for k, name in enumerate(("memory_ms", "admitted_ms", "first_token_ms"))}
+            for w, rows in waves.items() if rows}
+
+
 def http_get(url):
     with urllib.request.urlopen(url, timeout=5) as r:
         return r.read().decode()
@@ -191,12 +223,20 @@ def main():
         def batch(users, mode, max_tokens):
             return asyncio.run(run_batch(port, model, users, mode, max_tokens, args.top_k, args.context_window))
 
+        sent = 0  # requests so far: the engine numbers them from 1 in this order
+
+        def counted(users, mode, max_tokens):
+            nonlocal sent
+            out = batch(users, mode, max_tokens)
+            sent += sum(len(qs) for _, qs in users)
+            return out
+
         results = {"levels": levels, "top_k": args.top_k, "max_tokens": args.max_tokens,
                    "context_window": args.context_window, "server_args": args.server_args, "rows": []}
         # The lone user: kv requests one at a time (chunks warmed first).
         lone_requests = [(f"u{u}", [questions[u][0]]) for u in range(args.lone)]
-        batch(lone_requests, "kv", 1)
-        lone = [batch([r], "kv", args.max_tokens)[1][0] for r in lone_requests]
+        counted(lone_requests, "kv", 1)
+        lone = [counted([r], "kv", args.max_tokens)[1][0] for r in lone_requests]
         results["kv_lone_ttft_ms"] = statistics.median(lone) * 1e3
         print(f"lone user kv TTFT p50 {results['kv_lone_ttft_ms']:.1f} ms", file=sys.stderr)
         for users in levels:
@@ -204,11 +244,12 @@ def main():
             requests = sum(len(qs) for _, qs in sessions)
             row = {"users": users, "requests": requests}
             for mode in modes:
-                batch(sessions, mode, 1)  # warm: chunks encoded, nothing else kept
+                counted(sessions, mode, 1)  # warm: chunks encoded, nothing else kept
                 before = engine_counters(url)
+                first_id = sent + 1
                 walls, ttfts = [], []
                 for _ in range(args.repeats):
-                    wall, run_ttfts = batch(sessions, mode, args.max_tokens)
+                    wall, run_ttfts = counted(sessions, mode, args.max_tokens)
                     walls.append(wall)
                     ttfts += run_ttfts
                 after = engine_counters(url)
@@ -224,6 +265,13 @@ def main():
                       f"{row[mode]['ttft_p50_ms']:8.1f} ms  p99 {row[mode]['ttft_p99_ms']:8.1f} ms  "
                       f"{steps} steps of {row[mode]['step_ms']:.1f} ms, host "
                       f"{row[mode]['host_share'] * 100:.0f}%", file=sys.stderr)
+                waves = wave_milestones(log.name, first_id, args.repeats, users)
+                if waves:
+                    row[mode]["server_milestones"] = waves
+                    for name, w in waves.items():
+                        print(f"    {name}: memory {w['memory_ms']:.1f}, admitted "
+                              f"{w['admitted_ms']:.1f}, first token {w['first_token_ms']:.1f} ms "
+                              f"(median from submit, server log)", file=sys.stderr)
             if "kv" in row and "prompt" in row:
                 row["qps_kv_over_prompt"] = row["kv"]["qps"] / row["prompt"]["qps"]
             if "kv" in row:
