@@ -265,9 +265,9 @@ int run(Args a) {
     if (cuda) prof = std::make_unique<ProfilingBackend>(*backend, stream);
 
     // Mode by mode over every k, not interleaved: a prompt request at k = 50 is a 1.4K-token
-    // prefill that heats the GPU, and a kv request right after it would run at the clocks that
-    // left behind (partly measuring the other mode); the kv requests of every k run first, in
-    // the same state.
+    // prefill at full GEMM power, and a kv request right after it ran ~0.2 ms slower (the
+    // clocks or power state it left, by all signs), partly measuring the other mode; the kv
+    // requests of every k run first, in the same state.
     std::vector<Row> rows(a.ks.size());
     for (std::size_t i = 0; i < a.ks.size(); ++i) {
         Row& r = rows[i];
