@@ -34,7 +34,7 @@ namespace inferscale::backends::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kBlockM = kWarps * 16;  // query rows per block
+constexpr int kBlockM = kWarps * 16;  // (query token, head) rows per block
 constexpr int kBlockN = 64;           // KV tokens per split unit (and per tile up to D = 128)
 constexpr int kThreads = kWarps * 32;
 
