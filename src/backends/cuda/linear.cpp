@@ -9,6 +9,7 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/linear_small.h"
 #include "backends/cuda/lt_matmul.h"
+#include "base/log.h"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -84,6 +85,9 @@ bool CudaBackend::small_linear_wins(const Tensor& x,
         for (const tensor::LinearTarget& t : targets) lt_linear(x, t);
     });
     const bool wins = taken && small_ms < lt_ms;
+    IS_LOG(Debug) << "small linear: " << x.shape[0] << " rows x " << x.shape[1] << ", "
+                  << targets.size() << " targets: kernel " << small_ms / kTimedRuns
+                  << " ms, cuBLASLt " << lt_ms / kTimedRuns << " ms";
     small_linear_wins_.emplace(std::move(key), wins);
     return wins;
 }

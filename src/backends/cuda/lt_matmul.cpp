@@ -1,6 +1,8 @@
 #include "backends/cuda/lt_matmul.h"
 
 #include "backends/cuda/cuda_check.h"
+#include "base/log.h"
+#include "base/timer.h"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -150,7 +152,13 @@ bool LtMatmul::run(const void* x, const void* w, void* y, tensor::DType y_dtype,
         if (fresh.usable && autotune_ && candidates.size() > 1 &&
             capture == cudaStreamCaptureStatusNone) {
             if (bias != nullptr) set_desc(fresh.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
+            const Timer tuning;
             fresh.algo = pick_fastest(fresh, candidates, x, w, y, stream);
+            // Every new token count is a new key: a server whose steps vary in size pays this
+            // often (INFERSCALE_LOG=debug shows how often).
+            IS_LOG(Debug) << "cuBLASLt: tuned [" << n << " x " << in << "] -> " << out << " over "
+                          << candidates.size() << " algorithms in " << tuning.millis() << " ms ("
+                          << plans_.size() << " plans)";
         }
     }
     Plan& plan = it->second;
