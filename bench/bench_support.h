@@ -111,6 +111,13 @@ inline void add_common_options(CLI::App& app, std::string& config_path, std::str
     app.add_option("--device", device, "CUDA device index");
 }
 
+// One number printed with a printf format, for tables.
+inline std::string fmt(const char* format, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, format, v);
+    return buf;
+}
+
 // Writes `out` indented to `path`. False, with "<tool>: cannot write <path>" on stderr, when the
 // file cannot be written.
 inline bool write_json(const nlohmann::json& out, const std::string& path, const char* tool,

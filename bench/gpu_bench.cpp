@@ -69,12 +69,6 @@ struct TableRow {
     std::string metric, measured, limit, ratio;
 };
 
-std::string fmt(const char* format, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, format, v);
-    return buf;
-}
-
 std::string pct(double limit_ms, double measured_ms) {
     if (limit_ms <= 0.0 || measured_ms <= 0.0) return "n/a";
     return fmt("%.0f%%", 100.0 * limit_ms / measured_ms);

@@ -96,13 +96,16 @@ double ratio(double a, double b) { return b > 0 ? a / b : 0.0; }
 
 enum class Mode { KvGpu, KvHost, Prompt };
 
-// `repeats` timed requests of one mode at row.k after `warmup` untimed ones, each round on a
-// different run of facts (no request reads the previous one's chunks).
+// The first of the facts round `rep` reads: a different run each round, so no request reads
+// the previous one's chunks.
+std::int64_t round_offset(const InjectShape& s, int rep) { return (rep * 37) % s.pool_facts; }
+
+// `repeats` timed requests of one mode at row.k after `warmup` untimed ones (round_offset).
 Status measure_mode(const Args& a, InjectBenchHarness& h, StepMarks& marks, Mode mode, Row& row) {
     const std::int64_t k = row.k;
     for (int rep = 0; rep < a.warmup + a.repeats; ++rep) {
         const bool timed = rep >= a.warmup;
-        const std::int64_t offset = (rep * 37) % h.shape().pool_facts;
+        const std::int64_t offset = round_offset(h.shape(), rep);
         if (mode == Mode::Prompt) {
             const double pm = IS_TRY(h.prompt_request(k, offset, marks));
             if (timed) row.prompt.ms.push_back(pm);
@@ -132,7 +135,7 @@ Status finish_k(const Args& a, InjectBenchHarness& h, StepMarks& marks, Profilin
     // The op alone (through the profiler's events on CUDA), and separately the whole call
     // without the profiler in the way (metadata staging and its upload included).
     for (int rep = 0; rep < a.warmup + a.repeats; ++rep) {
-        const std::int64_t offset = (rep * 37) % s.pool_facts;
+        const std::int64_t offset = round_offset(s, rep);
         const InjectOpTimes op = IS_TRY(h.inject_only(k, offset, prof, marks));
         const InjectOpTimes call = IS_TRY(h.inject_only(k, offset, nullptr, marks));
         if (rep >= a.warmup) {
@@ -188,7 +191,7 @@ int run_profile(const Args& a, tensor::Backend& backend, cudaStream_t stream,
             const bool timed = rep >= a.warmup;
             if (timed) prof.begin_step();
             const Result<KvRequestTimes> t =
-                h.kv_request(k, (rep * 37) % a.shape.pool_facts, false, marks);
+                h.kv_request(k, round_offset(a.shape, rep), false, marks);
             if (timed) prof.end_step();
             if (!t.ok()) {
                 std::fprintf(stderr, "inject_bench: k=%lld: %s\n", static_cast<long long>(k),
@@ -200,12 +203,6 @@ int run_profile(const Args& a, tensor::Backend& backend, cudaStream_t stream,
         print_profile("kv request k=" + std::to_string(k), prof, total.median(), out);
     }
     return a.json_path.empty() || write_json(out, a.json_path, "inject_bench", progress) ? 0 : 1;
-}
-
-std::string fmt(const char* format, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, format, v);
-    return buf;
 }
 
 int run(Args a) {

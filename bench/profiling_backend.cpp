@@ -4,6 +4,7 @@
 #include <cstdio>
 
 #include "backends/cuda/cuda_check.h"
+#include "bench/bench_support.h"
 
 namespace inferscale::bench {
 namespace {
@@ -219,16 +220,6 @@ void ProfilingBackend::argmax(const Tensor& logits, Tensor ids) {
     close(s);
 }
 
-namespace {
-
-std::string number(const char* format, double v) {
-    char buf[64];
-    std::snprintf(buf, sizeof buf, format, v);
-    return buf;
-}
-
-}  // namespace
-
 void print_profile(const std::string& title, const ProfilingBackend& prof, double step_ms,
                    nlohmann::json& out) {
     const std::vector<OpProfile> ops = prof.totals();
@@ -246,8 +237,8 @@ void print_profile(const std::string& title, const ProfilingBackend& prof, doubl
         const double tfs = sec > 0 ? p.flops / sec / 1e12 : 0.0;
         std::printf("%-16s %-28s %10.1f %9.3f %6.1f%% %9s %8s\n", p.op.c_str(), p.shape.c_str(),
                     p.calls / steps, ms, step_ms > 0 ? 100.0 * ms / step_ms : 0.0,
-                    p.bytes > 0 ? number("%.0f", gbs).c_str() : "",
-                    p.flops > 0 ? number("%.1f", tfs).c_str() : "");
+                    p.bytes > 0 ? fmt("%.0f", gbs).c_str() : "",
+                    p.flops > 0 ? fmt("%.1f", tfs).c_str() : "");
         rows.push_back({{"op", p.op}, {"shape", p.shape}, {"calls_per_step", p.calls / steps},
                         {"ms_per_step", ms}, {"bytes_per_step", p.bytes / steps},
                         {"flops_per_step", p.flops / steps}});

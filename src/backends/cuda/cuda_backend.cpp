@@ -114,8 +114,6 @@ CudaBackend::~CudaBackend() {
     if (decode_item_counter_ != nullptr) cudaFree(decode_item_counter_);
     if (linear_partials_ != nullptr) cudaFree(linear_partials_);
     if (linear_counters_ != nullptr) cudaFree(linear_counters_);
-    if (tune_start_ != nullptr) cudaEventDestroy(tune_start_);
-    if (tune_stop_ != nullptr) cudaEventDestroy(tune_stop_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 

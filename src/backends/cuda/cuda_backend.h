@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/stream_stopwatch.h"
 #include "backends/cuda/transfer_queue.h"
 #include "base/result.h"
 #include "tensor/backend.h"
@@ -189,7 +190,7 @@ class CudaBackend final : public tensor::Backend {
     int* linear_counters_ = nullptr;    // [kSmallLinearCounters], zero between launches
     // Measured choices by (n, in, y dtype, then out and has-bias per target).
     std::map<std::vector<std::int64_t>, bool> small_linear_wins_;
-    cudaEvent_t tune_start_ = nullptr, tune_stop_ = nullptr;  // created on the first timing
+    StreamStopwatch tune_stopwatch_;  // times both paths of a new group shape
     std::unique_ptr<LtMatmul> matmul_;
     TransferQueue transfers_;  // copy_from_host_async's stream and events
 };

@@ -3,6 +3,9 @@
 // measured 0.69 TB/s on the H200): those go to the small-batch kernel, which also runs all
 // targets of a group in one launch. Larger batches are GEMMs and go to cuBLASLt per target.
 
+#include <optional>
+#include <string>
+
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_checks.h"
@@ -64,30 +67,21 @@ bool CudaBackend::small_linear_wins(const Tensor& x,
         return it->second;
     }
     if (capturing_) return true;  // no timing inside a capture; not remembered
-    if (tune_start_ == nullptr) IS_CUDA_CHECK(cudaEventCreate(&tune_start_));
-    if (tune_stop_ == nullptr) IS_CUDA_CHECK(cudaEventCreate(&tune_stop_));
     // Each path runs once untimed first (cuBLASLt builds and tunes its plans then), then
-    // kTimedRuns times between events. The outputs are overwritten by the caller's run.
+    // kTimedRuns times. The outputs are overwritten by the caller's run.
     constexpr int kTimedRuns = 5;
-    const auto time_ms = [&](auto&& run) {
-        run();
-        IS_CUDA_CHECK(cudaEventRecord(tune_start_, stream_));
-        for (int r = 0; r < kTimedRuns; ++r) run();
-        IS_CUDA_CHECK(cudaEventRecord(tune_stop_, stream_));
-        IS_CUDA_CHECK(cudaEventSynchronize(tune_stop_));
-        float ms = 0.0f;
-        IS_CUDA_CHECK(cudaEventElapsedTime(&ms, tune_start_, tune_stop_));
-        return ms;
-    };
-    bool taken = true;
-    const float small_ms = time_ms([&] { taken = taken && small_linear(x, targets); });
-    const float lt_ms = time_ms([&] {
+    const auto small = [&] { return small_linear(x, targets); };
+    const auto lt = [&] {
         for (const tensor::LinearTarget& t : targets) lt_linear(x, t);
-    });
-    const bool wins = taken && small_ms < lt_ms;
+        return true;
+    };
+    const std::optional<float> small_ms = tune_stopwatch_.time(stream_, kTimedRuns, small);
+    const float lt_ms = *tune_stopwatch_.time(stream_, kTimedRuns, lt);  // lt always runs
+    const bool wins = small_ms && *small_ms < lt_ms;
     IS_LOG(Debug) << "small linear: " << x.shape[0] << " rows x " << x.shape[1] << ", "
-                  << targets.size() << " targets: kernel " << small_ms / kTimedRuns
-                  << " ms, cuBLASLt " << lt_ms / kTimedRuns << " ms";
+                  << targets.size() << " targets: kernel "
+                  << (small_ms ? std::to_string(*small_ms / kTimedRuns) + " ms" : "not taken")
+                  << ", cuBLASLt " << lt_ms / kTimedRuns << " ms";
     small_linear_wins_.emplace(std::move(key), wins);
     return wins;
 }

@@ -49,6 +49,7 @@ __device__ __forceinline__ uint4 load_stream(const bf16* p) {
 template <int kM, int kN, int kU, int kWarps>
 __global__ void __launch_bounds__(kWarps * 32) small_linear_kernel(Params p) {
     constexpr int kRows = kM * 16, kTokens = kN * 8, kElems = kRows * kTokens;
+    constexpr int kSums = (kElems + kWarps * 32 - 1) / (kWarps * 32);  // elements per thread
     __shared__ float red[kWarps][kElems];
     __shared__ bool last;
 
@@ -152,9 +153,9 @@ __global__ void __launch_bounds__(kWarps * 32) small_linear_kernel(Params p) {
         }
     }
     __syncthreads();
-    float sums[(kElems + kWarps * 32 - 1) / (kWarps * 32)];
+    float sums[kSums];
 #pragma unroll
-    for (int s = 0; s < static_cast<int>(sizeof(sums) / sizeof(float)); ++s) {
+    for (int s = 0; s < kSums; ++s) {
         const int e = s * kWarps * 32 + threadIdx.x;
         float v = 0.0f;
         if (e < kElems) {
@@ -168,7 +169,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_linear_kernel(Params p) {
         // Every split publishes its partial; the last to arrive adds them in split order.
         float* base = p.partials + static_cast<std::int64_t>(tile) * p.splits * kElems;
 #pragma unroll
-        for (int s = 0; s < static_cast<int>(sizeof(sums) / sizeof(float)); ++s) {
+        for (int s = 0; s < kSums; ++s) {
             const int e = s * kWarps * 32 + threadIdx.x;
             if (e < kElems) base[blockIdx.y * kElems + e] = sums[s];
         }
@@ -182,7 +183,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_linear_kernel(Params p) {
         if (!last) return;
         __threadfence();
 #pragma unroll
-        for (int s = 0; s < static_cast<int>(sizeof(sums) / sizeof(float)); ++s) {
+        for (int s = 0; s < kSums; ++s) {
             const int e = s * kWarps * 32 + threadIdx.x;
             float v = 0.0f;
             if (e < kElems) {
@@ -194,7 +195,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_linear_kernel(Params p) {
 
     const void* bias = p.bias[target];
 #pragma unroll
-    for (int s = 0; s < static_cast<int>(sizeof(sums) / sizeof(float)); ++s) {
+    for (int s = 0; s < kSums; ++s) {
         const int e = s * kWarps * 32 + threadIdx.x;
         const int token = e / kRows, row = row0 + e % kRows;
         if (e >= kElems || token >= p.n || row >= out) continue;

@@ -1,5 +1,7 @@
 #include "backends/cuda/lt_matmul.h"
 
+#include <optional>
+
 #include "backends/cuda/cuda_check.h"
 #include "base/log.h"
 #include "base/timer.h"
@@ -29,8 +31,6 @@ void set_pref(cublasLtMatmulPreference_t pref, cublasLtMatmulPreferenceAttribute
 
 LtMatmul::~LtMatmul() {
     for (auto& [key, plan] : plans_) destroy(plan);
-    if (start_ != nullptr) cudaEventDestroy(start_);
-    if (stop_ != nullptr) cudaEventDestroy(stop_);
     if (handle_ != nullptr) cublasLtDestroy(handle_);
 }
 
@@ -96,30 +96,21 @@ cublasLtMatmulAlgo_t LtMatmul::pick_fastest(const Plan& plan,
                                             const std::vector<cublasLtMatmulAlgo_t>& candidates,
                                             const void* x, const void* w, void* y,
                                             cudaStream_t stream) {
-    if (start_ == nullptr) IS_CUDA_CHECK(cudaEventCreate(&start_));
-    if (stop_ == nullptr) IS_CUDA_CHECK(cudaEventCreate(&stop_));
     const float alpha = 1.0f, beta = 0.0f;
     cublasLtMatmulAlgo_t best = candidates.front();
     float best_ms = 0.0f;
     bool have_best = false;
     for (const cublasLtMatmulAlgo_t& algo : candidates) {
-        // One untimed run (first-launch costs), then kTimedRuns between events. A candidate
-        // the library refuses at run time is skipped: the heuristic only estimates.
-        const auto launch = [&] {
+        // A candidate the library refuses at run time is skipped: the heuristic only
+        // estimates.
+        const std::optional<float> ms = stopwatch_.time(stream, kTimedRuns, [&] {
             return cublasLtMatmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, y,
-                                  plan.c, y, plan.c, &algo, workspace_, workspace_bytes_, stream);
-        };
-        if (launch() != CUBLAS_STATUS_SUCCESS) continue;
-        IS_CUDA_CHECK(cudaEventRecord(start_, stream));
-        bool ok = true;
-        for (int r = 0; r < kTimedRuns && ok; ++r) ok = launch() == CUBLAS_STATUS_SUCCESS;
-        IS_CUDA_CHECK(cudaEventRecord(stop_, stream));
-        IS_CUDA_CHECK(cudaEventSynchronize(stop_));
-        float ms = 0.0f;
-        IS_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
-        if (ok && (!have_best || ms < best_ms)) {
+                                  plan.c, y, plan.c, &algo, workspace_, workspace_bytes_,
+                                  stream) == CUBLAS_STATUS_SUCCESS;
+        });
+        if (ms && (!have_best || *ms < best_ms)) {
             best = algo;
-            best_ms = ms;
+            best_ms = *ms;
             have_best = true;
         }
     }

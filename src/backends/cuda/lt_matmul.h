@@ -19,6 +19,7 @@
 #include <tuple>
 #include <vector>
 
+#include "backends/cuda/stream_stopwatch.h"
 #include "tensor/dtype.h"
 
 namespace inferscale::backends::cuda {
@@ -70,7 +71,7 @@ class LtMatmul {
     void* workspace_ = nullptr;
     std::size_t workspace_bytes_ = 0;
     bool autotune_ = true;
-    cudaEvent_t start_ = nullptr, stop_ = nullptr;  // created on the first autotune
+    StreamStopwatch stopwatch_;  // times the candidates
     std::map<Key, Plan> plans_;
 };
 
