@@ -32,6 +32,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backends/cpu/cpu_backend.h"
@@ -124,6 +125,15 @@ int run_profile(const Args& a, const model::ModelConfig& config,
     Result<Measurement> pf = mb.prefill(1, mo.prefill_len);
     if (!pf.ok()) return fail("prefill", pf.error());
     print_profile("prefill 1x" + std::to_string(mo.prefill_len), prof, pf->samples.median(), out);
+
+    const std::string batched = std::to_string(mo.prefill_seqs) + "x" +
+                                std::to_string(mo.prefill_seq_len) + " @+" +
+                                std::to_string(mo.prefill_context);
+    progress("profile: prefill %s", batched.c_str());
+    prof.reset();
+    Result<Measurement> pb = mb.prefill(mo.prefill_seqs, mo.prefill_seq_len, mo.prefill_context);
+    if (!pb.ok()) return fail("batched prefill", pb.error());
+    print_profile("prefill " + batched, prof, pb->samples.median(), out);
     return 0;
 }
 
@@ -286,12 +296,13 @@ int run(const Args& a) {
                              fmt("%.3f ms read", limit), pct(limit, ms)});
         }
         if (want("prefill")) {
-            const std::pair<std::int64_t, std::int64_t> shapes[] = {
-                {1, mo.prefill_len}, {mo.prefill_seqs, mo.prefill_seq_len}};
-            for (const auto& [seqs, len] : shapes) {
-                progress("prefill %lld x %lld", static_cast<long long>(seqs),
-                         static_cast<long long>(len));
-                Result<Measurement> r = mb.prefill(seqs, len);
+            const std::tuple<std::int64_t, std::int64_t, std::int64_t> shapes[] = {
+                {1, mo.prefill_len, 0}, {mo.prefill_seqs, mo.prefill_seq_len, mo.prefill_context}};
+            for (const auto& [seqs, len, context] : shapes) {
+                const std::string shape = std::to_string(seqs) + "x" + std::to_string(len) +
+                                          (context > 0 ? " @+" + std::to_string(context) : "");
+                progress("prefill %s", shape.c_str());
+                Result<Measurement> r = mb.prefill(seqs, len, context);
                 if (!r.ok()) return fail("prefill", r.error());
                 const Measurement& m = r.value();
                 const double ms = m.samples.median();
@@ -300,7 +311,8 @@ int run(const Args& a) {
                 const double tps = static_cast<double>(m.new_tokens) / (ms * 1e-3);
                 all_finite = all_finite && m.logits_finite;
                 json row = samples_json(m.samples);
-                row.update({{"seqs", seqs}, {"len", len}, {"tokens_per_s", tps},
+                row.update({{"seqs", seqs}, {"len", len}, {"context", context},
+                            {"tokens_per_s", tps},
                             {"flops", m.flops}, {"gemm_bound_ms", gemm_ms},
                             {"gemm_bound_tokens_per_s",
                              gemm_ms > 0 ? static_cast<double>(m.new_tokens) / (gemm_ms * 1e-3)
@@ -309,8 +321,7 @@ int run(const Args& a) {
                 out["prefill"].push_back(row);
                 progress("  %.1f ms, %.0f tokens/s, %.0f TFLOP/s (GEMM-bound %.1f ms: %s)", ms,
                          tps, m.flops / (ms * 1e-3) / 1e12, gemm_ms, pct(gemm_ms, ms).c_str());
-                table.push_back({"prefill " + std::to_string(seqs) + "x" + std::to_string(len) +
-                                     " tok/s",
+                table.push_back({"prefill " + shape + " tok/s",
                                  fmt("%.0f", tps),
                                  gemm_ms > 0 ? fmt("%.0f gemm-bound", m.new_tokens / (gemm_ms * 1e-3))
                                              : "",
@@ -381,10 +392,16 @@ int main(int argc, char** argv) {
     app.add_option("--prefill-len", a.model.prefill_len, "single-sequence prefill tokens");
     app.add_option("--prefill-seqs", a.model.prefill_seqs, "sequences of the batched prefill");
     app.add_option("--prefill-seq-len", a.model.prefill_seq_len, "tokens per batched sequence");
+    app.add_option("--prefill-context", a.model.prefill_context,
+                   "KV tokens each batched-prefill sequence already holds (injected memory)");
+    app.add_option("--kv-tokens", a.model.kv_tokens,
+                   "KV cache capacity (default: what the measurements need)");
+    app.add_flag("--shuffle-pages", a.model.shuffle_pages,
+                 "pages from a random permutation of the whole cache, as a busy server's are");
     app.add_option("--decode-batches", a.model.decode_batches, "e.g. 64,128,256")
         ->delimiter(',');
     app.add_option("--seed", a.model.seed, "weight seed");
-    app.add_flag("--profile", a.profile, "per-op profile of decode b=1, b=64 and a prefill");
+    app.add_flag("--profile", a.profile, "per-op profile of decode b=1, b=64 and both prefills");
     app.add_option("--decode-max-kv", a.model.decode_max_kv_len,
                    "KV bound the decode graphs are recorded for (default: the context)");
     app.add_flag("!--no-tc-decode", a.decode.tensor_cores,

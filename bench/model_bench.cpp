@@ -5,6 +5,7 @@
 #include <cmath>
 #include <numeric>
 #include <optional>
+#include <random>
 #include <span>
 #include <string>
 
@@ -179,13 +180,14 @@ Result<std::unique_ptr<ModelBench>> ModelBench::create(tensor::Backend& backend,
             : *std::max_element(o.decode_batches.begin(), o.decode_batches.end());
     const std::int64_t decode_steps = kDecodeWarmup + std::max(kDecodeSingleSteps, kDecodeBatchSteps);
     // Every sequence gets a stride of pages big enough for the longest thing it does.
+    const std::int64_t batched_prefill_kv = o.prefill_context + o.prefill_seq_len;
     const std::int64_t pages_per_seq =
-        ceil_div(std::max({o.context + decode_steps, o.prompt, o.prefill_seq_len}), kBlockSize);
+        ceil_div(std::max({o.context + decode_steps, o.prompt, batched_prefill_kv}), kBlockSize);
     const std::int64_t num_blocks =
         std::max({max_batch * pages_per_seq, o.prefill_seqs * pages_per_seq,
-                  ceil_div(o.prefill_len, kBlockSize)});
+                  ceil_div(o.prefill_len, kBlockSize), ceil_div(o.kv_tokens, kBlockSize)});
     const std::int64_t max_positions =
-        std::max({o.context + decode_steps, o.prefill_len, o.prefill_seq_len, o.prompt}) + 1;
+        std::max({o.context + decode_steps, o.prefill_len, batched_prefill_kv, o.prompt}) + 1;
 
     model::LlamaModelOptions mo;
     mo.max_positions = max_positions;
@@ -220,6 +222,9 @@ Result<std::unique_ptr<ModelBench>> ModelBench::create(tensor::Backend& backend,
     impl->pages_per_seq = pages_per_seq;
     impl->page_ids.resize(static_cast<std::size_t>(num_blocks));
     std::iota(impl->page_ids.begin(), impl->page_ids.end(), 0);
+    if (o.shuffle_pages) {
+        std::shuffle(impl->page_ids.begin(), impl->page_ids.end(), std::mt19937_64(o.seed));
+    }
     IS_RETURN_IF_ERROR(impl->logits.allocate(
         static_cast<std::size_t>(lim.max_logit_rows * config.vocab_size), o.pinned_logits));
 
@@ -299,13 +304,15 @@ Result<Measurement> ModelBench::ttft() {
     return m;
 }
 
-Result<Measurement> ModelBench::prefill(std::int64_t seqs, std::int64_t len) {
+Result<Measurement> ModelBench::prefill(std::int64_t seqs, std::int64_t len,
+                                        std::int64_t context) {
     Impl& im = *impl_;
-    const std::int64_t needed = ceil_div(len, kBlockSize);
+    const std::int64_t kv_len = context + len;
+    const std::int64_t needed = ceil_div(kv_len, kBlockSize);
     im.builder.clear();
     for (std::int64_t s = 0; s < seqs; ++s) {
         // One long sequence may run over the stride: it is alone in its batch.
-        im.builder.add(seqs == 1 ? im.pages(0, needed) : im.pages(s, needed), len, len,
+        im.builder.add(seqs == 1 ? im.pages(0, needed) : im.pages(s, needed), len, kv_len,
                        cost_.config.vocab_size);
     }
     if (seqs > 1 && needed > im.pages_per_seq) {
@@ -315,14 +322,15 @@ Result<Measurement> ModelBench::prefill(std::int64_t seqs, std::int64_t len) {
     Measurement m;
     m.new_tokens = seqs * len;
     m.logit_rows = seqs;
-    m.kv_len = len;
+    m.kv_len = kv_len;
     for (int step = 0; step < kPrefillWarmup + kPrefillSteps; ++step) {
         const double ms = IS_TRY(im.timed_forward(step >= kPrefillWarmup));
         if (step >= kPrefillWarmup) m.samples.ms.push_back(ms);
     }
     const double s = static_cast<double>(seqs), l = static_cast<double>(len);
-    m.flops = s * cost_.sequence_flops(l, l) + cost_.logits_flops(s);
-    m.bytes = cost_.step_weight_bytes() + s * l * cost_.kv_bytes_per_token();
+    m.flops = s * cost_.sequence_flops(l, static_cast<double>(kv_len)) + cost_.logits_flops(s);
+    m.bytes = cost_.step_weight_bytes() +
+              s * static_cast<double>(kv_len) * cost_.kv_bytes_per_token();
     m.logits_finite = im.logits_finite(seqs);
     return m;
 }

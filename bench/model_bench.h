@@ -36,6 +36,14 @@ struct ModelBenchOptions {
     // The runner's bound on KV length (its attention launches are sized from it); 0: just
     // what the measurements need. A serving engine records for its whole context window.
     std::int64_t decode_max_kv_len = 0;
+    // KV already in each sequence of the batched prefill before its new tokens (a serving
+    // step's prompt chunks after injected memory).
+    std::int64_t prefill_context = 0;
+    // KV cache size in tokens, at least what the measurements need (a server's is far larger).
+    std::int64_t kv_tokens = 0;
+    // Sequences take their pages from a random permutation of every block instead of in
+    // order (a long-running server's pages are scattered over its whole cache).
+    bool shuffle_pages = false;
 };
 
 struct Measurement {
@@ -66,7 +74,8 @@ class ModelBench {
     // A fresh `prompt`-token sequence: the whole forward with its logits.
     Result<Measurement> ttft();
     // `seqs` fresh sequences of `len` tokens in one ForwardBatch.
-    Result<Measurement> prefill(std::int64_t seqs, std::int64_t len);
+    // `seqs` sequences of `len` new tokens after `context` tokens of KV each.
+    Result<Measurement> prefill(std::int64_t seqs, std::int64_t len, std::int64_t context = 0);
     // `batch` sequences one token each at KV length `context`. The cache holds random K/V
     // rather than prefilled ones: attention reads the same bytes either way, and prefilling
     // 256 x 1K tokens would cost more than the whole measurement.

@@ -39,6 +39,7 @@ Command add_serve_command(CLI::App& app) {
         bool no_memory = false;
         bool no_background_encode = false;
         bool no_prefix_cache = false;
+        bool no_warm_up = false;
     };
     auto a = std::make_shared<Args>();
     CLI::App* cmd = app.add_subcommand("serve", "serve the OpenAI-compatible API with per-user memory");
@@ -78,6 +79,9 @@ Command add_serve_command(CLI::App& app) {
     cmd->add_flag("--no-background-encode", a->no_background_encode,
                   "encode facts only when a request needs them, not as they are added");
     cmd->add_flag("--no-prefix-cache", a->no_prefix_cache, "turn prefix caching off");
+    cmd->add_flag("--no-warm-up", a->no_warm_up,
+                  "take requests at once instead of first running each step shape once (GPU: "
+                  "tunes GEMMs and records decode graphs)");
 
     return [a]() -> int {
         auto loaded = load_model(a->model, [&](engine::LocalModelOptions& o) {
@@ -93,6 +97,7 @@ Command add_serve_command(CLI::App& app) {
         std::unique_ptr<memory::FactIndexer> indexer;
         engine::EngineOptions& eo = a->engine;
         eo.prefix_caching = !a->no_prefix_cache;
+        eo.warm_up = !a->no_warm_up;
         if (!a->no_memory) {
             auto opened = open_store(a->db);
             if (!opened.ok()) return fail(opened.error().message);

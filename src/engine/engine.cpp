@@ -8,6 +8,7 @@
 #include "base/log.h"
 #include "engine/chunk_invalidator.h"
 #include "engine/engine_active.h"
+#include "engine/warm_up.h"
 
 namespace inferscale::engine {
 
@@ -41,6 +42,22 @@ Result<std::unique_ptr<Engine>> Engine::start(LocalModel& model, memory::MemoryS
         graph_options.max_kv_len = static_cast<std::int32_t>(model.max_context());
         e->graphs_ = IS_TRY(model::DecodeGraphRunner::create(model.model(), model.kv(),
                                                              model.workspace(), graph_options));
+    }
+    if (options.warm_up && model.backend().wants_warm_up()) {
+        const WarmUpReport warm = IS_TRY(
+            warm_up(model, e->graphs_ ? &*e->graphs_ : nullptr,
+                    e->scheduler_.options().max_step_seqs));
+        IS_LOG(Info) << "warm-up: " << warm.steps << " step shapes in "
+                     << static_cast<int>(warm.seconds * 1000) << " ms"
+                     << (e->graphs_ ? ", " + std::to_string(e->graphs_->graphs_captured()) +
+                                          " decode graphs recorded"
+                                    : std::string())
+                     << (warm.skipped > 0 ? " (" + std::to_string(warm.skipped) +
+                                                " skipped: too few KV blocks)"
+                                          : std::string());
+    }
+    if (e->graphs_ && !e->graphs_->graph_error().empty()) {
+        IS_LOG(Warn) << "decode steps run without graphs: " << e->graphs_->graph_error();
     }
     e->stats_.kv_blocks_total = model.blocks().num_blocks();
     e->thread_ = std::thread([raw = e.get()] { raw->loop(); });
@@ -284,6 +301,7 @@ Status Engine::run_step(StepPlan& plan) {
         IS_RETURN_IF_ERROR(model_.model().forward(batch, model_.kv(), model_.workspace(), logits_));
     }
     const double forward_seconds = forward.seconds();
+    last_forward_ms_ = forward_seconds * 1e3;
     scheduler_.complete(plan);
     std::int64_t computed = 0, sampled = 0;
     for (std::size_t r = 0; r < rows; ++r) {
@@ -316,7 +334,9 @@ void Engine::loop() {
             if (stopping_) break;
         }
         drop_cancelled();
+        const double memory_start_ms = iteration.millis();
         prepare_memory();
+        const double memory_ms = iteration.millis() - memory_start_ms;
         StepPlan plan = scheduler_.schedule();
         for (Sequence* seq : plan.preempted) {
             active_.at(seq->id)->release_memory();
@@ -324,10 +344,17 @@ void Engine::loop() {
             ++stats_.preemptions;
         }
         if (!plan.empty()) {
+            const double step_start_ms = iteration.millis();
             if (Status st = run_step(plan); !st.ok()) {
                 for (const ScheduledRun& run : plan.runs)
                     if (active_.count(run.seq->id)) fail(*active_.at(run.seq->id), st.error());
             }
+            IS_LOG(Debug) << "step: " << plan.runs.size() << " runs, " << plan.num_tokens
+                          << " tokens, " << plan.injections.size() << " injections; memory "
+                          << memory_ms << " ms, schedule "
+                          << step_start_ms - memory_start_ms - memory_ms << " ms, forward "
+                          << last_forward_ms_ << " ms, step " << iteration.millis() - step_start_ms
+                          << " ms";
         }
         {
             std::unique_lock lock(mutex_);

@@ -49,6 +49,9 @@ struct EngineOptions {
     int background_encode_window = -1;
     // Decode steps replayed from recorded graphs where the backend has them (CUDA).
     bool decode_graphs = true;
+    // Before the first request, one step of each shape class (engine/warm_up.h) on backends
+    // that tune or record per shape (Backend::wants_warm_up).
+    bool warm_up = true;
     // One stderr line per finished request with where its time went (diagnosis).
     bool log_requests = false;
     MemoryOptions memory;
@@ -166,6 +169,7 @@ class Engine {
     std::vector<model::BatchSequence> step_seqs_;
     std::vector<float> logits_;
     Timer since_block_count_;  // since the KV-block gauges were last counted
+    double last_forward_ms_ = 0;  // of the last step (debug log)
     std::thread thread_;
 };
 

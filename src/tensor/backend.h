@@ -168,6 +168,10 @@ class Backend {
         (void)graph;
         IS_CHECK(false) << name() << " cannot replay graphs";
     }
+
+    // Whether the first step of a new shape is slow here (plans tuned, graphs recorded), so a
+    // server should run its step shapes once before taking requests (engine/warm_up.h).
+    virtual bool wants_warm_up() const { return false; }
 };
 
 }  // namespace inferscale::tensor

@@ -145,6 +145,8 @@ class CudaBackend final : public tensor::Backend {
     Status begin_capture() override;
     Result<std::unique_ptr<tensor::CapturedGraph>> end_capture() override;
     void replay(const tensor::CapturedGraph& graph) override;
+    // GEMM algorithms and the small-linear choice are tuned per token-count bucket on first use.
+    bool wants_warm_up() const override { return true; }
 
     int device_index() const { return device_; }
     // Replaces the decode attention options (benchmarks compare plans); takes effect at the

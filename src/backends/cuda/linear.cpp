@@ -57,7 +57,8 @@ void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTa
 bool CudaBackend::small_linear_wins(const Tensor& x,
                                     std::span<const tensor::LinearTarget> targets) {
     if (!options_.small_linear.autotune) return true;
-    std::vector<std::int64_t> key{x.shape[0], x.shape[1],
+    // One decision per token-count bucket, as cuBLASLt tunes (a server's steps vary in size).
+    std::vector<std::int64_t> key{tuning_bucket(x.shape[0]), x.shape[1],
                                   static_cast<std::int64_t>(targets[0].y.dtype)};
     for (const tensor::LinearTarget& t : targets) {
         key.push_back(t.w.shape[0]);

@@ -43,8 +43,7 @@ void LtMatmul::destroy(Plan& plan) {
     plan = Plan{};
 }
 
-LtMatmul::Plan LtMatmul::make_plan(const Key& key, const void* bias,
-                                   std::vector<cublasLtMatmulAlgo_t>& candidates) const {
+LtMatmul::Plan LtMatmul::make_descriptors(const Key& key, const void* bias) const {
     const auto [n, in, out, y_dtype_int, has_bias, align_x, align_w, align_y, align_bias] = key;
     const auto y_type =
         static_cast<tensor::DType>(y_dtype_int) == tensor::DType::F32 ? CUDA_R_32F : CUDA_R_16BF;
@@ -62,7 +61,11 @@ LtMatmul::Plan LtMatmul::make_plan(const Key& key, const void* bias,
     IS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.a, CUDA_R_16BF, u(in), u(out), in));
     IS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.b, CUDA_R_16BF, u(in), u(n), in));
     IS_CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan.c, y_type, u(out), u(n), out));
+    return plan;
+}
 
+std::vector<cublasLtMatmulAlgo_t> LtMatmul::candidates(const Plan& plan, const Key& key) const {
+    const auto [n, in, out, y_dtype_int, has_bias, align_x, align_w, align_y, align_bias] = key;
     cublasLtMatmulPreference_t pref = nullptr;
     IS_CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref));
     set_pref(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
@@ -79,16 +82,49 @@ LtMatmul::Plan LtMatmul::make_plan(const Key& key, const void* bias,
     const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(
         handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, pref, kCandidates, results, &found);
     cublasLtMatmulPreferenceDestroy(pref);
-    candidates.clear();
+    std::vector<cublasLtMatmulAlgo_t> algos;
     if (status == CUBLAS_STATUS_SUCCESS) {
         for (int i = 0; i < found; ++i) {
-            if (results[i].state == CUBLAS_STATUS_SUCCESS) candidates.push_back(results[i].algo);
+            if (results[i].state == CUBLAS_STATUS_SUCCESS) algos.push_back(results[i].algo);
         }
     }
-    if (!candidates.empty()) {
-        plan.algo = candidates.front();
+    return algos;
+}
+
+bool LtMatmul::accepts(const Plan& plan, const cublasLtMatmulAlgo_t& algo) const {
+    cublasLtMatmulHeuristicResult_t result{};
+    return cublasLtMatmulAlgoCheck(handle_, plan.desc, plan.a, plan.b, plan.c, plan.c, &algo,
+                                   &result) == CUBLAS_STATUS_SUCCESS &&
+           result.state == CUBLAS_STATUS_SUCCESS && result.workspaceSize <= workspace_bytes_;
+}
+
+LtMatmul::Plan LtMatmul::build_plan(const Key& key, const void* x, const void* w, void* y,
+                                    const void* bias, cudaStream_t stream) {
+    Plan plan = make_descriptors(key, bias);
+    Key bucket_key = key;
+    std::get<0>(bucket_key) = tuning_bucket(std::get<0>(key));
+    if (const auto tuned = tuned_.find(bucket_key);
+        tuned != tuned_.end() && accepts(plan, tuned->second)) {
+        plan.algo = tuned->second;
         plan.usable = true;
+        return plan;
     }
+    const std::vector<cublasLtMatmulAlgo_t> algos = candidates(plan, key);
+    if (algos.empty()) return plan;
+    plan.algo = algos.front();
+    plan.usable = true;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    IS_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
+    if (!autotune_ || capture != cudaStreamCaptureStatusNone) return plan;
+    if (algos.size() > 1) {
+        const Timer tuning;
+        plan.algo = pick_fastest(plan, algos, x, w, y, stream);
+        IS_LOG(Debug) << "cuBLASLt: tuned [" << std::get<0>(key) << " x " << std::get<1>(key)
+                      << "] -> " << std::get<2>(key) << " for bucket " << std::get<0>(bucket_key)
+                      << " over " << algos.size() << " algorithms in " << tuning.millis()
+                      << " ms";
+    }
+    tuned_.insert_or_assign(bucket_key, plan.algo);
     return plan;
 }
 
@@ -98,8 +134,7 @@ cublasLtMatmulAlgo_t LtMatmul::pick_fastest(const Plan& plan,
                                             cudaStream_t stream) {
     const float alpha = 1.0f, beta = 0.0f;
     cublasLtMatmulAlgo_t best = candidates.front();
-    float best_ms = 0.0f;
-    bool have_best = false;
+    std::optional<float> best_ms;
     for (const cublasLtMatmulAlgo_t& algo : candidates) {
         // A candidate the library refuses at run time is skipped: the heuristic only
         // estimates.
@@ -108,10 +143,9 @@ cublasLtMatmulAlgo_t LtMatmul::pick_fastest(const Plan& plan,
                                   plan.c, y, plan.c, &algo, workspace_, workspace_bytes_,
                                   stream) == CUBLAS_STATUS_SUCCESS;
         });
-        if (ms && (!have_best || *ms < best_ms)) {
+        if (ms && (!best_ms || *ms < *best_ms)) {
             best = algo;
-            best_ms = *ms;
-            have_best = true;
+            best_ms = ms;
         }
     }
     return best;
@@ -135,22 +169,7 @@ bool LtMatmul::run(const void* x, const void* w, void* y, tensor::DType y_dtype,
             for (auto& [k, plan] : plans_) destroy(plan);
             plans_.clear();
         }
-        std::vector<cublasLtMatmulAlgo_t> candidates;
-        it = plans_.emplace(key, make_plan(key, bias, candidates)).first;
-        Plan& fresh = it->second;
-        cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-        IS_CUDA_CHECK(cudaStreamIsCapturing(stream, &capture));
-        if (fresh.usable && autotune_ && candidates.size() > 1 &&
-            capture == cudaStreamCaptureStatusNone) {
-            if (bias != nullptr) set_desc(fresh.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, bias);
-            const Timer tuning;
-            fresh.algo = pick_fastest(fresh, candidates, x, w, y, stream);
-            // Every new token count is a new key: a server whose steps vary in size pays this
-            // often (INFERSCALE_LOG=debug shows how often).
-            IS_LOG(Debug) << "cuBLASLt: tuned [" << n << " x " << in << "] -> " << out << " over "
-                          << candidates.size() << " algorithms in " << tuning.millis() << " ms ("
-                          << plans_.size() << " plans)";
-        }
+        it = plans_.emplace(key, build_plan(key, x, w, y, bias, stream)).first;
     }
     Plan& plan = it->second;
     if (!plan.usable) return false;

@@ -5,11 +5,14 @@
 // Each distinct problem (shape, dtypes, bias, pointer alignments) gets a plan — descriptors plus
 // an algorithm — built on first use and cached; later calls only enqueue the matmul, so they
 // are legal inside CUDA graph capture (build plans in a warm-up run first). With autotuning the
-// plan times the heuristic's top candidates on the call's own operands (a few runs each,
-// bracketed by events, one host wait) and keeps the fastest: for skinny decode GEMMs the first
-// choice is sometimes a split-K variant that loses to a plain one. During capture, or without
-// autotuning, the first choice is taken. Owns the handle; the workspace belongs to the caller
-// and must outlive this.
+// algorithm is chosen once per token-count bucket (tuning_bucket: the power of two at or above
+// n) by timing the heuristic's top candidates on the first call's own operands (a few runs
+// each, bracketed by events, one host wait): for skinny decode GEMMs the first choice is
+// sometimes a split-K variant that loses to a plain one. Every other n of the bucket reuses
+// that algorithm when cuBLASLt accepts it for the exact shape, so a server whose steps vary in
+// size tunes a bounded number of times. During capture, or without autotuning, the
+// heuristic's first choice is taken. Owns the handle; the workspace belongs to the caller and
+// must outlive this.
 
 #include <cublasLt.h>
 #include <cuda_runtime_api.h>
@@ -23,6 +26,13 @@
 #include "tensor/dtype.h"
 
 namespace inferscale::backends::cuda {
+
+// The token-count bucket whose tuning choices serve `n` rows: the power of two at or above n.
+inline std::int64_t tuning_bucket(std::int64_t n) {
+    std::int64_t bucket = 1;
+    while (bucket < n) bucket *= 2;
+    return bucket;
+}
 
 class LtMatmul {
   public:
@@ -53,8 +63,16 @@ class LtMatmul {
     // n, in, out, y dtype, has bias, alignment of x, w, y, bias (bytes, capped at 256)
     using Key = std::tuple<std::int64_t, std::int64_t, std::int64_t, int, bool, int, int, int, int>;
 
-    // Descriptors plus up to kCandidates heuristic algorithms (best first) in `candidates`.
-    Plan make_plan(const Key& key, const void* bias, std::vector<cublasLtMatmulAlgo_t>& candidates) const;
+    // Descriptors only (plan.usable stays false).
+    Plan make_descriptors(const Key& key, const void* bias) const;
+    // Up to kCandidates heuristic algorithms for the plan, best first.
+    std::vector<cublasLtMatmulAlgo_t> candidates(const Plan& plan, const Key& key) const;
+    // Whether cuBLASLt accepts `algo` for the plan's exact shape and this workspace.
+    bool accepts(const Plan& plan, const cublasLtMatmulAlgo_t& algo) const;
+    // Builds the plan of a key seen for the first time: the bucket's tuned algorithm when
+    // cuBLASLt accepts it, else the heuristic's (tuned on these operands when allowed).
+    Plan build_plan(const Key& key, const void* x, const void* w, void* y, const void* bias,
+                    cudaStream_t stream);
     // The fastest of `candidates` on these operands; the first when none can be timed.
     cublasLtMatmulAlgo_t pick_fastest(const Plan& plan,
                                       const std::vector<cublasLtMatmulAlgo_t>& candidates,
@@ -73,6 +91,8 @@ class LtMatmul {
     bool autotune_ = true;
     StreamStopwatch stopwatch_;  // times the candidates
     std::map<Key, Plan> plans_;
+    // The tuned algorithm of each bucket: a Key whose n is tuning_bucket(n).
+    std::map<Key, cublasLtMatmulAlgo_t> tuned_;
 };
 
 }  // namespace inferscale::backends::cuda
