@@ -42,6 +42,7 @@
 
 #include "backends/cuda/attention_common.cuh"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/dependent_launch.cuh"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -54,6 +55,8 @@ template <int kMaxD>
 __global__ void __launch_bounds__(kThreads)
     decode_attention_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                             DecodeLaunch launch, bf16* __restrict__ out) {
+    allow_next_launch();
+    wait_for_inputs();
     constexpr int kPairs = kMaxDecodeGroup * kMaxD / kThreads;  // output pairs per thread
     constexpr int kDimsPerLane = kMaxD / 32;
     __shared__ float q_s[kMaxDecodeGroup * kMaxD];  // [group, d] f32, pre-scaled
@@ -221,6 +224,8 @@ template <int kD, int kG>
 __global__ void __launch_bounds__(kFastThreads)
     decode_fast_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                        DecodeLaunch launch, bf16* __restrict__ out) {
+    allow_next_launch();
+    wait_for_inputs();
     using Shape = FastShape<kD, kG>;
     constexpr int kLanes = Shape::kLanes, kSteps = Shape::kSteps, kSlots = Shape::kSlots;
     __shared__ float o_s[kFastWarps][kG][kD];
@@ -412,6 +417,8 @@ constexpr int kMergeWarps = 4;
 __global__ void __launch_bounds__(kMergeWarps * 32)
     merge_splits_kernel(PagedKvView kv, AttentionBatch batch, DecodeLaunch launch,
                         bf16* __restrict__ out) {
+    allow_next_launch();
+    wait_for_inputs();
     const int seq = blockIdx.x;
     const int head = blockIdx.y * kMergeWarps + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
@@ -456,9 +463,8 @@ void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch&
     const dim3 grid(static_cast<unsigned>(launch.grid_rows),
                     static_cast<unsigned>(pages.kv_heads),
                     static_cast<unsigned>(launch.num_splits));
-    decode_attention_kernel<kMaxD><<<grid, kThreads, 0, stream>>>(
-        static_cast<const bf16*>(q), pages, batch, launch, static_cast<bf16*>(out));
-    IS_CUDA_CHECK_LAUNCH();
+    launch_dependent(decode_attention_kernel<kMaxD>, grid, kThreads, 0, stream,
+                     static_cast<const bf16*>(q), pages, batch, launch, static_cast<bf16*>(out));
 }
 
 template <int kD, int kG>
@@ -467,9 +473,8 @@ void launch_fast(const void* q, const PagedKvView& pages, const AttentionBatch& 
     const dim3 grid(static_cast<unsigned>(launch.grid_rows),
                     static_cast<unsigned>(pages.kv_heads),
                     static_cast<unsigned>(launch.num_splits));
-    decode_fast_kernel<kD, kG><<<grid, kFastThreads, 0, stream>>>(
-        static_cast<const bf16*>(q), pages, batch, launch, static_cast<bf16*>(out));
-    IS_CUDA_CHECK_LAUNCH();
+    launch_dependent(decode_fast_kernel<kD, kG>, grid, kFastThreads, 0, stream,
+                     static_cast<const bf16*>(q), pages, batch, launch, static_cast<bf16*>(out));
 }
 
 // The group rounds up to an instantiated size; the extra heads are computed on zeros and
@@ -535,9 +540,8 @@ void launch_merge_splits(const PagedKvView& pages, const AttentionBatch& batch,
     IS_CHECK(pages.head_dim % 4 == 0 && launch.split_tokens > 0) << "decode merge";
     const dim3 grid(static_cast<unsigned>(launch.grid_rows),
                     static_cast<unsigned>((batch.num_heads + kMergeWarps - 1) / kMergeWarps));
-    merge_splits_kernel<<<grid, kMergeWarps * 32, 0, stream>>>(pages, batch, launch,
-                                                               static_cast<bf16*>(out));
-    IS_CUDA_CHECK_LAUNCH();
+    launch_dependent(merge_splits_kernel, grid, kMergeWarps * 32, 0, stream, pages, batch, launch,
+                     static_cast<bf16*>(out));
 }
 
 }  // namespace inferscale::backends::cuda

@@ -25,6 +25,7 @@
 
 #include "backends/cuda/attention_tc.cuh"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/dependent_launch.cuh"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -57,6 +58,8 @@ template <int kD, bool kBig>
 __global__ void __launch_bounds__(kThreads, 2)
     decode_tc_warp_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                           DecodeLaunch launch, bf16* __restrict__ out) {
+    allow_next_launch();
+    wait_for_inputs();
     using S = tc::Shape<kD>;
     extern __shared__ __align__(128) unsigned char smem[];
     // Items this warp has issued copies for but not finished: seq, kv head, split, q row,
@@ -198,6 +201,8 @@ template <int kD, bool kBig>
 __global__ void __launch_bounds__(kThreads, 2)
     decode_tc_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                      DecodeLaunch launch, bf16* __restrict__ out) {
+    allow_next_launch();
+    wait_for_inputs();
     using S = tc::Shape<kD>;
     using Shape = TcShape<kD>;
     extern __shared__ __align__(128) unsigned char smem[];

@@ -29,6 +29,7 @@
 
 #include "backends/cuda/attention_tc.cuh"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/dependent_launch.cuh"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -54,6 +55,25 @@ struct PrefillShape {
     static_assert(kTileN % kRowsPerPass == 0 && kBlockM % kRowsPerPass == 0, "copy passes");
 };
 
+// Scales a tile's scores to log2 units and folds them into each row's tile maximum (rows g and
+// g + 8 of the lane). With kMasked, a score whose tile column lies past its row's limit (given
+// relative to the lane's first column: the row's last visible KV index, or the split's last
+// token, minus kv0 + 2t) becomes -inf. Most tiles need no mask: they skip the compares.
+template <bool kMasked, int kTiles>
+__device__ __forceinline__ void scale_scores(float (&sc)[kTiles][4], float scale_log2,
+                                             int limit_lo, int limit_hi, float (&tile_max)[2]) {
+#pragma unroll
+    for (int n = 0; n < kTiles; ++n) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+            float x = sc[n][e] * scale_log2;
+            if (kMasked && n * 8 + (e & 1) > (e < 2 ? limit_lo : limit_hi)) x = -INFINITY;
+            sc[n][e] = x;
+            tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
+        }
+    }
+}
+
 // Issues the copies of KV tokens [t0, t0 + kTileN) of the kv head `rows` addresses (zero past
 // `stop`) into the stage at shared address `stage`.
 template <int D>
@@ -76,6 +96,8 @@ template <int D>
 __global__ void __launch_bounds__(kThreads, 2)
     prefill_attention_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                              PrefillLaunch launch, bf16* __restrict__ out) {
+    allow_next_launch();
+    wait_for_inputs();
     using P = PrefillShape<D>;
     using S = typename P::S;
     constexpr int N = P::kTileN;
@@ -177,19 +199,13 @@ __global__ void __launch_bounds__(kThreads, 2)
 
             // Online softmax for rows g (e = 0, 1) and g + 8 (e = 2, 3), causal mask included
             // where the tile reaches past a row's position or past the split.
-            const bool masked = kv0 + N - 1 > warp_first || kv0 + N > kv_stop;
             float tile_max[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-            for (int n = 0; n < P::kScoreTiles; ++n) {
-#pragma unroll
-                for (int e = 0; e < 4; ++e) {
-                    const int col = kv0 + n * 8 + 2 * ln.t + (e & 1);
-                    const int pos = e < 2 ? pos_lo : pos_hi;
-                    const bool hidden = masked && (col > pos || col >= kv_stop);
-                    const float x = hidden ? -INFINITY : sc[n][e] * scale_log2;
-                    sc[n][e] = x;
-                    tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
-                }
+            if (kv0 + N - 1 > warp_first || kv0 + N > kv_stop) {
+                const int lane_col = kv0 + 2 * ln.t;
+                scale_scores<true>(sc, scale_log2, min(pos_lo, kv_stop - 1) - lane_col,
+                                   min(pos_hi, kv_stop - 1) - lane_col, tile_max);
+            } else {
+                scale_scores<false>(sc, scale_log2, 0, 0, tile_max);
             }
             float base[2], corr[2];
             tc::advance_max(tile_max, m, base, corr);  // a fully masked row keeps max -inf
@@ -272,6 +288,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 // the splits that start at or before the row's causal end hold a state for it.
 __global__ void merge_prefill_splits_kernel(PagedKvView kv, AttentionBatch batch,
                                             PrefillLaunch launch, bf16* __restrict__ out) {
+    allow_next_launch();
+    wait_for_inputs();
     const int row = blockIdx.x, head = blockIdx.y;
     const int seq = find_seq(batch.qo_indptr, batch.num_seqs, row);
     const SeqInfo s = load_seq(batch, seq, kv);
@@ -318,9 +336,9 @@ void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch&
                   const PrefillLaunch& launch, void* out, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(launch.max_q_tiles * launch.num_splits),
                     static_cast<unsigned>(batch.num_seqs), static_cast<unsigned>(pages.kv_heads));
-    prefill_attention_kernel<D><<<grid, kThreads, PrefillShape<D>::kSmemBytes, stream>>>(
-        static_cast<const bf16*>(q), pages, batch, launch, static_cast<bf16*>(out));
-    IS_CUDA_CHECK_LAUNCH();
+    launch_dependent(prefill_attention_kernel<D>, grid, kThreads, PrefillShape<D>::kSmemBytes,
+                     stream, static_cast<const bf16*>(q), pages, batch, launch,
+                     static_cast<bf16*>(out));
 }
 
 }  // namespace
@@ -365,9 +383,8 @@ void launch_merge_prefill_splits(const PagedKvView& pages, const AttentionBatch&
     IS_CHECK(pages.head_dim % 4 == 0) << "prefill merge head_dim " << pages.head_dim;
     const dim3 grid(static_cast<unsigned>(batch.num_tokens), static_cast<unsigned>(batch.num_heads));
     const int threads = std::min(64, pages.head_dim / 4);
-    merge_prefill_splits_kernel<<<grid, threads, 0, stream>>>(pages, batch, launch,
-                                                              static_cast<bf16*>(out));
-    IS_CUDA_CHECK_LAUNCH();
+    launch_dependent(merge_prefill_splits_kernel, grid, threads, 0, stream, pages, batch, launch,
+                     static_cast<bf16*>(out));
 }
 
 }  // namespace inferscale::backends::cuda

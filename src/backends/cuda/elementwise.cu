@@ -9,6 +9,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
 
 namespace inferscale::backends::cuda {
@@ -28,6 +29,8 @@ __device__ __forceinline__ std::int64_t grid_stride() {
 
 template <class T>
 __global__ void add_kernel(T* x, const T* y, std::int64_t count) {
+    allow_next_launch();
+    wait_for_inputs();
     for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
         x[i] = from_f32<T>(to_f32(x[i]) + to_f32(y[i]));
     }
@@ -35,6 +38,8 @@ __global__ void add_kernel(T* x, const T* y, std::int64_t count) {
 
 template <class T>
 __global__ void add_vec_kernel(T* x, const T* y, std::int64_t groups) {
+    allow_next_launch();
+    wait_for_inputs();
     for (std::int64_t g = first_index(); g < groups; g += grid_stride()) {
         float a[8], b[8];
         load8(x + g * 8, a);
@@ -47,6 +52,8 @@ __global__ void add_vec_kernel(T* x, const T* y, std::int64_t groups) {
 
 template <class T>
 __global__ void swiglu_vec_kernel(const T* gate, const T* up, T* out, std::int64_t groups) {
+    allow_next_launch();
+    wait_for_inputs();
     for (std::int64_t g = first_index(); g < groups; g += grid_stride()) {
         float a[8], b[8];
         load8(gate + g * 8, a);
@@ -59,6 +66,8 @@ __global__ void swiglu_vec_kernel(const T* gate, const T* up, T* out, std::int64
 
 template <class T>
 __global__ void swiglu_kernel(const T* gate, const T* up, T* out, std::int64_t count) {
+    allow_next_launch();
+    wait_for_inputs();
     for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
         const float g = to_f32(gate[i]);
         // expf rather than __expf: the silu of large negative gates must still go to 0 cleanly.
@@ -70,27 +79,30 @@ template <class T>
 void add_typed(T* x, const T* y, std::int64_t count, cudaStream_t stream) {
     if (count % 8 == 0 && aligned16(x) && aligned16(y)) {
         const std::int64_t groups = count / 8;
-        add_vec_kernel<<<grid_for(groups, kVecThreads), kVecThreads, 0, stream>>>(x, y, groups);
+        launch_dependent(add_vec_kernel<T>, grid_for(groups, kVecThreads), kVecThreads, 0, stream,
+                         x, y, groups);
     } else {
-        add_kernel<<<grid_for(count, kThreads), kThreads, 0, stream>>>(x, y, count);
+        launch_dependent(add_kernel<T>, grid_for(count, kThreads), kThreads, 0, stream, x, y,
+                         count);
     }
-    IS_CUDA_CHECK_LAUNCH();
 }
 
 template <class T>
 void swiglu_typed(const T* gate, const T* up, T* out, std::int64_t count, cudaStream_t stream) {
     if (count % 8 == 0 && aligned16(gate) && aligned16(up) && aligned16(out)) {
         const std::int64_t groups = count / 8;
-        swiglu_vec_kernel<<<grid_for(groups, kVecThreads), kVecThreads, 0, stream>>>(gate, up, out,
-                                                                                     groups);
+        launch_dependent(swiglu_vec_kernel<T>, grid_for(groups, kVecThreads), kVecThreads, 0,
+                         stream, gate, up, out, groups);
     } else {
-        swiglu_kernel<<<grid_for(count, kThreads), kThreads, 0, stream>>>(gate, up, out, count);
+        launch_dependent(swiglu_kernel<T>, grid_for(count, kThreads), kThreads, 0, stream, gate,
+                         up, out, count);
     }
-    IS_CUDA_CHECK_LAUNCH();
 }
 
 template <class T, class B>
 __global__ void add_bias_kernel(T* y, const B* bias, std::int64_t n, std::int64_t out) {
+    allow_next_launch();
+    wait_for_inputs();
     const std::int64_t count = n * out;
     for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
         y[i] = from_f32<T>(to_f32(y[i]) + to_f32(bias[i % out]));
@@ -102,10 +114,12 @@ void add_bias_typed(T* y, const void* bias, DType bias_dtype, std::int64_t n, st
                     cudaStream_t stream) {
     const unsigned grid = grid_for(n * out, kThreads);
     if (bias_dtype == DType::BF16) {
-        add_bias_kernel<<<grid, kThreads, 0, stream>>>(y, static_cast<const bf16*>(bias), n, out);
+        launch_dependent(add_bias_kernel<T, bf16>, grid, kThreads, 0, stream, y,
+                         static_cast<const bf16*>(bias), n, out);
     } else {
         IS_CHECK(bias_dtype == DType::F32) << "bias dtype " << tensor::dtype_name(bias_dtype);
-        add_bias_kernel<<<grid, kThreads, 0, stream>>>(y, static_cast<const float*>(bias), n, out);
+        launch_dependent(add_bias_kernel<T, float>, grid, kThreads, 0, stream, y,
+                         static_cast<const float*>(bias), n, out);
     }
     IS_CUDA_CHECK_LAUNCH();
 }

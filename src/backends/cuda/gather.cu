@@ -4,6 +4,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
 
 namespace inferscale::backends::cuda {
@@ -14,6 +15,8 @@ constexpr int kThreads = 256;
 template <class TIn, class TOut>
 __global__ void embedding_kernel(const TIn* table, std::int64_t vocab, std::int64_t hidden,
                                  const std::int32_t* ids, TOut* out) {
+    allow_next_launch();
+    wait_for_inputs();
     const std::int64_t row = blockIdx.x;
     const std::int32_t id = ids[row];
     if (id < 0 || id >= vocab) __trap();  // out-of-range token id: a bug upstream
@@ -26,6 +29,8 @@ __global__ void embedding_kernel(const TIn* table, std::int64_t vocab, std::int6
 template <class Word>
 __global__ void gather_rows_kernel(const Word* x, std::int64_t n, std::int64_t row_words,
                                    const std::int32_t* rows, Word* out) {
+    allow_next_launch();
+    wait_for_inputs();
     const std::int64_t i = blockIdx.x;
     const std::int32_t r = rows[i];
     if (r < 0 || r >= n) __trap();  // row outside x: a bug upstream
@@ -40,14 +45,13 @@ void embedding_from(const TIn* table, std::int64_t vocab, std::int64_t hidden,
                     cudaStream_t stream) {
     const auto grid = static_cast<unsigned>(n);
     if (out_dtype == DType::BF16) {
-        embedding_kernel<<<grid, kThreads, 0, stream>>>(table, vocab, hidden, ids,
-                                                        static_cast<bf16*>(out));
+        launch_dependent(embedding_kernel<TIn, bf16>, grid, kThreads, 0, stream, table, vocab,
+                         hidden, ids, static_cast<bf16*>(out));
     } else {
         IS_CHECK(out_dtype == DType::F32) << "embedding out " << tensor::dtype_name(out_dtype);
-        embedding_kernel<<<grid, kThreads, 0, stream>>>(table, vocab, hidden, ids,
-                                                        static_cast<float*>(out));
+        launch_dependent(embedding_kernel<TIn, float>, grid, kThreads, 0, stream, table, vocab,
+                         hidden, ids, static_cast<float*>(out));
     }
-    IS_CUDA_CHECK_LAUNCH();
 }
 
 bool aligned_to(const void* p, std::uintptr_t bytes) {
@@ -80,18 +84,18 @@ void launch_gather_rows(const void* x, std::int64_t n, std::int64_t row_bytes,
         return row_bytes % w == 0 && aligned_to(x, w) && aligned_to(out, w);
     };
     if (fits(16)) {
-        gather_rows_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const uint4*>(x), n,
-                                                          row_bytes / 16, rows,
-                                                          static_cast<uint4*>(out));
+        launch_dependent(gather_rows_kernel<uint4>, grid, kThreads, 0, stream,
+                         static_cast<const uint4*>(x), n, row_bytes / 16, rows,
+                         static_cast<uint4*>(out));
     } else if (fits(4)) {
-        gather_rows_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const std::uint32_t*>(x), n,
-                                                          row_bytes / 4, rows,
-                                                          static_cast<std::uint32_t*>(out));
+        launch_dependent(gather_rows_kernel<std::uint32_t>, grid, kThreads, 0, stream,
+                         static_cast<const std::uint32_t*>(x), n, row_bytes / 4, rows,
+                         static_cast<std::uint32_t*>(out));
     } else {
         IS_CHECK(fits(2)) << "gather rows of " << row_bytes << " bytes";
-        gather_rows_kernel<<<grid, kThreads, 0, stream>>>(static_cast<const std::uint16_t*>(x), n,
-                                                          row_bytes / 2, rows,
-                                                          static_cast<std::uint16_t*>(out));
+        launch_dependent(gather_rows_kernel<std::uint16_t>, grid, kThreads, 0, stream,
+                         static_cast<const std::uint16_t*>(x), n, row_bytes / 2, rows,
+                         static_cast<std::uint16_t*>(out));
     }
     IS_CUDA_CHECK_LAUNCH();
 }

@@ -4,6 +4,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
 
 namespace inferscale::backends::cuda {
@@ -13,6 +14,8 @@ template <class T>
 __global__ void write_kv_kernel(const T* k, const T* v, const std::int32_t* slots,
                                 std::int64_t num_slots, std::int64_t row, bf16* k_pages,
                                 bf16* v_pages) {
+    allow_next_launch();
+    wait_for_inputs();
     const std::int64_t t = blockIdx.x;
     const std::int32_t slot = slots[t];
     if (slot == -1) return;  // a padding row of a replayable decode batch: nothing to write
@@ -40,16 +43,15 @@ void launch_write_kv(const void* k, const void* v, DType dtype, std::int64_t n,
     auto* kp = static_cast<bf16*>(pages.k);
     auto* vp = static_cast<bf16*>(pages.v);
     if (dtype == DType::BF16) {
-        write_kv_kernel<<<grid, threads, 0, stream>>>(static_cast<const bf16*>(k),
-                                                      static_cast<const bf16*>(v), slots,
-                                                      num_slots, row, kp, vp);
+        launch_dependent(write_kv_kernel<bf16>, grid, threads, 0, stream,
+                         static_cast<const bf16*>(k), static_cast<const bf16*>(v), slots,
+                         num_slots, row, kp, vp);
     } else {
         IS_CHECK(dtype == DType::F32) << "write_kv dtype " << tensor::dtype_name(dtype);
-        write_kv_kernel<<<grid, threads, 0, stream>>>(static_cast<const float*>(k),
-                                                      static_cast<const float*>(v), slots,
-                                                      num_slots, row, kp, vp);
+        launch_dependent(write_kv_kernel<float>, grid, threads, 0, stream,
+                         static_cast<const float*>(k), static_cast<const float*>(v), slots,
+                         num_slots, row, kp, vp);
     }
-    IS_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace inferscale::backends::cuda

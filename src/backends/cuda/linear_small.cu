@@ -12,6 +12,7 @@
 
 #include "backends/cuda/attention_tc.cuh"
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
 #include "backends/cuda/linear_small.h"
 
@@ -52,6 +53,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_linear_kernel(Params p) {
     constexpr int kSums = (kElems + kWarps * 32 - 1) / (kWarps * 32);  // elements per thread
     __shared__ float red[kWarps][kElems];
     __shared__ bool last;
+    allow_next_launch();
 
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
@@ -104,7 +106,8 @@ __global__ void __launch_bounds__(kWarps * 32) small_linear_kernel(Params p) {
     };
     float acc[kM][kN][4] = {};
     uint4 a[kU][kM][2];
-    load_weights(c_begin, a);
+    load_weights(c_begin, a);  // weights are constant: requested before the inputs are ready
+    wait_for_inputs();
     for (int c = c_begin; c < c_end; c += kU) {
         uint4 next[kU][kM][2];
         load_weights(c + kU, next);
@@ -233,10 +236,9 @@ bool launch(Params& p, const SmallLinearScratch& scratch, cudaStream_t stream) {
     p.splits = splits;
     p.partials = scratch.partials;
     p.counters = scratch.counters;
-    small_linear_kernel<kM, kN, kU, kWarps>
-        <<<dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)), kWarps * 32, 0,
-           stream>>>(p);
-    IS_CUDA_CHECK(cudaGetLastError());
+    launch_dependent(small_linear_kernel<kM, kN, kU, kWarps>,
+                     dim3(static_cast<unsigned>(tiles), static_cast<unsigned>(splits)),
+                     kWarps * 32, 0, stream, p);
     return true;
 }
 

@@ -16,6 +16,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
 
 namespace inferscale::backends::cuda {
@@ -32,6 +33,8 @@ template <class T, class W, int kPer>
 __global__ void __launch_bounds__(1024)
     rms_norm_vec_kernel(T* x, const T* residual, const W* weight, float eps, int hidden, T* out) {
     __shared__ float scratch[32];
+    allow_next_launch();
+    wait_for_inputs();
     const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * hidden;
     const int groups = hidden / 8;
     float v[kPer][8], w[kPer][8];
@@ -71,6 +74,8 @@ template <class T, class W>
 __global__ void rms_norm_kernel(T* x, const T* residual, const W* weight, float eps,
                                 std::int64_t hidden, T* out) {
     __shared__ float scratch[32];
+    allow_next_launch();
+    wait_for_inputs();
     T* row = x + blockIdx.x * hidden;
     const T* res = residual != nullptr ? residual + blockIdx.x * hidden : nullptr;
     T* dst = out + blockIdx.x * hidden;
@@ -102,18 +107,15 @@ void rms_norm_launch(T* x, const T* residual, const W* weight, float eps, std::i
         const int per = groups <= 1024 ? 1 : groups <= 2048 ? 2 : 4;
         const int threads = static_cast<int>(((groups + per - 1) / per + 31) / 32 * 32);
         const int h = static_cast<int>(hidden);
-        if (per == 1) {
-            rms_norm_vec_kernel<T, W, 1><<<grid, threads, 0, stream>>>(x, residual, weight, eps, h, out);
-        } else if (per == 2) {
-            rms_norm_vec_kernel<T, W, 2><<<grid, threads, 0, stream>>>(x, residual, weight, eps, h, out);
-        } else {
-            rms_norm_vec_kernel<T, W, 4><<<grid, threads, 0, stream>>>(x, residual, weight, eps, h, out);
-        }
+        const auto kernel = per == 1   ? rms_norm_vec_kernel<T, W, 1>
+                            : per == 2 ? rms_norm_vec_kernel<T, W, 2>
+                                       : rms_norm_vec_kernel<T, W, 4>;
+        launch_dependent(kernel, grid, threads, 0, stream, x, residual, weight, eps, h, out);
     } else {
         const int threads = hidden >= 1024 ? 256 : 128;
-        rms_norm_kernel<<<grid, threads, 0, stream>>>(x, residual, weight, eps, hidden, out);
+        launch_dependent(rms_norm_kernel<T, W>, grid, threads, 0, stream, x, residual, weight, eps,
+                         hidden, out);
     }
-    IS_CUDA_CHECK_LAUNCH();
 }
 
 template <class T>

@@ -10,6 +10,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
 
 namespace inferscale::backends::cuda {
@@ -43,6 +44,8 @@ template <class T>
 __global__ void rope_vec_kernel(RopeRows<T> a, RopeRows<T> b, std::int64_t n, int half,
                                 const std::int32_t* positions, const float* cos_table,
                                 const float* sin_table, std::int64_t max_positions) {
+    allow_next_launch();
+    wait_for_inputs();
     const int groups = half / 8;
     const std::int64_t count = n * (a.heads + b.heads) * groups;
     const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
@@ -75,6 +78,8 @@ template <class T>
 __global__ void rope_kernel(RopeRows<T> a, RopeRows<T> b, std::int64_t n, std::int64_t half,
                             const std::int32_t* positions, const float* cos_table,
                             const float* sin_table, std::int64_t max_positions) {
+    allow_next_launch();
+    wait_for_inputs();
     const std::int64_t count = n * (a.heads + b.heads) * half;
     const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
     for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
@@ -101,14 +106,13 @@ void rope_typed(RopeRows<T> a, RopeRows<T> b, std::int64_t n, std::int64_t half,
     if (half % 8 == 0 && half <= 0x7fffffff && aligned16(a.x) &&
         (b.heads == 0 || aligned16(b.x)) && aligned16(cos) && aligned16(sin)) {
         const std::int64_t count = rows * (half / 8);
-        rope_vec_kernel<<<grid_for(count, kVecThreads), kVecThreads, 0, stream>>>(
-            a, b, n, static_cast<int>(half), positions, cos, sin, max_positions);
+        launch_dependent(rope_vec_kernel<T>, grid_for(count, kVecThreads), kVecThreads, 0, stream,
+                         a, b, n, static_cast<int>(half), positions, cos, sin, max_positions);
     } else {
         const std::int64_t count = rows * half;
-        rope_kernel<<<grid_for(count, kThreads), kThreads, 0, stream>>>(
-            a, b, n, half, positions, cos, sin, max_positions);
+        launch_dependent(rope_kernel<T>, grid_for(count, kThreads), kThreads, 0, stream, a, b, n,
+                         half, positions, cos, sin, max_positions);
     }
-    IS_CUDA_CHECK_LAUNCH();
 }
 
 }  // namespace

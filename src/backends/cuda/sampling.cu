@@ -6,6 +6,7 @@
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_sampling.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
 
 namespace inferscale::backends::cuda {
@@ -19,6 +20,8 @@ __device__ __forceinline__ bool better(float v, int i, float best_v, int best_i)
 
 __global__ void __launch_bounds__(kThreads)
     argmax_kernel(const float* __restrict__ logits, std::int64_t vocab, std::int32_t* ids) {
+    allow_next_launch();
+    wait_for_inputs();
     __shared__ float best_v_s[kThreads / 32];
     __shared__ int best_i_s[kThreads / 32];
     const float* row = logits + blockIdx.x * vocab;
@@ -62,8 +65,8 @@ void argmax_rows(const float* logits, std::int64_t rows, std::int64_t vocab, std
                  cudaStream_t stream) {
     if (rows == 0) return;
     IS_CHECK(rows <= 0x7fffffff && vocab > 0 && vocab < INT_MAX) << "argmax " << rows << "x" << vocab;
-    argmax_kernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(logits, vocab, ids);
-    IS_CUDA_CHECK_LAUNCH();
+    launch_dependent(argmax_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, logits, vocab,
+                     ids);
 }
 
 }  // namespace inferscale::backends::cuda
