@@ -199,7 +199,9 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
         f.read("top_logprobs", top, "an integer", &json::is_number_integer);
         if (f.error) return *f.error;
         if (top < 0 || top > sampling::kMaxTopLogprobs)
-            return bad_request("'top_logprobs' must be in [0, 20]", "top_logprobs");
+            return bad_request("'top_logprobs' must be in [0, " +
+                                   std::to_string(sampling::kMaxTopLogprobs) + "]",
+                               "top_logprobs");
         if (f.get("top_logprobs") && !logprobs)
             return bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
         if (logprobs) s.logprobs = static_cast<std::int32_t>(top);
