@@ -289,9 +289,11 @@ Status Engine::run_step(StepPlan& plan) {
     const auto vocab = static_cast<std::size_t>(model_.config().vocab_size);
     const Timer forward;
     const bool device_argmax = greedy && !logprobs;
+    last_step_graphed_ = false;
     if (device_argmax && decode_only && graphs_ &&
         graphs_->bucket_for(static_cast<std::int64_t>(rows)) > 0) {
         sampled_.resize(rows);
+        last_step_graphed_ = true;
         IS_RETURN_IF_ERROR(graphs_->decode(batch, sampled_));
     } else if (device_argmax) {
         sampled_.resize(rows);
@@ -349,12 +351,18 @@ void Engine::loop() {
                 for (const ScheduledRun& run : plan.runs)
                     if (active_.count(run.seq->id)) fail(*active_.at(run.seq->id), st.error());
             }
+            std::string graph_times;
+            if (last_step_graphed_) {
+                const model::DecodeGraphRunner::StepTimes& t = graphs_->last_step_times();
+                graph_times = " (graph: staging " + std::to_string(t.stage_ms) +
+                              " ms, device wait " + std::to_string(t.wait_ms) + " ms)";
+            }
             IS_LOG(Debug) << "step: " << plan.runs.size() << " runs, " << plan.num_tokens
                           << " tokens, " << plan.injections.size() << " injections; memory "
                           << memory_ms << " ms, schedule "
                           << step_start_ms - memory_start_ms - memory_ms << " ms, forward "
-                          << last_forward_ms_ << " ms, step " << iteration.millis() - step_start_ms
-                          << " ms";
+                          << last_forward_ms_ << " ms" << graph_times << ", step "
+                          << iteration.millis() - step_start_ms << " ms";
         }
         {
             std::unique_lock lock(mutex_);

@@ -169,7 +169,8 @@ class Engine {
     std::vector<model::BatchSequence> step_seqs_;
     std::vector<float> logits_;
     Timer since_block_count_;  // since the KV-block gauges were last counted
-    double last_forward_ms_ = 0;  // of the last step (debug log)
+    double last_forward_ms_ = 0;      // of the last step (debug log)
+    bool last_step_graphed_ = false;  // it ran through graphs_
     std::thread thread_;
 };
 

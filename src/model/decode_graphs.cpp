@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "base/timer.h"
+
 namespace inferscale::model {
 
 Result<DecodeGraphRunner> DecodeGraphRunner::create(LlamaModel& model, kv::KvStorage& kv,
@@ -55,13 +57,17 @@ Status DecodeGraphRunner::decode(const ForwardBatch& batch, std::span<std::int32
     StageOptions so;
     so.pad_to = it->size;
     so.fixed_max_kv_len = max_kv_len_;
+    const Timer staging;
     IS_RETURN_IF_ERROR(model_->stage(batch, *kv_, *ws_, so));
+    times_.stage_ms = staging.millis();
     const std::span<std::int32_t> out_ids = ids.first(static_cast<std::size_t>(s));
     const std::span<float> out_logits =
         logits.empty() ? logits : logits.first(static_cast<std::size_t>(s * vocab));
     if (use_graphs_ && it->graph != nullptr) {
         backend_->replay(*it->graph);
+        const Timer waiting;
         model_->read_results(*ws_, out_ids, out_logits);
+        times_.wait_ms = waiting.millis();
         return {};
     }
     // Eagerly: without graphs, or the bucket's first step (which also builds the GEMM plans,

@@ -54,6 +54,15 @@ class DecodeGraphRunner {
     // Why graphs were turned off after a failed capture; empty otherwise.
     const std::string& graph_error() const { return graph_error_; }
 
+    // Host time of the last decode's parts (diagnosis): staging the metadata, and waiting for
+    // the device after the replay was enqueued (about the step's device time when the host is
+    // not the bottleneck).
+    struct StepTimes {
+        double stage_ms = 0;
+        double wait_ms = 0;
+    };
+    const StepTimes& last_step_times() const { return times_; }
+
   private:
     struct Bucket {
         std::int64_t size = 0;
@@ -70,6 +79,7 @@ class DecodeGraphRunner {
     bool use_graphs_ = false;
     std::string graph_error_;
     std::vector<Bucket> buckets_;
+    StepTimes times_;
 };
 
 }  // namespace inferscale::model
