@@ -57,15 +57,18 @@ void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTa
 bool CudaBackend::small_linear_wins(const Tensor& x,
                                     std::span<const tensor::LinearTarget> targets) {
     if (!options_.small_linear.autotune) return true;
-    // One decision per token-count bucket, as cuBLASLt tunes (a server's steps vary in size).
-    std::vector<std::int64_t> key{tuning_bucket(x.shape[0]), x.shape[1],
+    // One decision per token-count bucket, as cuBLASLt tunes (a server's steps vary in size),
+    // made again for an n above the one it was made at (cuBLASLt's side may change there).
+    const std::int64_t n = x.shape[0];
+    std::vector<std::int64_t> key{tuning_bucket(n), x.shape[1],
                                   static_cast<std::int64_t>(targets[0].y.dtype)};
     for (const tensor::LinearTarget& t : targets) {
         key.push_back(t.w.shape[0]);
         key.push_back(t.bias.empty() ? 0 : 1);
     }
-    if (const auto it = small_linear_wins_.find(key); it != small_linear_wins_.end()) {
-        return it->second;
+    if (const auto it = small_linear_wins_.find(key);
+        it != small_linear_wins_.end() && n <= it->second.n) {
+        return it->second.wins;
     }
     if (capturing_) return true;  // no timing inside a capture; not remembered
     // Each path runs once untimed first (cuBLASLt builds and tunes its plans then), then
@@ -79,11 +82,11 @@ bool CudaBackend::small_linear_wins(const Tensor& x,
     const std::optional<float> small_ms = tune_stopwatch_.time(stream_, kTimedRuns, small);
     const float lt_ms = *tune_stopwatch_.time(stream_, kTimedRuns, lt);  // lt always runs
     const bool wins = small_ms && *small_ms < lt_ms;
-    IS_LOG(Debug) << "small linear: " << x.shape[0] << " rows x " << x.shape[1] << ", "
+    IS_LOG(Debug) << "small linear: " << n << " rows x " << x.shape[1] << ", "
                   << targets.size() << " targets: kernel "
                   << (small_ms ? std::to_string(*small_ms / kTimedRuns) + " ms" : "not taken")
                   << ", cuBLASLt " << lt_ms / kTimedRuns << " ms";
-    small_linear_wins_.emplace(std::move(key), wins);
+    small_linear_wins_.insert_or_assign(std::move(key), SmallLinearChoice{wins, n});
     return wins;
 }
 

@@ -101,11 +101,15 @@ bool LtMatmul::accepts(const Plan& plan, const cublasLtMatmulAlgo_t& algo) const
 LtMatmul::Plan LtMatmul::build_plan(const Key& key, const void* x, const void* w, void* y,
                                     const void* bias, cudaStream_t stream) {
     Plan plan = make_descriptors(key, bias);
+    const std::int64_t n = std::get<0>(key);
     Key bucket_key = key;
-    std::get<0>(bucket_key) = tuning_bucket(std::get<0>(key));
-    if (const auto tuned = tuned_.find(bucket_key);
-        tuned != tuned_.end() && accepts(plan, tuned->second)) {
-        plan.algo = tuned->second;
+    std::get<0>(bucket_key) = tuning_bucket(n);
+    // Only for n up to the tuned one: an algorithm whose tile just covers the tuned n would
+    // take two tiles, and stream the weights twice, for a larger n.
+    if (const auto tuned = tuned_.find(bucket_key); tuned != tuned_.end() &&
+                                                    n <= tuned->second.n &&
+                                                    accepts(plan, tuned->second.algo)) {
+        plan.algo = tuned->second.algo;
         plan.usable = true;
         return plan;
     }
@@ -118,37 +122,45 @@ LtMatmul::Plan LtMatmul::build_plan(const Key& key, const void* x, const void* w
     if (!autotune_ || capture != cudaStreamCaptureStatusNone) return plan;
     if (algos.size() > 1) {
         const Timer tuning;
-        plan.algo = pick_fastest(plan, algos, x, w, y, stream);
-        IS_LOG(Debug) << "cuBLASLt: tuned [" << std::get<0>(key) << " x " << std::get<1>(key)
+        const Choice choice = pick_fastest(plan, algos, x, w, y, stream);
+        plan.algo = algos[choice.index];
+        IS_LOG(Debug) << "cuBLASLt: tuned [" << n << " x " << std::get<1>(key)
                       << "] -> " << std::get<2>(key) << " for bucket " << std::get<0>(bucket_key)
                       << " over " << algos.size() << " algorithms in " << tuning.millis()
-                      << " ms";
+                      << " ms: candidate " << choice.index << " at " << choice.ms
+                      << " ms per run, the heuristic's first at " << choice.first_ms << " ms";
     }
-    tuned_.insert_or_assign(bucket_key, plan.algo);
+    tuned_.insert_or_assign(bucket_key, Tuned{plan.algo, n});
     return plan;
 }
 
-cublasLtMatmulAlgo_t LtMatmul::pick_fastest(const Plan& plan,
-                                            const std::vector<cublasLtMatmulAlgo_t>& candidates,
-                                            const void* x, const void* w, void* y,
-                                            cudaStream_t stream) {
+LtMatmul::Choice LtMatmul::pick_fastest(const Plan& plan,
+                                        const std::vector<cublasLtMatmulAlgo_t>& candidates,
+                                        const void* x, const void* w, void* y,
+                                        cudaStream_t stream) {
     const float alpha = 1.0f, beta = 0.0f;
-    cublasLtMatmulAlgo_t best = candidates.front();
-    std::optional<float> best_ms;
-    for (const cublasLtMatmulAlgo_t& algo : candidates) {
-        // A candidate the library refuses at run time is skipped: the heuristic only
-        // estimates.
-        const std::optional<float> ms = stopwatch_.time(stream, kTimedRuns, [&] {
-            return cublasLtMatmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, y,
-                                  plan.c, y, plan.c, &algo, workspace_, workspace_bytes_,
-                                  stream) == CUBLAS_STATUS_SUCCESS;
-        });
-        if (ms && (!best_ms || *ms < *best_ms)) {
-            best = algo;
-            best_ms = ms;
+    // Each candidate's best over the rounds: a GPU whose clocks are still rising while the
+    // first round runs would otherwise favour whichever candidates come late.
+    std::vector<std::optional<float>> ms(candidates.size());
+    for (int round = 0; round < kTimingRounds; ++round) {
+        for (std::size_t i = 0; i < candidates.size(); ++i) {
+            // A candidate the library refuses at run time is skipped: the heuristic only
+            // estimates.
+            const std::optional<float> t = stopwatch_.time(stream, kTimedRuns, [&] {
+                return cublasLtMatmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta,
+                                      y, plan.c, y, plan.c, &candidates[i], workspace_,
+                                      workspace_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
+            });
+            if (t && (!ms[i] || *t < *ms[i])) ms[i] = t;
         }
     }
-    return best;
+    Choice choice;
+    for (std::size_t i = 0; i < candidates.size(); ++i) {
+        if (ms[i] && (!ms[choice.index] || *ms[i] < *ms[choice.index])) choice.index = i;
+    }
+    if (ms[choice.index]) choice.ms = *ms[choice.index] / kTimedRuns;
+    if (ms[0]) choice.first_ms = *ms[0] / kTimedRuns;
+    return choice;
 }
 
 bool LtMatmul::run(const void* x, const void* w, void* y, tensor::DType y_dtype, const void* bias,

@@ -5,12 +5,14 @@
 // Each distinct problem (shape, dtypes, bias, pointer alignments) gets a plan — descriptors plus
 // an algorithm — built on first use and cached; later calls only enqueue the matmul, so they
 // are legal inside CUDA graph capture (build plans in a warm-up run first). With autotuning the
-// algorithm is chosen once per token-count bucket (tuning_bucket: the power of two at or above
-// n) by timing the heuristic's top candidates on the first call's own operands (a few runs
-// each, bracketed by events, one host wait): for skinny decode GEMMs the first choice is
-// sometimes a split-K variant that loses to a plain one. Every other n of the bucket reuses
-// that algorithm when cuBLASLt accepts it for the exact shape, so a server whose steps vary in
-// size tunes a bounded number of times. During capture, or without autotuning, the
+// algorithm is chosen per token-count bucket (tuning_bucket: the power of two at or above n) by
+// timing the heuristic's top candidates on the call's own operands (two rounds of a few runs
+// each, bracketed by events, a host wait per candidate): for skinny decode GEMMs the first
+// choice is sometimes a split-K variant that loses to a plain one. Every smaller n of the
+// bucket reuses that algorithm when cuBLASLt accepts it for the exact shape; a larger one tunes
+// the bucket again (a tile that just covers n = 111 takes two tiles at 128 and streams the
+// weights twice). So a server whose steps vary in size tunes a bounded number of times, and
+// not at all after a warm-up at each bucket's top. During capture, or without autotuning, the
 // heuristic's first choice is taken. Owns the handle; the workspace belongs to the caller and
 // must outlive this.
 
@@ -73,14 +75,19 @@ class LtMatmul {
     // cuBLASLt accepts it, else the heuristic's (tuned on these operands when allowed).
     Plan build_plan(const Key& key, const void* x, const void* w, void* y, const void* bias,
                     cudaStream_t stream);
+    struct Choice {
+        std::size_t index = 0;  // into the candidates
+        float ms = 0;           // its time per run (0: none could be timed)
+        float first_ms = 0;     // the heuristic's first choice's
+    };
     // The fastest of `candidates` on these operands; the first when none can be timed.
-    cublasLtMatmulAlgo_t pick_fastest(const Plan& plan,
-                                      const std::vector<cublasLtMatmulAlgo_t>& candidates,
-                                      const void* x, const void* w, void* y, cudaStream_t stream);
+    Choice pick_fastest(const Plan& plan, const std::vector<cublasLtMatmulAlgo_t>& candidates,
+                        const void* x, const void* w, void* y, cudaStream_t stream);
     static void destroy(Plan& plan);
 
     static constexpr int kCandidates = 8;
     static constexpr int kTimedRuns = 3;
+    static constexpr int kTimingRounds = 2;
 
     // Plans for many batch sizes pile up; past this many the cache starts over.
     static constexpr std::size_t kMaxPlans = 4096;
@@ -91,8 +98,13 @@ class LtMatmul {
     bool autotune_ = true;
     StreamStopwatch stopwatch_;  // times the candidates
     std::map<Key, Plan> plans_;
-    // The tuned algorithm of each bucket: a Key whose n is tuning_bucket(n).
-    std::map<Key, cublasLtMatmulAlgo_t> tuned_;
+    // The tuned algorithm of each bucket (a Key whose n is tuning_bucket(n)) and the n it was
+    // tuned at; a larger n of the bucket tunes again and takes its place.
+    struct Tuned {
+        cublasLtMatmulAlgo_t algo;
+        std::int64_t n;
+    };
+    std::map<Key, Tuned> tuned_;
 };
 
 }  // namespace inferscale::backends::cuda
