@@ -327,6 +327,21 @@ Status Engine::run_step(StepPlan& plan) {
     return {};
 }
 
+void Engine::log_step(const StepPlan& plan, double memory_ms, double schedule_ms,
+                      double step_ms) const {
+    LogLine line(LogLevel::Debug, __FILE__, __LINE__);
+    line.stream() << "step: " << plan.runs.size() << " runs, " << plan.num_tokens << " tokens, "
+                  << plan.injections.size() << " injections; memory " << memory_ms
+                  << " ms, schedule " << schedule_ms << " ms, forward " << last_forward_ms_
+                  << " ms";
+    if (last_step_graphed_) {
+        const model::DecodeGraphRunner::StepTimes& t = graphs_->last_step_times();
+        line.stream() << " (graph: staging " << t.stage_ms << " ms, device wait " << t.wait_ms
+                      << " ms)";
+    }
+    line.stream() << ", step " << step_ms << " ms";
+}
+
 void Engine::loop() {
     while (true) {
         const Timer iteration;
@@ -351,18 +366,10 @@ void Engine::loop() {
                 for (const ScheduledRun& run : plan.runs)
                     if (active_.count(run.seq->id)) fail(*active_.at(run.seq->id), st.error());
             }
-            std::string graph_times;
-            if (last_step_graphed_) {
-                const model::DecodeGraphRunner::StepTimes& t = graphs_->last_step_times();
-                graph_times = " (graph: staging " + std::to_string(t.stage_ms) +
-                              " ms, device wait " + std::to_string(t.wait_ms) + " ms)";
+            if (log_enabled(LogLevel::Debug)) {
+                log_step(plan, memory_ms, step_start_ms - memory_start_ms - memory_ms,
+                         iteration.millis() - step_start_ms);
             }
-            IS_LOG(Debug) << "step: " << plan.runs.size() << " runs, " << plan.num_tokens
-                          << " tokens, " << plan.injections.size() << " injections; memory "
-                          << memory_ms << " ms, schedule "
-                          << step_start_ms - memory_start_ms - memory_ms << " ms, forward "
-                          << last_forward_ms_ << " ms" << graph_times << ", step "
-                          << iteration.millis() - step_start_ms << " ms";
         }
         {
             std::unique_lock lock(mutex_);

@@ -135,6 +135,9 @@ class Engine {
     Result<std::size_t> encode_missing(std::span<const MemoryFact> facts, std::size_t& budget);
     void encode_in_background(std::size_t budget);
     Status run_step(StepPlan& plan);
+    // The debug line of a step that ran (INFERSCALE_LOG=debug).
+    void log_step(const StepPlan& plan, double memory_ms, double schedule_ms,
+                  double step_ms) const;
     Status inject(const Injection& injection);
     // `logprobs`: the token's log-probabilities when the request asked for them, else null.
     void emit(Active& a, std::int32_t token, const sampling::SampledLogprobs* logprobs);
