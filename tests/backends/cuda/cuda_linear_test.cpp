@@ -62,6 +62,31 @@ TEST_P(CudaLinearTest, MatchesCpu) {
     EXPECT_EQ(download(*gpu_, y.tensor), first);
 }
 
+// cuBLASLt tunes per power-of-two token-count bucket and reuses a bucket's algorithm only for
+// token counts up to the one it was tuned at; larger ones tune again. Every count of this walk
+// (reuse below the tuned count, retuning above it, crossing buckets) must still be right.
+TEST_F(CudaTest, LinearStaysRightAcrossTokenCountsOfABucket) {
+    const std::int64_t in = 512, out = 768, max_n = 128;
+    std::vector<float> x = random_bf16(max_n * in, rng_), w = random_bf16(out * in, rng_, 0.05f);
+    auto dw = gpu_->upload_weight(host_view(w, {out, in}));
+    ASSERT_TRUE(dw.ok());
+    DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {max_n, in});
+    DeviceTensor y = device_empty(*gpu_, DType::BF16, {max_n, out});
+    for (const std::int64_t n : {38, 43, 33, 64, 111, 128, 100, 65}) {
+        SCOPED_TRACE(n);
+        const Tensor xn(dx.tensor.data, DType::BF16, {n, in}, dx.tensor.device);
+        const Tensor yn(y.tensor.data, DType::BF16, {n, out}, y.tensor.device);
+        poison(*gpu_, y.tensor);
+        gpu_->linear(xn, dw->tensor, Tensor(), yn);
+        std::vector<float> ref(static_cast<std::size_t>(n * out));
+        cpu_.linear(host_view(x, {n, in}), host_view(w, {out, in}), Tensor(),
+                    host_view(ref, {n, out}));
+        std::vector<float> got = download(*gpu_, y.tensor);
+        got.resize(ref.size());
+        EXPECT_LT(rel_error(got, ref), kBf16Tolerance);
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaLinearTest,
     ::testing::Values(LinearCase{1, 256, 384, false, DType::BF16, true},
