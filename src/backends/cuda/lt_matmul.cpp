@@ -130,7 +130,10 @@ LtMatmul::Plan LtMatmul::build_plan(const Key& key, const void* x, const void* w
                       << " ms: candidate " << choice.index << " at " << choice.ms
                       << " ms per run, the heuristic's first at " << choice.first_ms << " ms";
     }
-    tuned_.insert_or_assign(bucket_key, Tuned{plan.algo, n});
+    // The bucket keeps the choice made at its largest n (a smaller n lands here only when
+    // cuBLASLt refused the bucket's algorithm for it).
+    const auto [entry, added] = tuned_.try_emplace(bucket_key, Tuned{plan.algo, n});
+    if (!added && n > entry->second.n) entry->second = Tuned{plan.algo, n};
     return plan;
 }
 
