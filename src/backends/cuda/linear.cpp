@@ -3,6 +3,7 @@
 // measured 0.69 TB/s on the H200): those go to the small-batch kernel, which also runs all
 // targets of a group in one launch. Larger batches are GEMMs and go to cuBLASLt per target.
 
+#include <functional>
 #include <optional>
 #include <string>
 
@@ -72,23 +73,19 @@ bool CudaBackend::small_linear_wins(const Tensor& x,
     }
     if (capturing_) return true;  // no timing inside a capture; not remembered
     // Each timing runs its path once untimed first (cuBLASLt builds and tunes its plans then),
-    // then kTimedRuns times; the paths alternate for two rounds and each keeps its best, so
-    // clocks still rising during the first round favour neither. The outputs are overwritten
-    // by the caller's run.
+    // then kTimedRuns times, the two paths alternating for two rounds. The outputs are
+    // overwritten by the caller's run.
     constexpr int kTimedRuns = 5, kRounds = 2;
-    const auto small = [&] { return small_linear(x, targets); };
-    const auto lt = [&] {
-        for (const tensor::LinearTarget& t : targets) lt_linear(x, t);
-        return true;
-    };
-    std::optional<float> small_ms;
-    float lt_ms = 0.0f;
-    for (int round = 0; round < kRounds; ++round) {
-        const std::optional<float> s = tune_stopwatch_.time(stream_, kTimedRuns, small);
-        const float l = *tune_stopwatch_.time(stream_, kTimedRuns, lt);  // lt always runs
-        if (s && (!small_ms || *s < *small_ms)) small_ms = s;
-        if (round == 0 || l < lt_ms) lt_ms = l;
-    }
+    const std::function<bool()> paths[] = {
+        [&] { return small_linear(x, targets); },
+        [&] {
+            for (const tensor::LinearTarget& t : targets) lt_linear(x, t);
+            return true;
+        }};
+    const std::vector<std::optional<float>> ms =
+        tune_stopwatch_.race(stream_, kTimedRuns, kRounds, paths);
+    const std::optional<float> small_ms = ms[0];
+    const float lt_ms = *ms[1];  // cuBLASLt always runs
     const bool wins = small_ms && *small_ms < lt_ms;
     IS_LOG(Debug) << "small linear: " << n << " rows x " << x.shape[1] << ", "
                   << targets.size() << " targets: kernel "

@@ -1,5 +1,6 @@
 #include "backends/cuda/lt_matmul.h"
 
+#include <functional>
 #include <optional>
 
 #include "backends/cuda/cuda_check.h"
@@ -142,21 +143,18 @@ LtMatmul::Choice LtMatmul::pick_fastest(const Plan& plan,
                                         const void* x, const void* w, void* y,
                                         cudaStream_t stream) {
     const float alpha = 1.0f, beta = 0.0f;
-    // Each candidate's best over the rounds: a GPU whose clocks are still rising while the
-    // first round runs would otherwise favour whichever candidates come late.
-    std::vector<std::optional<float>> ms(candidates.size());
-    for (int round = 0; round < kTimingRounds; ++round) {
-        for (std::size_t i = 0; i < candidates.size(); ++i) {
-            // A candidate the library refuses at run time is skipped: the heuristic only
-            // estimates.
-            const std::optional<float> t = stopwatch_.time(stream, kTimedRuns, [&] {
-                return cublasLtMatmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta,
-                                      y, plan.c, y, plan.c, &candidates[i], workspace_,
-                                      workspace_bytes_, stream) == CUBLAS_STATUS_SUCCESS;
-            });
-            if (t && (!ms[i] || *t < *ms[i])) ms[i] = t;
-        }
+    std::vector<std::function<bool()>> runs;
+    for (const cublasLtMatmulAlgo_t& algo : candidates) {
+        // A candidate the library refuses at run time is skipped: the heuristic only
+        // estimates.
+        runs.emplace_back([&, algo_ptr = &algo] {
+            return cublasLtMatmul(handle_, plan.desc, &alpha, w, plan.a, x, plan.b, &beta, y,
+                                  plan.c, y, plan.c, algo_ptr, workspace_, workspace_bytes_,
+                                  stream) == CUBLAS_STATUS_SUCCESS;
+        });
     }
+    const std::vector<std::optional<float>> ms =
+        stopwatch_.race(stream, kTimedRuns, kTimingRounds, runs);
     Choice choice;
     for (std::size_t i = 0; i < candidates.size(); ++i) {
         if (ms[i] && (!ms[choice.index] || *ms[i] < *ms[choice.index])) choice.index = i;

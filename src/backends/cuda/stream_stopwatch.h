@@ -5,7 +5,10 @@
 
 #include <cuda_runtime_api.h>
 
+#include <functional>
 #include <optional>
+#include <span>
+#include <vector>
 
 #include "backends/cuda/cuda_check.h"
 
@@ -38,6 +41,21 @@ class StreamStopwatch {
         IS_CUDA_CHECK(cudaEventElapsedTime(&ms, start_, stop_));
         if (!ok) return std::nullopt;
         return ms;
+    }
+
+    // Times every contender `rounds` times, alternating them within each round, and keeps
+    // each one's best (ms of `runs` runs; empty when it never enqueued): clocks still rising
+    // during the first round then favour none of them.
+    std::vector<std::optional<float>> race(cudaStream_t stream, int runs, int rounds,
+                                           std::span<const std::function<bool()>> contenders) {
+        std::vector<std::optional<float>> best(contenders.size());
+        for (int round = 0; round < rounds; ++round) {
+            for (std::size_t i = 0; i < contenders.size(); ++i) {
+                const std::optional<float> ms = time(stream, runs, contenders[i]);
+                if (ms && (!best[i] || *ms < *best[i])) best[i] = ms;
+            }
+        }
+        return best;
     }
 
   private:
