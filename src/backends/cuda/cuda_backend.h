@@ -16,7 +16,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <map>
 #include <memory>
 #include <span>
 #include <vector>
@@ -24,6 +23,7 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/stream_stopwatch.h"
 #include "backends/cuda/transfer_queue.h"
+#include "backends/cuda/tuning_buckets.h"
 #include "base/result.h"
 #include "tensor/backend.h"
 
@@ -190,13 +190,8 @@ class CudaBackend final : public tensor::Backend {
     static constexpr int kSmallLinearCounters = 16384;
     float* linear_partials_ = nullptr;  // options_.small_linear_scratch_bytes
     int* linear_counters_ = nullptr;    // [kSmallLinearCounters], zero between launches
-    // Measured choices by (n's tuning bucket, in, y dtype, then out and has-bias per target),
-    // with the n each was measured at.
-    struct SmallLinearChoice {
-        bool wins;
-        std::int64_t n;
-    };
-    std::map<std::vector<std::int64_t>, SmallLinearChoice> small_linear_wins_;
+    // Measured choices by (n's tuning bucket, in, y dtype, then out and has-bias per target).
+    BucketChoices<std::vector<std::int64_t>, bool> small_linear_wins_;
     StreamStopwatch tune_stopwatch_;  // times both paths of a new group shape
     std::unique_ptr<LtMatmul> matmul_;
     TransferQueue transfers_;  // copy_from_host_async's stream and events

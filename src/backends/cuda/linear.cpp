@@ -58,8 +58,7 @@ void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTa
 bool CudaBackend::small_linear_wins(const Tensor& x,
                                     std::span<const tensor::LinearTarget> targets) {
     if (!options_.small_linear.autotune) return true;
-    // One decision per token-count bucket, as cuBLASLt tunes (a server's steps vary in size),
-    // made again for an n above the one it was made at (cuBLASLt's side may change there).
+    // One decision per token-count bucket (tuning_buckets.h), as cuBLASLt tunes.
     const std::int64_t n = x.shape[0];
     std::vector<std::int64_t> key{tuning_bucket(n), x.shape[1],
                                   static_cast<std::int64_t>(targets[0].y.dtype)};
@@ -67,10 +66,7 @@ bool CudaBackend::small_linear_wins(const Tensor& x,
         key.push_back(t.w.shape[0]);
         key.push_back(t.bias.empty() ? 0 : 1);
     }
-    if (const auto it = small_linear_wins_.find(key);
-        it != small_linear_wins_.end() && n <= it->second.n) {
-        return it->second.wins;
-    }
+    if (const bool* wins = small_linear_wins_.find(key, n)) return *wins;
     if (capturing_) return true;  // no timing inside a capture; not remembered
     // Each timing runs its path once untimed first (cuBLASLt builds and tunes its plans then),
     // then kTimedRuns times, the two paths alternating for two rounds. The outputs are
@@ -91,7 +87,7 @@ bool CudaBackend::small_linear_wins(const Tensor& x,
                   << targets.size() << " targets: kernel "
                   << (small_ms ? std::to_string(*small_ms / kTimedRuns) + " ms" : "not taken")
                   << ", cuBLASLt " << lt_ms / kTimedRuns << " ms";
-    small_linear_wins_.insert_or_assign(std::move(key), SmallLinearChoice{wins, n});
+    small_linear_wins_.record(key, n, wins);
     return wins;
 }
 

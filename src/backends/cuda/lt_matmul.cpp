@@ -105,12 +105,9 @@ LtMatmul::Plan LtMatmul::build_plan(const Key& key, const void* x, const void* w
     const std::int64_t n = std::get<0>(key);
     Key bucket_key = key;
     std::get<0>(bucket_key) = tuning_bucket(n);
-    // Only for n up to the tuned one: an algorithm whose tile just covers the tuned n would
-    // take two tiles, and stream the weights twice, for a larger n.
-    if (const auto tuned = tuned_.find(bucket_key); tuned != tuned_.end() &&
-                                                    n <= tuned->second.n &&
-                                                    accepts(plan, tuned->second.algo)) {
-        plan.algo = tuned->second.algo;
+    if (const cublasLtMatmulAlgo_t* tuned = tuned_.find(bucket_key, n);
+        tuned != nullptr && accepts(plan, *tuned)) {
+        plan.algo = *tuned;
         plan.usable = true;
         return plan;
     }
@@ -131,10 +128,8 @@ LtMatmul::Plan LtMatmul::build_plan(const Key& key, const void* x, const void* w
                       << " ms: candidate " << choice.index << " at " << choice.ms
                       << " ms per run, the heuristic's first at " << choice.first_ms << " ms";
     }
-    // The bucket keeps the choice made at its largest n (a smaller n lands here only when
-    // cuBLASLt refused the bucket's algorithm for it).
-    const auto [entry, added] = tuned_.try_emplace(bucket_key, Tuned{plan.algo, n});
-    if (!added && n > entry->second.n) entry->second = Tuned{plan.algo, n};
+    // A smaller n than the bucket's lands here only when cuBLASLt refused its algorithm.
+    tuned_.record(bucket_key, n, plan.algo);
     return plan;
 }
 

@@ -5,15 +5,12 @@
 // Each distinct problem (shape, dtypes, bias, pointer alignments) gets a plan — descriptors plus
 // an algorithm — built on first use and cached; later calls only enqueue the matmul, so they
 // are legal inside CUDA graph capture (build plans in a warm-up run first). With autotuning the
-// algorithm is chosen per token-count bucket (tuning_bucket: the power of two at or above n) by
-// timing the heuristic's top candidates on the call's own operands (two rounds of a few runs
-// each, bracketed by events, a host wait per candidate): for skinny decode GEMMs the first
-// choice is sometimes a split-K variant that loses to a plain one. Every smaller n of the
-// bucket reuses that algorithm when cuBLASLt accepts it for the exact shape; a larger one tunes
-// the bucket again (a tile that just covers n = 111 takes two tiles at 128 and streams the
-// weights twice). So a server whose steps vary in size tunes a bounded number of times, and
-// not at all after a warm-up at each bucket's top. During capture, or without autotuning, the
-// heuristic's first choice is taken. Owns the handle; the workspace belongs to the caller and
+// algorithm is chosen per token-count bucket (tuning_buckets.h) by timing the heuristic's top
+// candidates on the call's own operands (two rounds of a few runs each, bracketed by events, a
+// host wait per candidate): for skinny decode GEMMs the first choice is sometimes a split-K
+// variant that loses to a plain one. A bucket's algorithm serves a smaller n when cuBLASLt
+// accepts it for the exact shape. During capture, or without autotuning, the heuristic's first
+// choice is taken. Owns the handle; the workspace belongs to the caller and
 // must outlive this.
 
 #include <cublasLt.h>
@@ -25,16 +22,10 @@
 #include <vector>
 
 #include "backends/cuda/stream_stopwatch.h"
+#include "backends/cuda/tuning_buckets.h"
 #include "tensor/dtype.h"
 
 namespace inferscale::backends::cuda {
-
-// The token-count bucket whose tuning choices serve `n` rows: the power of two at or above n.
-inline std::int64_t tuning_bucket(std::int64_t n) {
-    std::int64_t bucket = 1;
-    while (bucket < n) bucket *= 2;
-    return bucket;
-}
 
 class LtMatmul {
   public:
@@ -98,13 +89,8 @@ class LtMatmul {
     bool autotune_ = true;
     StreamStopwatch stopwatch_;  // times the candidates
     std::map<Key, Plan> plans_;
-    // The tuned algorithm of each bucket (a Key whose n is tuning_bucket(n)) and the n it was
-    // tuned at; a larger n of the bucket tunes again and takes its place.
-    struct Tuned {
-        cublasLtMatmulAlgo_t algo;
-        std::int64_t n;
-    };
-    std::map<Key, Tuned> tuned_;
+    // The tuned algorithm of each bucket: a Key whose n is tuning_bucket(n).
+    BucketChoices<Key, cublasLtMatmulAlgo_t> tuned_;
 };
 
 }  // namespace inferscale::backends::cuda
