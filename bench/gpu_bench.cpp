@@ -70,6 +70,12 @@ struct TableRow {
     std::string metric, measured, limit, ratio;
 };
 
+// "SEQSxLEN", and " @+CONTEXT" when the sequences already hold KV.
+std::string prefill_shape(std::int64_t seqs, std::int64_t len, std::int64_t context) {
+    return std::to_string(seqs) + "x" + std::to_string(len) +
+           (context > 0 ? " @+" + std::to_string(context) : "");
+}
+
 std::string pct(double limit_ms, double measured_ms) {
     if (limit_ms <= 0.0 || measured_ms <= 0.0) return "n/a";
     return fmt("%.0f%%", 100.0 * limit_ms / measured_ms);
@@ -120,21 +126,18 @@ int run_profile(const Args& a, const model::ModelConfig& config,
     print_profile("decode b=64 @" + ctx + " (eager, device argmax)", prof, d64->samples.median(),
                   out);
 
-    progress("profile: prefill 1x%lld", static_cast<long long>(mo.prefill_len));
-    prof.reset();
-    Result<Measurement> pf = mb.prefill(1, mo.prefill_len);
-    if (!pf.ok()) return fail("prefill", pf.error());
-    print_profile("prefill 1x" + std::to_string(mo.prefill_len), prof, pf->samples.median(), out);
-
-    const std::string batched = std::to_string(mo.prefill_seqs) + "x" +
-                                std::to_string(mo.prefill_seq_len) + " @+" +
-                                std::to_string(mo.prefill_context);
-    progress("profile: prefill %s", batched.c_str());
-    prof.reset();
-    Result<Measurement> pb = mb.prefill(mo.prefill_seqs, mo.prefill_seq_len, mo.prefill_context);
-    if (!pb.ok()) return fail("batched prefill", pb.error());
-    print_profile("prefill " + batched, prof, pb->samples.median(), out);
-    return 0;
+    const auto profile_prefill = [&](std::int64_t seqs, std::int64_t len,
+                                     std::int64_t context) {
+        const std::string shape = prefill_shape(seqs, len, context);
+        progress("profile: prefill %s", shape.c_str());
+        prof.reset();
+        Result<Measurement> r = mb.prefill(seqs, len, context);
+        if (!r.ok()) return fail("prefill", r.error());
+        print_profile("prefill " + shape, prof, r->samples.median(), out);
+        return 0;
+    };
+    if (const int rc = profile_prefill(1, mo.prefill_len, 0); rc != 0) return rc;
+    return profile_prefill(mo.prefill_seqs, mo.prefill_seq_len, mo.prefill_context);
 }
 
 int run(const Args& a) {
@@ -299,8 +302,7 @@ int run(const Args& a) {
             const std::tuple<std::int64_t, std::int64_t, std::int64_t> shapes[] = {
                 {1, mo.prefill_len, 0}, {mo.prefill_seqs, mo.prefill_seq_len, mo.prefill_context}};
             for (const auto& [seqs, len, context] : shapes) {
-                const std::string shape = std::to_string(seqs) + "x" + std::to_string(len) +
-                                          (context > 0 ? " @+" + std::to_string(context) : "");
+                const std::string shape = prefill_shape(seqs, len, context);
                 progress("prefill %s", shape.c_str());
                 Result<Measurement> r = mb.prefill(seqs, len, context);
                 if (!r.ok()) return fail("prefill", r.error());

@@ -73,8 +73,8 @@ class ModelBench {
     Result<Measurement> decode_single(double* prefill_ms);
     // A fresh `prompt`-token sequence: the whole forward with its logits.
     Result<Measurement> ttft();
-    // `seqs` fresh sequences of `len` tokens in one ForwardBatch.
-    // `seqs` sequences of `len` new tokens after `context` tokens of KV each.
+    // `seqs` sequences of `len` new tokens after `context` tokens of KV each, in one
+    // ForwardBatch.
     Result<Measurement> prefill(std::int64_t seqs, std::int64_t len, std::int64_t context = 0);
     // `batch` sequences one token each at KV length `context`. The cache holds random K/V
     // rather than prefilled ones: attention reads the same bytes either way, and prefilling

@@ -291,13 +291,13 @@ def main():
                       f"{row[mode]['host_share'] * 100:.0f}%", file=sys.stderr)
                 if mode == "kv":
                     # The median of U simultaneous questions waits for half of their prefill.
-                    wait_ms = ((users + 1) // 2 - 1) * row[mode]["prefilled_p50"] / results["prefill_tokens_per_s"] * 1e3
-                    row[mode]["burst_bound_ms"] = results["kv_lone_ttft_ms"] + wait_ms
-                    print(f"    burst bound {row[mode]['burst_bound_ms']:.1f} ms (lone + {(users + 1) // 2 - 1} x "
-                          f"{row[mode]['prefilled_p50']:.0f} prefilled tokens at "
-                          f"{results['prefill_tokens_per_s']:.0f} tokens/s): p50 / bound "
-                          f"{row[mode]['ttft_p50_ms'] / row[mode]['burst_bound_ms']:.2f}, bound / lone "
-                          f"{row[mode]['burst_bound_ms'] / results['kv_lone_ttft_ms']:.2f}", file=sys.stderr)
+                    kv, lone_ms, rate = row[mode], results["kv_lone_ttft_ms"], results["prefill_tokens_per_s"]
+                    ahead = (users + 1) // 2 - 1
+                    kv["burst_bound_ms"] = lone_ms + ahead * kv["prefilled_p50"] / rate * 1e3
+                    print(f"    burst bound {kv['burst_bound_ms']:.1f} ms (lone + {ahead} x "
+                          f"{kv['prefilled_p50']:.0f} prefilled tokens at {rate:.0f} tokens/s): p50 / bound "
+                          f"{kv['ttft_p50_ms'] / kv['burst_bound_ms']:.2f}, bound / lone "
+                          f"{kv['burst_bound_ms'] / lone_ms:.2f}", file=sys.stderr)
                 waves = wave_milestones(log.name, first_id, args.repeats, users)
                 if waves:
                     row[mode]["server_milestones"] = waves

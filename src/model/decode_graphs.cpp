@@ -63,17 +63,20 @@ Status DecodeGraphRunner::decode(const ForwardBatch& batch, std::span<std::int32
     const std::span<std::int32_t> out_ids = ids.first(static_cast<std::size_t>(s));
     const std::span<float> out_logits =
         logits.empty() ? logits : logits.first(static_cast<std::size_t>(s * vocab));
-    if (use_graphs_ && it->graph != nullptr) {
-        backend_->replay(*it->graph);
+    const auto read_results = [&] {
         const Timer waiting;
         model_->read_results(*ws_, out_ids, out_logits);
         times_.wait_ms = waiting.millis();
+    };
+    if (use_graphs_ && it->graph != nullptr) {
+        backend_->replay(*it->graph);
+        read_results();
         return {};
     }
     // Eagerly: without graphs, or the bucket's first step (which also builds the GEMM plans,
     // autotuning included, that a capture must not build).
     model_->enqueue(*kv_, *ws_, /*sample=*/true);
-    model_->read_results(*ws_, out_ids, out_logits);
+    read_results();
     if (!use_graphs_) return {};
 
     // Record the step just run. Recording runs nothing, so the KV written above stays as is;

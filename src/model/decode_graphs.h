@@ -55,7 +55,7 @@ class DecodeGraphRunner {
     const std::string& graph_error() const { return graph_error_; }
 
     // Host time of the last decode's parts (diagnosis): staging the metadata, and waiting for
-    // the device after the replay was enqueued (about the step's device time when the host is
+    // the device after the step was enqueued (about the step's device time when the host is
     // not the bottleneck).
     struct StepTimes {
         double stage_ms = 0;
