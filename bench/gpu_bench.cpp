@@ -2,8 +2,8 @@
 // random weights of a real config (configs/*.json). One run measures, in this order:
 //   copy  HBM bandwidth (device-to-device copy, read + write) and pinned readback rate;
 //   gemm  bf16 GEMM rate of Backend::linear on n x n x n random data;
-//   linears  one layer's linear groups at 1..128 tokens, cuBLASLt against the small-batch
-//         kernel (bench/linear_bench.h);
+//   linears  one layer's linear groups at 1..128 tokens on each linear path: cuBLASLt per
+//         target, cuBLASLt over the stacked targets, the small-batch kernel (bench/linear_bench.h);
 //   decode1  batch-1 decode ms/token at `context` KV (after a real prefill) vs the time to read
 //         the weights and KV once at the measured bandwidth;
 //   ttft  a `prompt`-token prompt, forward plus logits, vs the same read limit (the larger of
@@ -165,9 +165,9 @@ int run(const Args& a) {
         auto& cuda_backend = static_cast<backends::cuda::CudaBackend&>(*backend);
         cuda_backend.set_decode_options(a.decode);
         if (a.small_linear_max_rows >= 0) {
-            backends::cuda::SmallLinearOptions o = cuda_backend.small_linear_options();
-            o.max_rows = a.small_linear_max_rows;
-            cuda_backend.set_small_linear_options(o);
+            backends::cuda::LinearPathOptions o = cuda_backend.linear_path_options();
+            o.small_max_rows = a.small_linear_max_rows;
+            cuda_backend.set_linear_path_options(o);
         }
     }
     StepTimer timer(*backend, stream, cuda);

@@ -1,10 +1,12 @@
 #include "bench/linear_bench.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
 
 #include "backends/cuda/linear_small.h"
+#include "tensor/views.h"
 
 namespace inferscale::bench {
 namespace {
@@ -51,30 +53,32 @@ Status run_linear_sweep(backends::cuda::CudaBackend& backend, StepTimer& timer,
         {"down", c.intermediate_size, {c.hidden_size}}};
     const std::vector<std::int64_t> rows = {1, 2, 4, 8, 16, 32, 48, 64, 96, 128};
     const std::int64_t max_rows = rows.back();
-    const backends::cuda::SmallLinearOptions restore = backend.small_linear_options();
-    progress("linears: cuBLASLt vs the small-batch kernel (bytes = weights + x + y)");
-    std::printf("%-8s %-18s %4s %12s %10s %12s %10s\n", "group", "shape", "n", "cublasLt us",
-                "TB/s", "small us", "TB/s");
+    const backends::cuda::LinearPathOptions restore = backend.linear_path_options();
+    progress("linears: cuBLASLt per target, stacked, and the small-batch kernel (bytes = weights "
+             "+ x + y)");
+    std::printf("%-8s %-18s %4s %12s %12s %10s %12s %10s\n", "group", "shape", "n",
+                "cublasLt us", "stacked us", "TB/s", "small us", "TB/s");
     for (const Group& g : groups) {
+        std::int64_t outs = 0;
+        for (std::int64_t o : g.outs) outs += o;
+        // One weight for the group, its targets consecutive row ranges (as the model stacks
+        // q/k/v), so the stacked path can take multi-target groups.
+        tensor::Buffer wb = IS_TRY(backend.allocate(static_cast<std::size_t>(outs * g.in) * 2));
+        tensor::Buffer xb = IS_TRY(backend.allocate(static_cast<std::size_t>(max_rows * g.in) * 2));
+        backend.fill_random(wb.view(DType::BF16, {outs, g.in}), 22, 1.0f / 64.0f, 0.0f);
+        backend.fill_random(xb.view(DType::BF16, {max_rows, g.in}), 21, 1.0f, 0.0f);
         std::vector<tensor::Buffer> keep;
         std::vector<tensor::LinearTarget> targets;
-        double weight_bytes = 0.0;
-        std::int64_t outs = 0;
-        tensor::Buffer xb = IS_TRY(backend.allocate(static_cast<std::size_t>(max_rows * g.in) * 2));
-        backend.fill_random(xb.view(DType::BF16, {max_rows, g.in}), 21, 1.0f, 0.0f);
+        std::int64_t row0 = 0;
         for (std::int64_t o : g.outs) {
-            tensor::Buffer wb = IS_TRY(backend.allocate(static_cast<std::size_t>(o * g.in) * 2));
             tensor::Buffer yb =
                 IS_TRY(backend.allocate(static_cast<std::size_t>(max_rows * o) * 2));
-            const Tensor w = wb.view(DType::BF16, {o, g.in});
-            backend.fill_random(w, 22 + static_cast<std::uint64_t>(targets.size()), 1.0f / 64.0f,
-                                0.0f);
+            const Tensor w = tensor::rows(wb.view(DType::BF16, {outs, g.in}), row0, o);
             targets.push_back({w, Tensor(), yb.view(DType::BF16, {max_rows, o})});
-            keep.push_back(std::move(wb));
             keep.push_back(std::move(yb));
-            weight_bytes += static_cast<double>(w.nbytes());
-            outs += o;
+            row0 += o;
         }
+        const double weight_bytes = static_cast<double>(outs * g.in) * 2.0;
         backend.synchronize();
         for (std::int64_t n : rows) {
             const Tensor x = xb.view(DType::BF16, {n, g.in});
@@ -82,11 +86,15 @@ Status run_linear_sweep(backends::cuda::CudaBackend& backend, StepTimer& timer,
             for (tensor::LinearTarget& t : sized)
                 t.y = Tensor(t.y.data, DType::BF16, {n, t.w.shape[0]}, t.y.device);
             const double bytes = weight_bytes + 2.0 * static_cast<double>(n) * (g.in + outs);
-            backend.set_small_linear_options({0, false});
+            backend.set_linear_path_options({0, false, false});
             const double lt_ms = time_group(backend, timer, x, sized);
-            double small_ms = 0.0;
+            double stacked_ms = 0.0, small_ms = 0.0;
+            if (g.outs.size() > 1) {
+                backend.set_linear_path_options({0, true, false});
+                stacked_ms = time_group(backend, timer, x, sized);
+            }
             if (n <= backends::cuda::kSmallLinearMaxRows) {
-                backend.set_small_linear_options({static_cast<int>(n), false});
+                backend.set_linear_path_options({static_cast<int>(n), false, false});
                 small_ms = time_group(backend, timer, x, sized);
             }
             const std::string shape =
@@ -94,19 +102,21 @@ Status run_linear_sweep(backends::cuda::CudaBackend& backend, StepTimer& timer,
             const auto tbs = [bytes](double ms) {
                 return ms > 0.0 ? bytes / (ms * 1e-3) / 1e12 : 0.0;
             };
-            std::printf("%-8s %-18s %4lld %12.2f %10.2f %12.2f %10.2f\n", g.name, shape.c_str(),
-                        static_cast<long long>(n), lt_ms * 1e3, tbs(lt_ms), small_ms * 1e3,
-                        tbs(small_ms));
+            std::printf("%-8s %-18s %4lld %12.2f %12.2f %10.2f %12.2f %10.2f\n", g.name,
+                        shape.c_str(), static_cast<long long>(n), lt_ms * 1e3, stacked_ms * 1e3,
+                        tbs(stacked_ms > 0.0 ? std::min(lt_ms, stacked_ms) : lt_ms),
+                        small_ms * 1e3, tbs(small_ms));
             out["linears"].push_back({{"group", g.name},
                                       {"shape", shape},
                                       {"n", n},
                                       {"bytes", bytes},
                                       {"cublaslt_ms", lt_ms},
+                                      {"stacked_ms", stacked_ms},
                                       {"small_ms", small_ms}});
         }
     }
     std::fflush(stdout);
-    backend.set_small_linear_options(restore);
+    backend.set_linear_path_options(restore);
     return {};
 }
 

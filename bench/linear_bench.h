@@ -1,8 +1,10 @@
 #pragma once
-// The linears of one decoder layer at small token counts, timed through cuBLASLt and through
-// the small-batch kernel (CudaBackend::set_small_linear_options forces the path): what the
-// backend's own per-shape timing chooses between. Each case is a Backend::linear_group of the
-// model's shapes (q/k/v, o, gate/up, down) on random data; bytes are weights + x + y.
+// The linears of one decoder layer at small token counts, timed on each LinearPath (cuBLASLt
+// per target, cuBLASLt over the stacked targets, the small-batch kernel;
+// CudaBackend::set_linear_path_options forces the path): what the backend's own per-shape
+// timing chooses between. Each case is a Backend::linear_group of the model's shapes (q/k/v,
+// o, gate/up, down) on random data, a group's weights stacked in one buffer as the model stores
+// q/k/v; bytes are weights + x + y.
 
 #include <nlohmann/json.hpp>
 

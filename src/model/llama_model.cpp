@@ -82,21 +82,19 @@ Result<LlamaModel> LlamaModel::create(tensor::Backend& backend, const ModelConfi
         LayerWeights& l = m.layers_[i];
         l.input_norm =
             IS_TRY(upload(backend, weights, layer_name(i, "input_layernorm.weight"), {h}));
-        l.q =
-            IS_TRY(upload(backend, weights, layer_name(i, "self_attn.q_proj.weight"), {q_dim, h}));
-        l.k =
-            IS_TRY(upload(backend, weights, layer_name(i, "self_attn.k_proj.weight"), {kv_dim, h}));
-        l.v =
-            IS_TRY(upload(backend, weights, layer_name(i, "self_attn.v_proj.weight"), {kv_dim, h}));
+        const Tensor qkv_host[] = {
+            IS_TRY(weights.get(layer_name(i, "self_attn.q_proj.weight"), {q_dim, h})),
+            IS_TRY(weights.get(layer_name(i, "self_attn.k_proj.weight"), {kv_dim, h})),
+            IS_TRY(weights.get(layer_name(i, "self_attn.v_proj.weight"), {kv_dim, h}))};
+        l.qkv = IS_TRY(upload_stacked(backend, qkv_host));
         l.o =
             IS_TRY(upload(backend, weights, layer_name(i, "self_attn.o_proj.weight"), {h, q_dim}));
         if (c.attention_bias) {
-            l.q_bias =
-                IS_TRY(upload(backend, weights, layer_name(i, "self_attn.q_proj.bias"), {q_dim}));
-            l.k_bias =
-                IS_TRY(upload(backend, weights, layer_name(i, "self_attn.k_proj.bias"), {kv_dim}));
-            l.v_bias =
-                IS_TRY(upload(backend, weights, layer_name(i, "self_attn.v_proj.bias"), {kv_dim}));
+            const Tensor bias_host[] = {
+                IS_TRY(weights.get(layer_name(i, "self_attn.q_proj.bias"), {q_dim})),
+                IS_TRY(weights.get(layer_name(i, "self_attn.k_proj.bias"), {kv_dim})),
+                IS_TRY(weights.get(layer_name(i, "self_attn.v_proj.bias"), {kv_dim}))};
+            l.qkv_bias = IS_TRY(upload_stacked(backend, bias_host));
         }
         l.post_norm =
             IS_TRY(upload(backend, weights, layer_name(i, "post_attention_layernorm.weight"), {h}));
@@ -310,9 +308,12 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     // Later layers find their input norm in `normed`: the previous layer's last residual add
     // computed it (add_rms_norm).
     if (layer == 0) be.rms_norm(hidden, w.input_norm.tensor, c.rms_norm_eps, normed);
-    const tensor::LinearTarget qkv[] = {{w.q.tensor, w.q_bias.tensor, q},
-                                        {w.k.tensor, w.k_bias.tensor, k},
-                                        {w.v.tensor, w.v_bias.tensor, v}};
+    const auto bias = [&w](std::size_t i) {
+        return w.qkv_bias.parts.empty() ? Tensor() : w.qkv_bias.parts[i];
+    };
+    const tensor::LinearTarget qkv[] = {{w.qkv.parts[0], bias(0), q},
+                                        {w.qkv.parts[1], bias(1), k},
+                                        {w.qkv.parts[2], bias(2), v}};
     be.linear_group(normed, qkv);
 
     if (const std::int64_t m = st.capture_rows; m > 0) {

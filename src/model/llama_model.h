@@ -14,6 +14,7 @@
 #include "model/forward_batch.h"
 #include "model/forward_workspace.h"
 #include "model/model_config.h"
+#include "model/stacked_weight.h"
 #include "model/weight_store.h"
 #include "tensor/backend.h"
 
@@ -97,9 +98,10 @@ class LlamaModel {
   private:
     struct LayerWeights {
         tensor::DeviceWeight input_norm;  // [hidden]
-        tensor::DeviceWeight q, k, v,
-            o;  // [heads*d, hidden], [kvh*d, hidden] x2, [hidden, heads*d]
-        tensor::DeviceWeight q_bias, k_bias, v_bias;  // [heads*d], [kvh*d] x2, or empty
+        // q [heads*d, hidden], k and v [kvh*d, hidden]: one stack where the dtypes agree.
+        StackedWeight qkv;
+        StackedWeight qkv_bias;  // [heads*d], [kvh*d] x2, or no parts
+        tensor::DeviceWeight o;  // [hidden, heads*d]
         tensor::DeviceWeight post_norm;               // [hidden]
         tensor::DeviceWeight gate, up, down;          // [ffn, hidden] x2, [hidden, ffn]
     };

@@ -59,14 +59,11 @@ Result<LlamaModel> LlamaModel::create_random(tensor::Backend& backend, const Mod
     m.layers_.resize(static_cast<std::size_t>(c.num_layers));
     for (LayerWeights& l : m.layers_) {
         l.input_norm = IS_TRY(rw.make({h}, 0.0f, 1.0f));
-        l.q = IS_TRY(rw.matrix(q_dim, h));
-        l.k = IS_TRY(rw.matrix(kv_dim, h));
-        l.v = IS_TRY(rw.matrix(kv_dim, h));
+        const std::int64_t qkv_rows[] = {q_dim, kv_dim, kv_dim};
+        l.qkv = split_rows(IS_TRY(rw.matrix(q_dim + 2 * kv_dim, h)), qkv_rows);
         l.o = IS_TRY(rw.matrix(h, q_dim));
         if (c.attention_bias) {
-            l.q_bias = IS_TRY(rw.make({q_dim}, 0.1f));
-            l.k_bias = IS_TRY(rw.make({kv_dim}, 0.1f));
-            l.v_bias = IS_TRY(rw.make({kv_dim}, 0.1f));
+            l.qkv_bias = split_rows(IS_TRY(rw.make({q_dim + 2 * kv_dim}, 0.1f)), qkv_rows);
         }
         l.post_norm = IS_TRY(rw.make({h}, 0.0f, 1.0f));
         l.gate = IS_TRY(rw.matrix(ffn, h));

@@ -30,6 +30,20 @@ inline Tensor index0(const Tensor& t, std::int64_t i) {
     return r;
 }
 
+// Rows [begin, begin + count) of dim 0: contiguous, so the view is exact for block-quantized
+// dtypes too (a row is whole blocks).
+inline Tensor rows(const Tensor& t, std::int64_t begin, std::int64_t count) {
+    IS_CHECK(t.rank >= 1 && begin >= 0 && count >= 0 && begin + count <= t.shape[0])
+        << "rows " << begin << "+" << count << " of " << (t.rank >= 1 ? t.shape[0] : 0);
+    std::int64_t inner = 1;
+    for (int d = 1; d < t.rank; ++d) inner *= t.shape[d];
+    Tensor r = t;
+    r.data = static_cast<char*>(t.data) +
+             static_cast<std::int64_t>(dtype_row_bytes(t.dtype, inner)) * begin;
+    r.shape[0] = count;
+    return r;
+}
+
 // The same memory with another shape of equal element count.
 inline Tensor reshaped(const Tensor& t, std::initializer_list<std::int64_t> dims) {
     Tensor r(t.data, t.dtype, dims, t.device);

@@ -29,6 +29,15 @@ Error cuda_error(const std::string& what, cudaError_t err) {
 // Upload conversions go through a bounded device staging buffer, chunk by chunk.
 constexpr std::size_t kStagingBytes = std::size_t{64} << 20;
 
+// A scratch allocation made once at creation (at least 256 bytes, so it is never null).
+template <class T>
+Status allocate_scratch(T** p, std::size_t bytes, const std::string& what) {
+    const cudaError_t err = cudaMalloc(p, std::max<std::size_t>(bytes, 256));
+    if (err == cudaSuccess) return {};
+    cudaGetLastError();
+    return cuda_error(what, err);
+}
+
 }  // namespace
 
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device,
@@ -66,32 +75,18 @@ Status CudaBackend::init() {
     if (err != cudaSuccess) return cuda_error("cudaSetDevice", err);
     IS_CUDA_CHECK(cudaDeviceGetAttribute(&num_sms_, cudaDevAttrMultiProcessorCount, device_));
     IS_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-    err = cudaMalloc(&attention_workspace_, std::max<std::size_t>(options_.attention_workspace_bytes, 256));
-    if (err != cudaSuccess) {
-        cudaGetLastError();
-        return cuda_error("attention workspace", err);
-    }
-    err = cudaMalloc(&cublas_workspace_, std::max<std::size_t>(options_.cublas_workspace_bytes, 256));
-    if (err != cudaSuccess) {
-        cudaGetLastError();
-        return cuda_error("cublas workspace", err);
-    }
-    err = cudaMalloc(&decode_item_counter_, sizeof(int));
-    if (err != cudaSuccess) {
-        cudaGetLastError();
-        return cuda_error("decode item counter", err);
-    }
-    err = cudaMalloc(&linear_partials_,
-                     std::max<std::size_t>(options_.small_linear_scratch_bytes, 256));
-    if (err != cudaSuccess) {
-        cudaGetLastError();
-        return cuda_error("small linear scratch", err);
-    }
-    err = cudaMalloc(&linear_counters_, kSmallLinearCounters * sizeof(int));
-    if (err != cudaSuccess) {
-        cudaGetLastError();
-        return cuda_error("small linear counters", err);
-    }
+    IS_RETURN_IF_ERROR(allocate_scratch(&attention_workspace_,
+                                        options_.attention_workspace_bytes,
+                                        "attention workspace"));
+    IS_RETURN_IF_ERROR(allocate_scratch(&cublas_workspace_, options_.cublas_workspace_bytes,
+                                        "cublas workspace"));
+    IS_RETURN_IF_ERROR(allocate_scratch(&decode_item_counter_, sizeof(int), "decode item counter"));
+    IS_RETURN_IF_ERROR(allocate_scratch(&linear_partials_, options_.small_linear_scratch_bytes,
+                                        "small linear scratch"));
+    IS_RETURN_IF_ERROR(allocate_scratch(&linear_counters_, kSmallLinearCounters * sizeof(int),
+                                        "small linear counters"));
+    IS_RETURN_IF_ERROR(allocate_scratch(&stacked_output_, options_.stacked_linear_scratch_bytes,
+                                        "stacked linear output"));
     IS_CUDA_CHECK(cudaMemset(linear_counters_, 0, kSmallLinearCounters * sizeof(int)));
     cublasLtHandle_t handle = nullptr;
     IS_CUBLAS_CHECK(cublasLtCreate(&handle));
@@ -114,6 +109,7 @@ CudaBackend::~CudaBackend() {
     if (decode_item_counter_ != nullptr) cudaFree(decode_item_counter_);
     if (linear_partials_ != nullptr) cudaFree(linear_partials_);
     if (linear_counters_ != nullptr) cudaFree(linear_counters_);
+    if (stacked_output_ != nullptr) cudaFree(stacked_output_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 

@@ -52,17 +52,29 @@ struct DecodeAttentionOptions {
     bool warp_items = true;
 };
 
-// Which linears run on the small-batch kernel (linear_small.cu) instead of cuBLASLt.
-struct SmallLinearOptions {
-    // Only groups of at most this many tokens (up to kSmallLinearMaxRows); 0: never.
-    int max_rows = 64;
-    // Time both paths once per new group shape (outside graph capture) and keep the faster:
-    // on the H200 the kernel won for q/k/v at 1..16 tokens (20 us against 30-36 for cuBLASLt)
-    // and lost for gate/up at every size, so no fixed cut-over fits every shape. A shape first
-    // seen inside a capture, or with this false, takes the kernel.
-    bool autotune = true;
+// How a Backend::linear_group runs (linear.cpp).
+enum class LinearPath : std::uint8_t {
+    SmallKernel,  // the small-batch kernel (linear_small.cu), every target in one launch
+    PerTarget,    // cuBLASLt, one GEMM per target
+    Stacked,      // cuBLASLt, one GEMM over targets whose weights (and biases) adjoin in memory
+                  // as consecutive rows (model/stacked_weight.h), then its columns split
 };
 
+// Which paths a linear_group may take; the fastest available one is chosen per group shape.
+struct LinearPathOptions {
+    // The small-batch kernel only for groups of at most this many tokens (up to
+    // kSmallLinearMaxRows); 0: never.
+    int small_max_rows = 64;
+    // The stacked GEMM for adjoining targets whose stacked output fits the backend's scratch.
+    // At the Llama-3.1-8B shape cuBLASLt takes as long for k or v (1024 rows) as for o (4096)
+    // at 32-128 tokens, ~11 us each: one 6144-row GEMM streams all three at o's rate.
+    bool stacked = true;
+    // Time the available paths once per new group shape and token-count bucket (outside graph
+    // capture) and keep the fastest: on the H200 the kernel won for q/k/v at 1..16 tokens and
+    // lost for gate/up at every size, so no fixed cut-over fits every shape. A shape first seen
+    // inside a capture, or with this false, takes the kernel where it may, else the stack.
+    bool autotune = true;
+};
 struct CudaBackendOptions {
     // Split-KV decode partials: [seqs, heads, splits, head_dim + 2] f32. Decode uses as many
     // splits (up to max_kv_splits) as fit; with less room it splits less, never fails.
@@ -76,9 +88,11 @@ struct CudaBackendOptions {
     // Time cuBLASLt's top heuristic candidates once per new GEMM shape (outside graph capture)
     // and keep the fastest; false takes the heuristic's first choice.
     bool autotune_matmul = true;
-    SmallLinearOptions small_linear;
+    LinearPathOptions linear_paths;
     // The small-batch kernel's split-K partials; with less room it splits less.
     std::size_t small_linear_scratch_bytes = std::size_t{8} << 20;
+    // The stacked GEMM's output before its columns are split: [n, sum of outs] in y's dtype.
+    std::size_t stacked_linear_scratch_bytes = std::size_t{16} << 20;
     DecodeAttentionOptions decode;
 };
 
@@ -152,10 +166,10 @@ class CudaBackend final : public tensor::Backend {
     // Replaces the decode attention options (benchmarks compare plans); takes effect at the
     // next paged_attention (graphs keep what they recorded).
     void set_decode_options(const DecodeAttentionOptions& o) { options_.decode = o; }
-    // Replaces the small-batch linear choice (benchmarks compare both paths); graphs keep what
-    // they recorded, and shapes already timed keep their measured choice.
-    void set_small_linear_options(const SmallLinearOptions& o) { options_.small_linear = o; }
-    const SmallLinearOptions& small_linear_options() const { return options_.small_linear; }
+    // Replaces the linear path options (benchmarks compare the paths); graphs keep what they
+    // recorded, and shapes already timed keep their measured choice.
+    void set_linear_path_options(const LinearPathOptions& o) { options_.linear_paths = o; }
+    const LinearPathOptions& linear_path_options() const { return options_.linear_paths; }
     // The stream every op is enqueued on (for graph capture and interop).
     cudaStream_t stream() const { return stream_; }
 
@@ -182,17 +196,26 @@ class CudaBackend final : public tensor::Backend {
     int* decode_item_counter_ = nullptr;   // DecodeLaunch::item_counter
     // The small-batch linear kernel for `targets` when it takes them; false enqueues nothing.
     bool small_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
-    // Whether the kernel beats cuBLASLt on this group (SmallLinearOptions::autotune).
-    bool small_linear_wins(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
+    // Whether LinearPath::Stacked can run `targets` on x: weights (and biases) adjoin, one
+    // output dtype, 16-byte output rows, and the stacked output fits the scratch.
+    bool stackable(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets) const;
+    // LinearPath::Stacked (stackable must hold).
+    void stacked_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
+    // The path for this group: measured once per shape and bucket among those allowed.
+    LinearPath choose_linear_path(const tensor::Tensor& x,
+                                  std::span<const tensor::LinearTarget> targets, bool small_ok,
+                                  bool stacked_ok);
     // One target through cuBLASLt (the bias fused in its epilogue when it can be).
     void lt_linear(const tensor::Tensor& x, const tensor::LinearTarget& target);
 
     static constexpr int kSmallLinearCounters = 16384;
     float* linear_partials_ = nullptr;  // options_.small_linear_scratch_bytes
     int* linear_counters_ = nullptr;    // [kSmallLinearCounters], zero between launches
-    // Measured choices by (n's tuning bucket, in, y dtype, then out and has-bias per target).
-    BucketChoices<std::vector<std::int64_t>, bool> small_linear_wins_;
-    StreamStopwatch tune_stopwatch_;  // times both paths of a new group shape
+    void* stacked_output_ = nullptr;    // options_.stacked_linear_scratch_bytes
+    // Measured choices by (n's tuning bucket, in, y dtype, which paths were allowed, then out
+    // and has-bias per target).
+    BucketChoices<std::vector<std::int64_t>, LinearPath> linear_paths_;
+    StreamStopwatch tune_stopwatch_;  // times the paths of a new group shape
     std::unique_ptr<LtMatmul> matmul_;
     TransferQueue transfers_;  // copy_from_host_async's stream and events
 };

@@ -34,6 +34,16 @@ void launch_embedding(const void* table, DType table_dtype, std::int64_t vocab,
 // out[i, :] = x[rows[i], :] as raw bytes.  x [n, row_bytes], out [m, row_bytes]
 void launch_gather_rows(const void* x, std::int64_t n, std::int64_t row_bytes,
                         const std::int32_t* rows, std::int64_t m, void* out, cudaStream_t stream);
+// Splits each row of x [n, sum of part bytes] into consecutive column ranges: part j gets the
+// next bytes[j] bytes of every row, out_j [n, bytes[j]]. Widths and pointers 16-byte aligned.
+inline constexpr int kMaxColumnParts = 4;
+struct ColumnParts {
+    int count = 0;
+    void* dst[kMaxColumnParts]{};
+    std::int64_t bytes[kMaxColumnParts]{};
+};
+void launch_split_columns(const void* x, std::int64_t n, const ColumnParts& parts,
+                          cudaStream_t stream);
 
 // ---- norm.cu ----
 // out = x / sqrt(mean(x^2) + eps) * weight per row. With a residual, x += residual first (x is

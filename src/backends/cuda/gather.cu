@@ -1,6 +1,7 @@
-// Row gathers: the token embedding lookup (with a dtype conversion) and gather_rows (a raw byte
-// copy of whole rows, used for the logit rows and for capturing K/V rows). One block per output
-// row; rows are short enough (hidden <= a few K) that one block streams a row at full width.
+// Row gathers: the token embedding lookup (with a dtype conversion), gather_rows (a raw byte
+// copy of whole rows, used for the logit rows and for capturing K/V rows) and split_columns
+// (a stacked linear's output row cut into its targets' rows). One block per row; rows are short
+// enough (a few K elements) that one block streams a row at full width.
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
@@ -37,6 +38,19 @@ __global__ void gather_rows_kernel(const Word* x, std::int64_t n, std::int64_t r
     const Word* src = x + r * row_words;
     Word* dst = out + i * row_words;
     for (std::int64_t j = threadIdx.x; j < row_words; j += blockDim.x) dst[j] = src[j];
+}
+
+__global__ void split_columns_kernel(const uint4* x, std::int64_t row_words, ColumnParts parts) {
+    allow_next_launch();
+    wait_for_inputs();
+    const std::int64_t row = blockIdx.x;
+    const uint4* src = x + row * row_words;
+    for (int j = 0; j < parts.count; ++j) {
+        const std::int64_t words = parts.bytes[j] / 16;
+        uint4* dst = static_cast<uint4*>(parts.dst[j]) + row * words;
+        for (std::int64_t i = threadIdx.x; i < words; i += blockDim.x) dst[i] = src[i];
+        src += words;
+    }
 }
 
 template <class TIn>
@@ -97,6 +111,23 @@ void launch_gather_rows(const void* x, std::int64_t n, std::int64_t row_bytes,
                          static_cast<const std::uint16_t*>(x), n, row_bytes / 2, rows,
                          static_cast<std::uint16_t*>(out));
     }
+    IS_CUDA_CHECK_LAUNCH();
+}
+
+void launch_split_columns(const void* x, std::int64_t n, const ColumnParts& parts,
+                          cudaStream_t stream) {
+    if (n == 0) return;
+    IS_CHECK(n <= 0x7fffffff && parts.count >= 1 && parts.count <= kMaxColumnParts)
+        << "split columns: " << n << " rows, " << parts.count << " parts";
+    std::int64_t row_bytes = 0;
+    for (int j = 0; j < parts.count; ++j) {
+        IS_CHECK(parts.bytes[j] % 16 == 0 && aligned_to(parts.dst[j], 16))
+            << "split columns part " << j << " of " << parts.bytes[j] << " bytes";
+        row_bytes += parts.bytes[j];
+    }
+    IS_CHECK(aligned_to(x, 16)) << "split columns source";
+    launch_dependent(split_columns_kernel, static_cast<unsigned>(n), kThreads, 0, stream,
+                     static_cast<const uint4*>(x), row_bytes / 16, parts);
     IS_CUDA_CHECK_LAUNCH();
 }
 

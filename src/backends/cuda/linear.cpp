@@ -1,11 +1,15 @@
-// CudaBackend::linear and linear_group. A few tokens (decode, short prompts) make a linear a
-// pure weight stream, where cuBLASLt's tiles leave bandwidth unused (1024 x 4096 at one token
-// measured 0.69 TB/s on the H200): those go to the small-batch kernel, which also runs all
-// targets of a group in one launch. Larger batches are GEMMs and go to cuBLASLt per target.
+// CudaBackend::linear and linear_group, on one of three paths (LinearPath). A few tokens
+// (decode, short prompts) make a linear a pure weight stream, where cuBLASLt's tiles leave
+// bandwidth unused (1024 x 4096 at one token measured 0.69 TB/s on the H200): the small-batch
+// kernel runs all targets of a group in one launch there. Targets stacked in memory (q/k/v) can
+// run as one cuBLASLt GEMM whose output is split into the targets' rows. Otherwise each target
+// is its own GEMM. Which one is fastest depends on the shape and the token count, so it is
+// timed once per shape and bucket.
 
 #include <functional>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
@@ -48,47 +52,117 @@ void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTa
     for (const tensor::LinearTarget& t : targets) check_target(x, t);
     if (x.shape[0] == 0 || targets.empty()) return;
     activate();
-    if (x.shape[0] <= options_.small_linear.max_rows && small_linear_wins(x, targets) &&
-        small_linear(x, targets)) {
-        return;
+    const LinearPathOptions& o = options_.linear_paths;
+    const bool small_ok = x.shape[0] <= o.small_max_rows;
+    const bool stacked_ok = o.stacked && stackable(x, targets);
+    switch (choose_linear_path(x, targets, small_ok, stacked_ok)) {
+        case LinearPath::SmallKernel:
+            if (small_linear(x, targets)) return;
+            break;  // the kernel refused the problem: per target
+        case LinearPath::Stacked: stacked_linear(x, targets); return;
+        case LinearPath::PerTarget: break;
     }
     for (const tensor::LinearTarget& t : targets) lt_linear(x, t);
 }
 
-bool CudaBackend::small_linear_wins(const Tensor& x,
-                                    std::span<const tensor::LinearTarget> targets) {
-    if (!options_.small_linear.autotune) return true;
+LinearPath CudaBackend::choose_linear_path(const Tensor& x,
+                                           std::span<const tensor::LinearTarget> targets,
+                                           bool small_ok, bool stacked_ok) {
+    if (!small_ok && !stacked_ok) return LinearPath::PerTarget;
+    const LinearPath untimed = small_ok ? LinearPath::SmallKernel : LinearPath::Stacked;
+    if (!options_.linear_paths.autotune) return untimed;
     // One decision per token-count bucket (tuning_buckets.h), as cuBLASLt tunes.
     const std::int64_t n = x.shape[0];
     std::vector<std::int64_t> key{tuning_bucket(n), x.shape[1],
-                                  static_cast<std::int64_t>(targets[0].y.dtype)};
+                                  static_cast<std::int64_t>(targets[0].y.dtype), small_ok,
+                                  stacked_ok};
     for (const tensor::LinearTarget& t : targets) {
         key.push_back(t.w.shape[0]);
         key.push_back(t.bias.empty() ? 0 : 1);
     }
-    if (const bool* wins = small_linear_wins_.find(key, n)) return *wins;
-    if (capturing_) return true;  // no timing inside a capture; not remembered
+    if (const LinearPath* path = linear_paths_.find(key, n)) return *path;
+    if (capturing_) return untimed;  // no timing inside a capture; not remembered
     // Each timing runs its path once untimed first (cuBLASLt builds and tunes its plans then),
-    // then kTimedRuns times, the two paths alternating for two rounds. The outputs are
+    // then kTimedRuns times, the paths alternating for two rounds. The outputs are
     // overwritten by the caller's run.
     constexpr int kTimedRuns = 5, kRounds = 2;
-    const std::function<bool()> paths[] = {
-        [&] { return small_linear(x, targets); },
-        [&] {
-            for (const tensor::LinearTarget& t : targets) lt_linear(x, t);
+    std::vector<LinearPath> paths{LinearPath::PerTarget};
+    std::vector<std::function<bool()>> runs{[&] {
+        for (const tensor::LinearTarget& t : targets) lt_linear(x, t);
+        return true;
+    }};
+    if (small_ok) {
+        paths.push_back(LinearPath::SmallKernel);
+        runs.emplace_back([&] { return small_linear(x, targets); });
+    }
+    if (stacked_ok) {
+        paths.push_back(LinearPath::Stacked);
+        runs.emplace_back([&] {
+            stacked_linear(x, targets);
             return true;
-        }};
+        });
+    }
     const std::vector<std::optional<float>> ms =
-        tune_stopwatch_.race(stream_, kTimedRuns, kRounds, paths);
-    const std::optional<float> small_ms = ms[0];
-    const float lt_ms = *ms[1];  // cuBLASLt always runs
-    const bool wins = small_ms && *small_ms < lt_ms;
-    IS_LOG(Debug) << "small linear: " << n << " rows x " << x.shape[1] << ", "
-                  << targets.size() << " targets: kernel "
-                  << (small_ms ? std::to_string(*small_ms / kTimedRuns) + " ms" : "not taken")
-                  << ", cuBLASLt " << lt_ms / kTimedRuns << " ms";
-    small_linear_wins_.record(key, n, wins);
-    return wins;
+        tune_stopwatch_.race(stream_, kTimedRuns, kRounds, runs);
+    std::size_t best = 0;  // per target always runs
+    std::string times;
+    static constexpr const char* kNames[] = {"kernel", "per-target cuBLASLt", "stacked cuBLASLt"};
+    for (std::size_t i = 0; i < paths.size(); ++i) {
+        if (ms[i] && *ms[i] < *ms[best]) best = i;
+        times += std::string(i > 0 ? ", " : "") + kNames[static_cast<int>(paths[i])] + " " +
+                 (ms[i] ? std::to_string(*ms[i] / kTimedRuns) + " ms" : "not taken");
+    }
+    IS_LOG(Debug) << "linear paths: " << n << " rows x " << x.shape[1] << ", " << targets.size()
+                  << " targets: " << times << " -> " << kNames[static_cast<int>(paths[best])];
+    linear_paths_.record(key, n, paths[best]);
+    return paths[best];
+}
+
+bool CudaBackend::stackable(const Tensor& x, std::span<const tensor::LinearTarget> targets) const {
+    if (targets.size() < 2 || targets.size() > static_cast<std::size_t>(kMaxColumnParts)) {
+        return false;
+    }
+    const auto adjoins = [](const Tensor& prev, const Tensor& next) {
+        return next.data == static_cast<const char*>(prev.data) + prev.nbytes() &&
+               next.dtype == prev.dtype;
+    };
+    const tensor::LinearTarget& first = targets[0];
+    const std::size_t elem = tensor::dtype_size(first.y.dtype);
+    std::int64_t outs = 0;
+    for (std::size_t i = 0; i < targets.size(); ++i) {
+        const tensor::LinearTarget& t = targets[i];
+        if (t.y.dtype != first.y.dtype || t.bias.empty() != first.bias.empty() ||
+            (t.w.shape[0] * static_cast<std::int64_t>(elem)) % 16 != 0 ||
+            reinterpret_cast<std::uintptr_t>(t.y.data) % 16 != 0) {
+            return false;
+        }
+        if (i > 0 && (!adjoins(targets[i - 1].w, t.w) ||
+                      (!t.bias.empty() && !adjoins(targets[i - 1].bias, t.bias)))) {
+            return false;
+        }
+        outs += t.w.shape[0];
+    }
+    return static_cast<std::size_t>(x.shape[0] * outs) * elem <=
+           options_.stacked_linear_scratch_bytes;
+}
+
+void CudaBackend::stacked_linear(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
+    const std::int64_t n = x.shape[0];
+    const DType y_dtype = targets[0].y.dtype;
+    const auto elem = static_cast<std::int64_t>(tensor::dtype_size(y_dtype));
+    ColumnParts parts;
+    std::int64_t outs = 0;
+    for (const tensor::LinearTarget& t : targets) {
+        parts.dst[parts.count] = t.y.data;
+        parts.bytes[parts.count++] = t.w.shape[0] * elem;
+        outs += t.w.shape[0];
+    }
+    tensor::LinearTarget stack = targets[0];
+    stack.w.shape[0] = outs;
+    if (!stack.bias.empty()) stack.bias.shape[0] = outs;
+    stack.y = Tensor(stacked_output_, y_dtype, {n, outs}, tensor::Device::Cuda);
+    lt_linear(x, stack);
+    launch_split_columns(stack.y.data, n, parts, stream_);
 }
 
 bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTarget> targets) {

@@ -1,11 +1,14 @@
 // CudaBackend::linear_group on the small-batch kernel (linear_small.cu) against the CPU
 // backend's linear per target: 1..64 tokens, odd output sizes and k not a multiple of the
 // kernel's 32-wide step, bf16 and f32 biases, groups of up to three weights, shapes that split
-// k across CTAs, and the same launch replayed from a CUDA graph.
+// k across CTAs, and the same launch replayed from a CUDA graph. Targets stacked in memory (as
+// the model stores q/k/v, model::upload_stacked) on the stacked path: one cuBLASLt GEMM over all
+// their rows, its output columns split into the targets.
 
 #include <string>
 
 #include "cuda_test_util.h"
+#include "model/stacked_weight.h"
 
 namespace inferscale::cuda_test {
 namespace {
@@ -37,7 +40,7 @@ class CudaLinearGroupTest : public CudaTest, public ::testing::WithParamInterfac
     // The kernel on every group, not whichever path the timing would pick.
     CudaBackendOptions options() const override {
         CudaBackendOptions o;
-        o.small_linear.autotune = false;
+        o.linear_paths.autotune = false;
         return o;
     }
 
@@ -131,6 +134,71 @@ TEST_F(CudaLinearGroupTest, ReplaysFromGraph) {
         }
     }
 }
+
+class CudaStackedLinearTest : public CudaTest, public ::testing::WithParamInterface<GroupCase> {
+  protected:
+    // No kernel and no timing: the stack wherever it fits a 1 MiB scratch, else per target.
+    CudaBackendOptions options() const override {
+        CudaBackendOptions o;
+        o.linear_paths = {.small_max_rows = 0, .stacked = true, .autotune = false};
+        o.stacked_linear_scratch_bytes = std::size_t{1} << 20;
+        return o;
+    }
+};
+
+TEST_P(CudaStackedLinearTest, MatchesCpu) {
+    const GroupCase c = GetParam();
+    std::vector<float> x = random_bf16(c.n * c.in, rng_);
+    std::vector<std::vector<float>> w, b;
+    std::vector<Tensor> w_host, b_host;
+    for (std::int64_t out : c.outs) {
+        w.push_back(random_bf16(out * c.in, rng_, 0.05f));
+        b.push_back(random_bf16(out, rng_));
+    }
+    for (std::size_t i = 0; i < c.outs.size(); ++i) {
+        w_host.push_back(host_view(w[i], {c.outs[i], c.in}));
+        b_host.push_back(host_view(b[i], {c.outs[i]}));
+    }
+    auto weights = model::upload_stacked(*gpu_, w_host);
+    ASSERT_TRUE(weights.ok()) << weights.error().message;
+    ASSERT_EQ(weights->storage.size(), 1u);
+    model::StackedWeight biases;
+    if (c.bias) {
+        auto uploaded = model::upload_stacked(*gpu_, b_host);
+        ASSERT_TRUE(uploaded.ok()) << uploaded.error().message;
+        biases = std::move(*uploaded);
+    }
+    std::vector<DeviceTensor> ys;
+    std::vector<tensor::LinearTarget> targets;
+    for (std::size_t i = 0; i < c.outs.size(); ++i) {
+        ys.push_back(device_empty(*gpu_, c.y_dtype, {c.n, c.outs[i]}));
+        poison(*gpu_, ys.back().tensor);
+        targets.push_back({weights->parts[i], c.bias ? biases.parts[i] : Tensor(),
+                           ys.back().tensor});
+    }
+    DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {c.n, c.in});
+    gpu_->linear_group(dx.tensor, targets);
+    for (std::size_t i = 0; i < c.outs.size(); ++i) {
+        std::vector<float> ref(c.n * c.outs[i]);
+        cpu_.linear(host_view(x, {c.n, c.in}), w_host[i], c.bias ? b_host[i] : Tensor(),
+                    host_view(ref, {c.n, c.outs[i]}));
+        EXPECT_LT(rel_error(download(*gpu_, ys[i].tensor), ref),
+                  c.y_dtype == DType::F32 ? 1e-3 : kBf16Tolerance)
+            << "target " << i;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CudaStackedLinearTest,
+    ::testing::Values(GroupCase{1, 4096, {512, 128, 128}, false, DType::BF16},
+                      GroupCase{64, 1024, {1024, 256, 256}, false, DType::BF16},
+                      GroupCase{100, 896, {128, 32, 32}, true, DType::BF16},  // Qwen-like
+                      GroupCase{37, 512, {512, 128, 128}, true, DType::F32},
+                      // 256 x 6144 x 2 bytes is over the scratch: one GEMM per target
+                      GroupCase{256, 256, {4096, 1024, 1024}, true, DType::BF16},
+                      // 200-byte rows cannot be split in 16-byte words: one GEMM per target
+                      GroupCase{5, 256, {100, 28}, true, DType::BF16}),
+    case_name);
 
 }  // namespace
 }  // namespace inferscale::cuda_test

@@ -19,7 +19,7 @@ class CudaLinearTest : public CudaTest, public ::testing::WithParamInterface<Lin
     CudaBackendOptions options() const override {
         CudaBackendOptions o;
         o.fuse_bias = GetParam().fuse_bias;
-        o.small_linear.max_rows = 0;
+        o.linear_paths.small_max_rows = 0;
         return o;
     }
 };
