@@ -81,8 +81,10 @@ class StepMarks {
 
 // One kv request's times, ms from the start (facts selected).
 struct KvRequestTimes {
-    double copied_ms = 0.0;    // host tier: the staging copies done (0 on the GPU tier)
-    double injected_ms = 0.0;  // plan + blocks + inject done
+    double issued_ms = 0.0;    // host tier: the first layer groups' copies issued, the
+                               // injection prepared (0 on the GPU tier)
+    double injected_ms = 0.0;  // GPU tier: plan + blocks + inject done (host tier: 0, its
+                               // injection runs layer group by layer group inside the forward)
     double total_ms = 0.0;     // first-token logits on the host
 };
 

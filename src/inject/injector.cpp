@@ -19,7 +19,25 @@ Status Injector::reserve_device(std::size_t words) {
 
 Status Injector::inject(std::span<const InjectSpan> spans, std::span<const kv::BlockId> blocks,
                         kv::KvStorage& kv) {
+    IS_RETURN_IF_ERROR(prepare(spans, blocks, kv));
+    inject_layers(0, layers_);
+    return {};
+}
+
+void Injector::inject_layers(std::int64_t first, std::int64_t count) {
+    if (layers_ == 0 || count == 0) return;
+    IS_CHECK(first >= 0 && count > 0 && first + count <= layers_)
+        << "inject layers " << first << "+" << count << " of " << layers_;
+    args_.first_layer = first;
+    args_.num_layers = count;
+    backend_->inject_chunks(args_, tables_);
+    last_bytes_ += bytes_per_layer_ * static_cast<std::size_t>(count);
+}
+
+Status Injector::prepare(std::span<const InjectSpan> spans, std::span<const kv::BlockId> blocks,
+                         kv::KvStorage& kv) {
     last_bytes_ = 0;
+    layers_ = 0;
     const kv::KvLayout& layout = kv.layout();
     const std::int64_t bs = layout.block_size;
     const std::int64_t max_pos = tables_.cos.shape[0];
@@ -82,7 +100,8 @@ Status Injector::inject(std::span<const InjectSpan> spans, std::span<const kv::B
         return static_cast<std::int32_t*>(device_.data()) + (host_ptr - host_.data());
     };
     const tensor::Device dev = backend_->device();
-    tensor::InjectArgs args;
+    tensor::InjectArgs& args = args_;
+    args = tensor::InjectArgs();
     args.chunk_addrs = Tensor(at(addrs), DType::I32, {c, 2}, dev);
     args.chunk_tokens = Tensor(at(tokens), DType::I32, {c}, dev);
     args.src_chunk = Tensor(at(src_chunk), DType::I32, {n}, dev);
@@ -106,10 +125,9 @@ Status Injector::inject(std::span<const InjectSpan> spans, std::span<const kv::B
                      static_cast<char*>(args.layer0.v.data) + l * args.layer_stride * esize)
             << "KvStorage layers are not evenly strided";
     }
-    backend_->inject_chunks(args, tables_);
-    last_bytes_ = static_cast<std::size_t>(2 * 2 * n * layout.num_layers * layout.num_kv_heads *
-                                           layout.head_dim) *
-                  esize;
+    layers_ = layout.num_layers;
+    bytes_per_layer_ =
+        static_cast<std::size_t>(2 * 2 * n * layout.num_kv_heads * layout.head_dim) * esize;
     return {};
 }
 

@@ -1,9 +1,11 @@
 #pragma once
 // Injector: writes chunk KV into a sequence's paged blocks with the backend's fused
-// inject_chunks op (gather + RoPE to the target positions + scatter, all layers at once).
-// It stages the small per-token metadata (source chunk and row, position, slot) in one host
-// array and copies it to the device in one transfer; the staging buffers only grow, so a
-// steady stream of requests allocates nothing.
+// inject_chunks op (gather + RoPE to the target positions + scatter). It stages the small
+// per-token metadata (source chunk and row, position, slot) in one host array and copies it to
+// the device in one transfer; the staging buffers only grow, so a steady stream of requests
+// allocates nothing. `inject` writes every layer at once; `prepare` + `inject_layers` write
+// them a layer range at a time, for chunks whose bytes are still arriving layer group by layer
+// group (host-tier promotion overlapped with the forward, ForwardBatch::before_layer).
 
 #include <cstdint>
 #include <span>
@@ -34,7 +36,16 @@ class Injector {
         return inject(plan.spans, blocks, kv);
     }
 
-    // Bytes of chunk KV that the last inject() moved: K and V, read once and written once.
+    // Checks and stages the spans as `inject` does, writing nothing yet; the chunks' bytes
+    // need not have arrived. Valid until the next prepare or inject.
+    Status prepare(std::span<const InjectSpan> spans, std::span<const kv::BlockId> blocks,
+                   kv::KvStorage& kv);
+    // Enqueues the prepared injection for layers [first, first + count) (within the model's).
+    void inject_layers(std::int64_t first, std::int64_t count);
+    std::int64_t prepared_layers() const { return layers_; }
+
+    // Bytes of chunk KV moved since the last prepare (or by the last inject()): K and V, read
+    // once and written once.
     std::size_t last_bytes_moved() const { return last_bytes_; }
 
   private:
@@ -45,6 +56,9 @@ class Injector {
     std::vector<const KvChunk*> chunk_list_;
     std::vector<std::int32_t> host_;  // staging: addrs, tokens, src_chunk, src_row, pos, slots
     tensor::Buffer device_;           // the same words on the device
+    tensor::InjectArgs args_;         // the prepared injection, all layers
+    std::int64_t layers_ = 0;         // layers of the prepared KV (0: nothing to write)
+    std::size_t bytes_per_layer_ = 0;
     std::size_t last_bytes_ = 0;
 };
 

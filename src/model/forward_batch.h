@@ -5,6 +5,7 @@
 // the caller's arrays for the duration of the call.
 
 #include <cstdint>
+#include <functional>
 #include <span>
 
 #include "tensor/tensor.h"
@@ -36,12 +37,19 @@ struct KvCapture {
     tensor::Tensor v;                    // [num_layers, m, num_kv_heads, head_dim] activation dtype
 };
 
+// Called on the host just before the forward enqueues layer `layer`'s ops, so the caller can
+// enqueue what that layer needs on the backend's stream first: memory injection of chunks whose
+// bytes arrive from host memory one layer group at a time (Backend::order_after the group's
+// copy, then Injector::inject_layers). Eager steps only: a replayed graph calls nothing.
+using LayerHook = std::function<void(std::int64_t layer)>;
+
 struct ForwardBatch {
     std::span<const std::int32_t> token_ids;  // [num_tokens]
     std::span<const std::int32_t> positions;  // [num_tokens] RoPE positions
     std::span<const BatchSequence> sequences;
     LogitsSelection logits = LogitsSelection::LastPerSequence;
     const KvCapture* capture = nullptr;  // optional
+    const LayerHook* before_layer = nullptr;  // optional
 };
 
 }  // namespace inferscale::model

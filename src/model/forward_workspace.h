@@ -8,6 +8,7 @@
 #include <cstdint>
 
 #include "base/result.h"
+#include "model/forward_batch.h"
 #include "model/model_config.h"
 #include "tensor/backend.h"
 
@@ -79,6 +80,7 @@ struct StagedStep {
     std::int32_t fixed_max_kv_len = 0;  // see PagedAttentionArgs
     MetaLayout layout;
     tensor::Tensor capture_k, capture_v;  // the batch's KvCapture targets, or empty
+    const LayerHook* before_layer = nullptr;  // the batch's, or null
 };
 
 struct ForwardWorkspace {

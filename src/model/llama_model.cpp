@@ -254,6 +254,7 @@ void LlamaModel::enqueue(kv::KvStorage& kv, ForwardWorkspace& ws, bool sample) {
     const std::int64_t n = st.num_tokens;
     be.embedding(embed_.tensor, meta(l.token_ids, n), leading(ws.hidden, n));
     for (std::int64_t layer = 0; layer < config_.num_layers; ++layer) {
+        if (st.before_layer != nullptr) (*st.before_layer)(layer);
         run_layer(layer, args, kv, ws);
     }
 

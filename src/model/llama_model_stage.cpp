@@ -25,9 +25,10 @@ Status LlamaModel::stage(const ForwardBatch& batch, const kv::KvStorage& kv, For
     std::int64_t n = real_n, s = real_s;
     if (o.pad_to > 0 || o.fixed_max_kv_len > 0) {
         if (batch.logits != LogitsSelection::LastPerSequence || batch.capture != nullptr ||
-            real_n != real_s) {
+            batch.before_layer != nullptr || real_n != real_s) {
             return make_error("forward: padded or fixed-size steps take decode batches only (one "
-                              "token per sequence, last-token logits, no capture)");
+                              "token per sequence, last-token logits, no capture, no layer "
+                              "hook)");
         }
         if (o.pad_to > 0) {
             if (o.pad_to < real_s) return make_error("forward: batch larger than its padding");
@@ -114,6 +115,7 @@ Status LlamaModel::stage(const ForwardBatch& batch, const kv::KvStorage& kv, For
     st.layout = l;
     st.capture_k = cap != nullptr ? cap->k : tensor::Tensor();
     st.capture_v = cap != nullptr ? cap->v : tensor::Tensor();
+    st.before_layer = batch.before_layer;
     return {};
 }
 

@@ -59,7 +59,8 @@ struct PagedAttentionArgs {
 // contiguous tensor [num_layers][2][t_c][kvh][d] in the kv dtype (index 0 of dim 1 is K before
 // RoPE, 1 is V); it may live anywhere on the device, hence the address table. Per layer the
 // pages are at layer0 + l * layer_stride elements (K and V alike), as KvStorage lays them out.
-// Sizes are small (one entry per token or chunk); the KV rows are the traffic.
+// Only layers [first_layer, first_layer + num_layers) are written, so a caller can inject layer
+// group by layer group as each group's bytes arrive. Sizes are small (one entry per token or chunk); the KV rows are the traffic.
 struct InjectArgs {
     Tensor chunk_addrs;   // [c, 2] i32: each chunk's device address, low word first
     Tensor chunk_tokens;  // [c] i32: t_c, rows of chunk c
@@ -69,6 +70,7 @@ struct InjectArgs {
     Tensor slots;         // [n] i32: flat page slot (block * bs + offset) token i goes to
     KvPages layer0;       // pages of layer 0
     std::int64_t layer_stride = 0;  // elements from layer l's pages to layer l + 1's
+    std::int64_t first_layer = 0;
     std::int64_t num_layers = 0;
 };
 

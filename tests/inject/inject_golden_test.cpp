@@ -1,12 +1,16 @@
 // Injection equivalence on the golden tiny checkpoints (CPU, f32): a chunk captured by the
 // ChunkEncoder at positions 0.. and injected at p.. leaves the same K and V in the pages as a
 // prefill of that chunk alone at p.. (so RoPE really is re-applied), and the encoder's batching
-// and context slicing do not change what it captures.
+// and context slicing do not change what it captures. Injected a layer range at a time from
+// inside the forward (ForwardBatch::before_layer, as host-tier chunks arriving layer group by
+// layer group are), the pages and the question's logits are bit for bit those of injecting
+// every layer first.
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <cstring>
+#include <numeric>
 
 #include "inject/chunk_encoder.h"
 #include "inject/inject_plan.h"
@@ -164,6 +168,46 @@ TEST_P(InjectGolden, LongFactIsEncodedInPieces) {
     const InjectSpan span{&(*chunks)[0], 0, 50, 70};
     ASSERT_TRUE(injector.inject({&span, 1}, inj_blocks, *h_.kv).ok());
     EXPECT_LT(max_rel_diff(inj_blocks, 70, ref_blocks, 70, 50), 3e-5f);
+}
+
+TEST_P(InjectGolden, InjectedLayerByLayerInsideTheForwardEqualsInjectedFirst) {
+    const ChunkRequest reqs[] = {request("a", tokens(7, 11)), request("b", tokens(9, 12))};
+    auto chunks = encoder_->encode(reqs);
+    ASSERT_TRUE(chunks.ok()) << chunks.error().message;
+    const InjectSpan spans[] = {{&(*chunks)[0], 0, 7, 0}, {&(*chunks)[1], 0, 9, 7}};
+    const std::vector<std::int32_t> question = tokens(5, 13);
+    const std::int64_t layers = h_.config.num_layers;
+    Injector injector(*h_.backend, h_.model->rope_tables());
+
+    const auto first_blocks = model::golden::take_blocks(*pool_, 6);
+    ASSERT_TRUE(injector.inject(spans, first_blocks, *h_.kv).ok());
+    const std::size_t all_bytes = injector.last_bytes_moved();
+    const std::vector<float> expected =
+        h_.run_one(question, 16, first_blocks, model::LogitsSelection::LastPerSequence);
+
+    const auto layered_blocks = model::golden::take_blocks(*pool_, 6);
+    ASSERT_TRUE(injector.prepare(spans, layered_blocks, *h_.kv).ok());
+    EXPECT_EQ(injector.prepared_layers(), layers);
+    std::vector<std::int64_t> seen;
+    const model::LayerHook hook = [&](std::int64_t layer) {
+        seen.push_back(layer);
+        injector.inject_layers(layer, 1);
+    };
+    std::vector<std::int32_t> pos(question.size());
+    std::iota(pos.begin(), pos.end(), 16);
+    const model::BatchSequence seq{static_cast<std::int32_t>(question.size()), 21,
+                                   layered_blocks};
+    model::ForwardBatch batch{question, pos, std::span(&seq, 1),
+                              model::LogitsSelection::LastPerSequence};
+    batch.before_layer = &hook;
+    const std::vector<float> layered = h_.run(batch);
+
+    std::vector<std::int64_t> every(static_cast<std::size_t>(layers));
+    std::iota(every.begin(), every.end(), 0);
+    EXPECT_EQ(seen, every) << "the hook runs once per layer, in order";
+    EXPECT_EQ(injector.last_bytes_moved(), all_bytes);
+    EXPECT_EQ(layered, expected);
+    EXPECT_EQ(max_rel_diff(layered_blocks, 0, first_blocks, 0, 21), 0.0f);
 }
 
 INSTANTIATE_TEST_SUITE_P(Golden, InjectGolden,

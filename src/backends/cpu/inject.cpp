@@ -29,6 +29,7 @@ void CpuBackend::inject_chunks(const tensor::InjectArgs& args, const tensor::Rop
     IS_CHECK(args.src_chunk.numel() == n && args.src_row.numel() == n &&
              args.positions.numel() == n && args.chunk_addrs.numel() == 2 * c)
         << "inject_chunks: metadata sizes disagree";
+    IS_CHECK(args.first_layer >= 0 && args.num_layers >= 0) << "inject_chunks: layer range";
     if (n == 0 || args.num_layers == 0) return;
 
     const std::int64_t num_slots = kp.shape[0] * kp.shape[1];
@@ -56,9 +57,9 @@ void CpuBackend::inject_chunks(const tensor::InjectArgs& args, const tensor::Rop
         IS_CHECK(slots[i] >= 0 && slots[i] < num_slots) << "inject_chunks: slot " << slots[i];
     }
 
-    const std::int64_t layers = args.num_layers;
+    const std::int64_t first = args.first_layer, end = args.first_layer + args.num_layers;
 #pragma omp parallel for collapse(2) schedule(static)
-    for (std::int64_t l = 0; l < layers; ++l) {
+    for (std::int64_t l = first; l < end; ++l) {
         for (std::int64_t i = 0; i < n; ++i) {
             const std::int64_t t_c = chunk_tokens[src_chunk[i]];
             // Chunk layout [layers][2][t_c][kvh][d]: K of layer l, then V of layer l.

@@ -31,6 +31,7 @@ struct InjectKernelArgs {
     bf16* k_pages;                     // layer 0 [slots, kvh, d]
     bf16* v_pages;
     std::int64_t layer_stride;  // elements
+    std::int64_t first_layer;   // blockIdx.y counts from here
     std::int64_t num_slots;
     std::int64_t max_positions;
     int num_chunks;
@@ -86,7 +87,7 @@ __global__ void inject_kernel(InjectKernelArgs a) {
     const std::int64_t per_layer = static_cast<std::int64_t>(a.n) * a.heads * groups;
     const std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
     if (idx >= per_layer) return;
-    const std::int64_t layer = blockIdx.y;
+    const std::int64_t layer = a.first_layer + blockIdx.y;
     const int g = static_cast<int>(idx % groups);
     const int h = static_cast<int>((idx / groups) % a.heads);
     const int t = static_cast<int>(idx / (static_cast<std::int64_t>(groups) * a.heads));
@@ -162,6 +163,7 @@ void CudaBackend::inject_chunks(const tensor::InjectArgs& args, const tensor::Ro
         << "inject_chunks: rope tables do not match head_dim";
     IS_CHECK(n <= 0x7fffffff && c <= 0x7fffffff && args.num_layers <= 65535)
         << "inject_chunks: too large";
+    IS_CHECK(args.first_layer >= 0 && args.num_layers >= 0) << "inject_chunks: layer range";
     if (n == 0 || args.num_layers == 0) return;
 
     InjectKernelArgs a{};
@@ -176,6 +178,7 @@ void CudaBackend::inject_chunks(const tensor::InjectArgs& args, const tensor::Ro
     a.k_pages = kp.as<bf16>();
     a.v_pages = args.layer0.v.as<bf16>();
     a.layer_stride = args.layer_stride;
+    a.first_layer = args.first_layer;
     a.num_slots = kp.shape[0] * kp.shape[1];
     a.max_positions = tables.cos.shape[0];
     a.num_chunks = static_cast<int>(c);

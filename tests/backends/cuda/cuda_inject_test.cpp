@@ -1,7 +1,9 @@
 // Backend::inject_chunks on the GPU against the CPU op, through inject::Injector on both
 // backends: chunks of bf16-rounded random KV are injected at scattered positions and slots of
 // every layer; V must be bit-exact, K within one bf16 rounding of the CPU's f32 rotation.
-// Covers the 16-byte vector path (head_dim 128, 64) and the scalar fallback (head_dim 24).
+// Covers the 16-byte vector path (head_dim 128, 64) and the scalar fallback (head_dim 24). The
+// GPU side injects in two layer ranges, the later one first (Injector::inject_layers, as host
+// tier chunks arrive), against the CPU's all-layers inject.
 
 #include <cmath>
 #include <cstring>
@@ -75,7 +77,9 @@ TEST_P(CudaInjectTest, MatchesCpu) {
     auto gpu_kv = kv::KvStorage::create(*gpu_, layout).value();
     inject::Injector cpu_inj(cpu_, cpu_tables), gpu_inj(*gpu_, gpu_tables);
     ASSERT_TRUE(cpu_inj.inject(cpu_spans, seq, cpu_kv).ok());
-    ASSERT_TRUE(gpu_inj.inject(gpu_spans, seq, gpu_kv).ok());
+    ASSERT_TRUE(gpu_inj.prepare(gpu_spans, seq, gpu_kv).ok());
+    gpu_inj.inject_layers(1, s.layers - 1);
+    gpu_inj.inject_layers(0, 1);
     gpu_->synchronize();
     ASSERT_EQ(cudaGetLastError(), cudaSuccess);
 
