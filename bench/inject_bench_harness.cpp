@@ -199,14 +199,14 @@ struct InjectBenchHarness::Impl {
         blocks.clear();
     }
 
-    // Host tier: each selected chunk's bytes are copied up layer group by layer group on the
-    // transfer stream; group_tickets[g] is the last copy of group g (transfers finish in ticket
-    // order, so every chunk's group g has landed then).
-    static constexpr std::int64_t kLayerGroups = 8;
+    // Host tier: each selected chunk's bytes are copied up layer group by layer group
+    // (inject::kLayerGroups, as ChunkPool promotes) on the transfer stream; group_tickets[g] is
+    // the last copy of group g (transfers finish in ticket order, so every chunk's group g has
+    // landed then).
     std::vector<std::uint64_t> group_tickets;
 
     std::int64_t group_first_layer(std::int64_t g) const {
-        return g * model.config().num_layers / kLayerGroups;
+        return inject::layer_group_begin(g, model.config().num_layers);
     }
 
     // Issues the copies of layer group g of chunks offset .. offset + k - 1 of the host slab
@@ -376,7 +376,7 @@ Result<KvRequestTimes> InjectBenchHarness::kv_request(std::int64_t k, std::int64
     // and group g's injection waits on the device for its own copies only, so the transfer
     // overlaps the layers before it.
     constexpr std::int64_t kAhead = 2;
-    const std::int64_t groups = Impl::kLayerGroups;
+    const std::int64_t groups = inject::kLayerGroups;
     im.group_tickets.assign(static_cast<std::size_t>(groups), 0);
     for (std::int64_t g = 0; g < std::min(kAhead, groups); ++g)
         im.issue_group(g, k, offset, chunk_bytes_);

@@ -11,7 +11,8 @@
 #     tools/device_serve_bench.sh run [BUNDLE_DIR] [bench/serve_bench.py flags...]
 #   writes serve_bench.txt, serve_bench.json and the server log to $OUT (or ./serve-bench-logs).
 #   SERVE_FLAGS adds `inferscale serve` flags (e.g. --log-requests); MAX_BATCH_TOKENS sets the
-#   step token budget (default 2048: at 100 users half the kv TTFT of 4096 at the same QPS).
+#   step token budget (default 2048: at 100 users half the kv TTFT of 4096 at the same QPS);
+#   DEVICE_POOL_MB the chunk pool's device tier (default 40960; small: chunks live in host memory).
 #
 # The model folder for the random weights comes from committed fixtures (random_weights_model_dir).
 set -euo pipefail
@@ -55,7 +56,7 @@ run() {
         --conversation "$bundle_dir/conversation.json" --out "$logs/serve_bench.json" \
         --server-log "$logs/server.log" \
         --server-args "--model $model --device cuda --random-weights configs/llama-3.1-8b.json \
---kv-tokens 393216 --max-batch-tokens ${MAX_BATCH_TOKENS:-2048} --max-batch-seqs 256 --device-pool-mb 40960 \
+--kv-tokens 393216 --max-batch-tokens ${MAX_BATCH_TOKENS:-2048} --max-batch-seqs 256 --device-pool-mb ${DEVICE_POOL_MB:-40960} \
 --host-pool-mb 16384 --max-context 4096 ${SERVE_FLAGS:-}" "$@" 2>&1 | tee "$logs/serve_bench.txt"
 }
 

@@ -256,7 +256,24 @@ void Engine::emit(Active& a, std::int32_t token, const sampling::SampledLogprobs
 }
 
 Status Engine::run_step(StepPlan& plan) {
-    for (const Injection& injection : plan.injections) IS_RETURN_IF_ERROR(inject(injection));
+    // One request chosen on an idle engine (Active::layered) is injected layer group by layer
+    // group inside the forward; it is prepared last, as the injector holds one prepared
+    // injection.
+    const Injection* layered = nullptr;
+    for (const Injection& injection : plan.injections) {
+        if (layered == nullptr && active_.at(injection.seq->id)->layered) {
+            layered = &injection;
+            continue;
+        }
+        IS_RETURN_IF_ERROR(inject(injection));
+    }
+    if (layered != nullptr) IS_RETURN_IF_ERROR(prepare_layered(*layered));
+    const Status stepped = run_forward(plan);
+    finish_layered();
+    return stepped;
+}
+
+Status Engine::run_forward(StepPlan& plan) {
     step_ids_.clear();
     step_positions_.clear();
     step_seqs_.clear();
@@ -285,12 +302,14 @@ Status Engine::run_step(StepPlan& plan) {
     batch.positions = step_positions_;
     batch.sequences = step_seqs_;
     batch.logits = model::LogitsSelection::LastPerSequence;
+    const model::LayerHook hook = layered_ != nullptr ? layered_hook() : model::LayerHook();
+    if (layered_ != nullptr) batch.before_layer = &hook;
     const std::size_t rows = plan.runs.size();
     const auto vocab = static_cast<std::size_t>(model_.config().vocab_size);
     const Timer forward;
     const bool device_argmax = greedy && !logprobs;
     last_step_graphed_ = false;
-    if (device_argmax && decode_only && graphs_ &&
+    if (device_argmax && decode_only && graphs_ && layered_ == nullptr &&
         graphs_->bucket_for(static_cast<std::int64_t>(rows)) > 0) {
         sampled_.resize(rows);
         last_step_graphed_ = true;

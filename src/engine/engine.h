@@ -49,6 +49,12 @@ struct EngineOptions {
     int background_encode_window = -1;
     // Decode steps replayed from recorded graphs where the backend has them (CUDA).
     bool decode_graphs = true;
+    // An idle engine starts a kv request at once, even while its chunks are still coming up
+    // from host memory: each layer group is injected inside the forward as its copies land
+    // (ForwardBatch::before_layer), so the transfer overlaps the layers before it. While
+    // other requests run, a request waits for its whole promotion instead, so no one else's
+    // step waits on the bus, and is injected in one op.
+    bool layered_host_chunks = true;
     // Before the first request, one step of each shape class (engine/warm_up.h) on backends
     // that tune or record per shape (Backend::wants_warm_up).
     bool warm_up = true;
@@ -135,10 +141,19 @@ class Engine {
     Result<std::size_t> encode_missing(std::span<const MemoryFact> facts, std::size_t& budget);
     void encode_in_background(std::size_t budget);
     Status run_step(StepPlan& plan);
+    // The step's forward and what follows it (sampling, streaming), after its injections.
+    Status run_forward(StepPlan& plan);
     // The debug line of a step that ran (INFERSCALE_LOG=debug).
     void log_step(const StepPlan& plan, double memory_ms, double schedule_ms,
                   double step_ms) const;
+    // Writes the injection's memory KV into its blocks (the device first waits for chunks
+    // still being promoted).
     Status inject(const Injection& injection);
+    // Prepares the injection of a request whose chunks are still arriving; run_step's forward
+    // injects it layer group by layer group (layered_hook) and then releases its chunks.
+    Status prepare_layered(const Injection& injection);
+    model::LayerHook layered_hook();
+    void finish_layered();
     // `logprobs`: the token's log-probabilities when the request asked for them, else null.
     void emit(Active& a, std::int32_t token, const sampling::SampledLogprobs* logprobs);
     // Sends the request's last event (finished, with usage) and frees everything it holds.
@@ -174,6 +189,7 @@ class Engine {
     Timer since_block_count_;  // since the KV-block gauges were last counted
     double last_forward_ms_ = 0;      // of the last step (debug log)
     bool last_step_graphed_ = false;  // it ran through graphs_
+    Active* layered_ = nullptr;       // the step's layer-by-layer injection (prepare_layered)
     std::thread thread_;
 };
 

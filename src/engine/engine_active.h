@@ -2,6 +2,7 @@
 // The engine's per-request state and its fact queue: private to engine.cpp and
 // engine_memory.cpp, which share them.
 
+#include <algorithm>
 #include <deque>
 #include <mutex>
 
@@ -34,12 +35,22 @@ struct Engine::Active {
     std::vector<MemoryFact> facts;
     std::vector<inject::ChunkLease> leases;
     inject::InjectPlan plan;
+    // Memory became ready on an idle engine: injected layer group by layer group inside its
+    // first forward (EngineOptions::layered_host_chunks).
+    bool layered = false;
+
+    // Every chunk's bytes are on the device (promotions from host memory done).
+    bool chunks_arrived() const {
+        return std::all_of(leases.begin(), leases.end(),
+                           [](const inject::ChunkLease& l) { return l.ready(); });
+    }
 
     // Lets the chunks go (injected, or the blocks were lost to preemption): a later
     // admission needs them fetched again.
     void release_memory() {
         leases.clear();
         plan = {};
+        layered = false;
         seq.memory_ready = false;
     }
 };

@@ -119,6 +119,7 @@ Result<std::size_t> Engine::encode_missing(std::span<const MemoryFact> facts, st
 void Engine::prepare_memory() {
     if (!runtime_) return;
     std::size_t budget = options_.encode_facts_per_step;
+    bool layered_chosen = false;
     for (Sequence* seq : scheduler_.needing_memory(options_.memory_prepare_ahead)) {
         Active& a = *active_.at(seq->id);
         auto still_missing = encode_missing(a.facts, budget);
@@ -140,9 +141,13 @@ void Engine::prepare_memory() {
             }
             a.leases = std::move(leases).value();
         }
-        if (!std::all_of(a.leases.begin(), a.leases.end(),
-                         [](const inject::ChunkLease& l) { return l.ready(); }))
-            continue;  // still copying up: WaitingForMemory
+        // One request at a time on an idle engine goes layer by layer; others wait until
+        // their chunks are up (WaitingForMemory).
+        const bool layered = options_.layered_host_chunks && !layered_chosen &&
+                             scheduler_.num_running() == 0;
+        if (!layered && !a.chunks_arrived()) continue;
+        layered_chosen = layered_chosen || layered;
+        a.layered = layered;
         std::vector<const inject::KvChunk*> body;
         for (const inject::ChunkLease& l : a.leases) body.push_back(l.get());
         if (body.empty()) body.push_back(&runtime_->empty_memory_chunk());
@@ -181,17 +186,69 @@ void Engine::encode_in_background(std::size_t budget) {
     }
 }
 
+namespace {
+
+// The injection's memory tokens, counted into the request's usage and the engine's stats.
+std::int64_t injected_by(const Sequence& seq, const Injection& injection) {
+    return seq.injected_tokens - injection.first_token;
+}
+
+}  // namespace
+
 Status Engine::inject(const Injection& injection) {
     Active& a = *active_.at(injection.seq->id);
     const std::vector<inject::InjectSpan> spans = spans_from(a.plan, injection.first_token);
+    if (!a.chunks_arrived()) {
+        // A layered request that shares its step with another: the device waits for the whole
+        // promotion.
+        const std::int64_t last_layer = model_.config().num_layers - 1;
+        for (const inject::ChunkLease& l : a.leases)
+            model_.backend().order_after(l.layers_ticket(last_layer));
+    }
     IS_RETURN_IF_ERROR(runtime_->injector().inject(spans, a.seq.blocks, model_.kv()));
-    a.usage.injected_tokens = a.seq.injected_tokens - injection.first_token;
+    a.usage.injected_tokens = injected_by(a.seq, injection);
     {
         std::lock_guard lock(mutex_);
         stats_.injected_tokens += static_cast<std::uint64_t>(a.usage.injected_tokens);
     }
     a.release_memory();  // the KV is in the blocks now; the chunks may be demoted again
     return {};
+}
+
+Status Engine::prepare_layered(const Injection& injection) {
+    Active& a = *active_.at(injection.seq->id);
+    const std::vector<inject::InjectSpan> spans = spans_from(a.plan, injection.first_token);
+    IS_RETURN_IF_ERROR(runtime_->injector().prepare(spans, a.seq.blocks, model_.kv()));
+    a.usage.injected_tokens = injected_by(a.seq, injection);
+    {
+        std::lock_guard lock(mutex_);
+        stats_.injected_tokens += static_cast<std::uint64_t>(a.usage.injected_tokens);
+    }
+    layered_ = &a;
+    return {};
+}
+
+model::LayerHook Engine::layered_hook() {
+    const std::int64_t layers = model_.config().num_layers;
+    return [this, layers, next = std::int64_t{0}](std::int64_t layer) mutable {
+        while (next < inject::kLayerGroups && inject::layer_group_begin(next, layers) <= layer) {
+            const std::int64_t first = inject::layer_group_begin(next, layers);
+            const std::int64_t end = inject::layer_group_begin(++next, layers);
+            if (first == end) continue;
+            // Transfers finish in ticket order: the latest ticket covers every chunk.
+            std::uint64_t ticket = 0;
+            for (const inject::ChunkLease& l : layered_->leases)
+                ticket = std::max(ticket, l.layers_ticket(end - 1));
+            model_.backend().order_after(ticket);
+            runtime_->injector().inject_layers(first, end - first);
+        }
+    };
+}
+
+void Engine::finish_layered() {
+    if (layered_ == nullptr) return;
+    layered_->release_memory();  // the forward that read the chunks has finished
+    layered_ = nullptr;
 }
 
 }  // namespace inferscale::engine

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <filesystem>
 #include <system_error>
 
@@ -29,6 +30,7 @@ struct PoolEntry {
     std::string path;                   // tier Disk: its chunk file
     int pins = 0;                       // leases, plus get_many's hold while it promotes
     std::uint64_t ticket = 0;           // the backend transfer filling `device` (0: none)
+    std::array<std::uint64_t, kLayerGroups> group_tickets{};  // per layer group (0: none)
     bool retired = false;               // erased or replaced; freed once unpinned
     std::list<PoolEntry*>::iterator lru;  // in the device or host LRU list
 
@@ -79,6 +81,12 @@ const char* chunk_tier_name(ChunkTier tier) {
 
 bool ChunkLease::ready() const {
     return entry_ == nullptr || pool_->backend_->transfer_done(entry_->ticket);
+}
+
+std::uint64_t ChunkLease::layers_ticket(std::int64_t layer) const {
+    if (entry_ == nullptr) return 0;
+    return entry_->group_tickets[static_cast<std::size_t>(
+        layer_group_of(layer, entry_->num_layers))];
 }
 
 ChunkLease& ChunkLease::operator=(ChunkLease&& other) noexcept {
@@ -358,7 +366,7 @@ Result<tensor::Buffer> ChunkPool::allocate_device_locked(std::size_t bytes) {
     }
 }
 
-Result<bool> ChunkPool::start_promotion_locked(Entry* e) {
+Result<void*> ChunkPool::stage_promotion_locked(Entry* e) {
     void* src = e->host;
     if (e->tier == ChunkTier::Disk) {
         // Read and check before making room, so a bad file costs no demotions.
@@ -369,7 +377,7 @@ Result<bool> ChunkPool::start_promotion_locked(Entry* e) {
             backend_->free_host(src);
             IS_LOG(Warn) << "chunk pool: dropping " << h.error().message;
             ++stats_.corruptions;
-            return false;
+            return static_cast<void*>(nullptr);
         }
     }
     const auto give_back = [&] {
@@ -391,8 +399,6 @@ Result<bool> ChunkPool::start_promotion_locked(Entry* e) {
     KvChunk chunk(e->identity, e->token_ids, e->num_layers, e->num_kv_heads, e->head_dim,
                   e->dtype, std::move(*buf));
     e->device.emplace(std::move(chunk));
-    e->ticket = backend_->copy_from_host_async(e->device_bytes(), src, e->bytes);
-    in_flight_.emplace_back(e->ticket, src);  // freed by collect_locked once copied
     e->host = nullptr;
     if (e->tier == ChunkTier::Disk) remove_disk_file_locked(e->path);
     e->path.clear();
@@ -400,7 +406,32 @@ Result<bool> ChunkPool::start_promotion_locked(Entry* e) {
     relink(e, ChunkTier::Device, device_lru_, host_lru_);
     account(*e, +1);
     ++stats_.promotions;
-    return true;
+    return src;
+}
+
+void ChunkPool::issue_promotions_locked(std::span<const Promotion> promotions) {
+    for (std::int64_t g = 0; g < kLayerGroups; ++g) {
+        for (const Promotion& p : promotions) {
+            Entry* e = p.entry;
+            const std::int64_t first = layer_group_begin(g, e->num_layers);
+            const std::int64_t count = layer_group_begin(g + 1, e->num_layers) - first;
+            if (count == 0) continue;
+            // The payload is layer-major: a layer group is one contiguous byte range.
+            const std::size_t layer_bytes = e->bytes / static_cast<std::size_t>(e->num_layers);
+            const std::size_t offset = static_cast<std::size_t>(first) * layer_bytes;
+            tensor::Tensor dst = e->device_bytes();
+            const std::size_t elem = tensor::dtype_size(e->dtype);
+            dst.data = static_cast<std::byte*>(dst.data) + offset;
+            dst.shape[0] = static_cast<std::int64_t>(count * layer_bytes / elem);
+            e->ticket = backend_->copy_from_host_async(
+                dst, static_cast<const std::byte*>(p.src) + offset,
+                static_cast<std::size_t>(count) * layer_bytes);
+            // Layers of an empty group's neighbours share their tickets (layer_group_of).
+            e->group_tickets[static_cast<std::size_t>(g)] = e->ticket;
+        }
+    }
+    // Freed by collect_locked once copied (transfers finish in ticket order).
+    for (const Promotion& p : promotions) in_flight_.emplace_back(p.entry->ticket, p.src);
 }
 
 // ---- public operations --------------------------------------------------------------------
@@ -427,26 +458,27 @@ Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentit
         ++found[i]->pins;
     }
     Status failed;
-    std::uint64_t last_ticket = 0;
+    std::vector<Promotion> promotions;
     for (std::size_t i = 0; i < ids.size() && failed.ok(); ++i) {
         Entry* e = found[i];
         if (e == nullptr || e->tier == ChunkTier::Device) continue;
         const ChunkTier from = e->tier;
-        Result<bool> started = start_promotion_locked(e);
-        if (!started.ok()) {
-            failed = std::move(started).error();
-        } else if (!*started) {  // a bad disk file: never returned, so a miss
+        Result<void*> src = stage_promotion_locked(e);
+        if (!src.ok()) {
+            failed = std::move(src).error();
+        } else if (*src == nullptr) {  // a bad disk file: never returned, so a miss
             std::replace(found.begin(), found.end(), e, static_cast<Entry*>(nullptr));
             ++stats_.misses;
             remove_disk_file_locked(e->path);
             detach_locked(e);
         } else {
             ++(from == ChunkTier::Host ? stats_.host_hits : stats_.disk_hits);
-            last_ticket = e->ticket;
-            continue;
+            promotions.push_back({e, *src});
         }
     }
-    if (ordered) backend_->order_after(last_ticket);
+    // Staged chunks sit in the device tier: their bytes go up even when a later one failed.
+    issue_promotions_locked(promotions);
+    if (ordered && !promotions.empty()) backend_->order_after(promotions.back().entry->ticket);
     std::vector<ChunkLease> out(ids.size());
     for (std::size_t i = 0; i < ids.size(); ++i) {
         Entry* e = found[i];

@@ -22,7 +22,11 @@
 // Host chunks likewise get one allocate_host each. Promotions copy on the backend's transfer
 // stream (Backend::copy_from_host_async), beside compute: `get_many(ids, ordered = false)`
 // returns at once and ChunkLease::ready() says when a chunk has arrived; with ordered (the
-// default) later compute ops wait for the copies on the device, the host never waits.
+// default) later compute ops wait for the copies on the device, the host never waits. The
+// copies of one get_many go layer group by layer group (kv_chunk.h's kLayerGroups), every
+// chunk's first group before any chunk's second: ChunkLease::layers_ticket(l) is the transfer
+// after which the chunk's layers up to l have landed, so a forward can inject (and attend over)
+// the first layers while the rest are still crossing the bus.
 //
 // Threads: every method takes one internal mutex, so `erase*` may come from another thread
 // (a MemoryStore listener). Backend memory is only freed by `get`, `get_many`, `put`, `flush`,
@@ -99,6 +103,9 @@ class ChunkLease {
     // The chunk's bytes have arrived on the device (its promotion's copy is done); true for
     // an empty lease. Never waits.
     bool ready() const;
+    // The transfer after which layers 0..layer of the chunk are on the device, for
+    // Backend::order_after; 0 when nothing is in flight for them.
+    std::uint64_t layers_ticket(std::int64_t layer) const;
     // On the device; valid while the lease lives. Null for an empty lease (a miss).
     const KvChunk* get() const { return chunk_; }
     const KvChunk& operator*() const { return *chunk_; }
@@ -175,9 +182,17 @@ class ChunkPool {
     // Writes `e`'s bytes (at `host`) to its disk file and moves it there; drops it on failure
     // or without a disk tier.
     void move_to_disk_locked(Entry* e, const void* host);
-    // Issues the copy of host or disk chunk `e` into a new device buffer; its host source goes
-    // to in_flight_, freed once the copy is done. False (and `e` dropped) for a bad disk file.
-    Result<bool> start_promotion_locked(Entry* e);
+    // Moves host or disk chunk `e` to the device tier with a new device buffer and returns its
+    // host source (a disk chunk read into new host memory) for issue_promotions_locked to copy;
+    // null (and `e` untouched) for a bad disk file.
+    Result<void*> stage_promotion_locked(Entry* e);
+    struct Promotion {
+        Entry* entry;
+        void* src;
+    };
+    // Issues the copies of staged promotions, layer group by layer group across all of them;
+    // each source goes to in_flight_, freed once its last copy is done.
+    void issue_promotions_locked(std::span<const Promotion> promotions);
     Result<tensor::Buffer> allocate_device_locked(std::size_t bytes);
 
     void insert_locked(std::unique_ptr<Entry> e);

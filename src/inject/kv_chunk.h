@@ -35,6 +35,21 @@ struct ChunkIdentity {
     bool operator==(const ChunkIdentity&) const = default;
 };
 
+// A chunk moves from host memory to the device in layer groups, so injection can begin on the
+// first layers while later ones are still in flight: group g holds layers
+// [layer_group_begin(g, L), layer_group_begin(g + 1, L)) of an L-layer chunk (empty groups
+// when L < kLayerGroups).
+inline constexpr std::int64_t kLayerGroups = 8;
+constexpr std::int64_t layer_group_begin(std::int64_t group, std::int64_t num_layers) {
+    return group * num_layers / kLayerGroups;
+}
+// The group holding `layer`.
+constexpr std::int64_t layer_group_of(std::int64_t layer, std::int64_t num_layers) {
+    std::int64_t g = kLayerGroups - 1;
+    while (layer_group_begin(g, num_layers) > layer) --g;
+    return g;
+}
+
 // A 64-bit FNV-1a hash of `text` as 16 hex digits: cheap and stable, used when the caller has
 // no stronger hash of its own.
 std::string text_hash(std::string_view text);

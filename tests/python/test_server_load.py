@@ -1,6 +1,8 @@
 """The server under real concurrent load: 100 streaming clients at once each get exactly the
-greedy answer the same request gets alone; a client that disconnects frees its KV blocks; a
-kill -9 in the middle of memory writes loses no acknowledged fact."""
+greedy answer the same request gets alone; so do concurrent kv-memory requests (alone, on an
+idle engine, each is injected layer group by layer group inside its forward; together, in one
+op before it); a client that disconnects frees its KV blocks; a kill -9 in the middle of
+memory writes loses no acknowledged fact."""
 import concurrent.futures
 import os
 import threading
@@ -61,6 +63,39 @@ def test_100_concurrent_streams_equal_the_same_requests_alone(server):
     m = wait_for(server, lambda m: m["inferscale_requests_running"] == 0)
     assert m["inferscale_requests_finished_total"] >= 2 * n
     assert m["inferscale_kv_blocks_in_use"] == 0
+
+
+OWNERS = [("Alice", "Biscuit"), ("Bruno", "Pixel"), ("Chloe", "Comet"), ("Dmitri", "Clover"),
+          ("Elena", "Pepper"), ("Farah", "Mango")]
+
+
+def test_concurrent_kv_memory_answers_equal_the_same_requests_alone(tmp_path):
+    # No prefix cache: the second round must inject its memory again, not find it cached.
+    s = Server(tmp_path, "--no-prefix-cache")
+    try:
+        c = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=600)
+        users = [name.lower() for name, _ in OWNERS]
+        for user, (name, dog) in zip(users, OWNERS):
+            c.post("/memories", cast_to=object, body={
+                "user_id": user,
+                "facts": [f"{name} has a dog named {dog}.", f"{name} works as a nurse.",
+                          f"{name} lives in Lisbon."]})
+
+        def ask_memory(user):
+            r = c.chat.completions.create(
+                model=MODEL_ID, user=user, extra_body={"memory": {"mode": "kv", "top_k": 3}},
+                messages=[{"role": "user", "content": "What is the name of my dog?"}],
+                temperature=0, max_tokens=16)
+            assert r.usage.prompt_tokens_details.cached_tokens > 0
+            return r.choices[0].message.content
+
+        alone = [ask_memory(u) for u in users]
+        assert sum(dog in answer for (_, dog), answer in zip(OWNERS, alone)) >= 3, alone
+        with concurrent.futures.ThreadPoolExecutor(len(users)) as pool:
+            together = list(pool.map(ask_memory, users))
+        assert together == alone
+    finally:
+        s.stop()
 
 
 def test_a_client_that_disconnects_frees_its_blocks(server):

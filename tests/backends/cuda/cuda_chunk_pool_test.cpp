@@ -1,8 +1,12 @@
 // ChunkPool on the GPU: promotions from the host tier copy on the backend's transfer stream.
 // With ordered = false get_many returns before the bytes arrive and ChunkLease::ready() turns
 // true once they have; with ordered = true the compute stream waits for them on the device, so
-// a read issued right after sees the promoted bytes. Either way the chunk is bit-exact.
+// a read issued right after sees the promoted bytes. Either way the chunk is bit-exact. The
+// copies go layer group by layer group: a read of one layer ordered after that layer's ticket
+// sees its bytes, and the tickets of several chunks' first layers all come before any chunk's
+// last layers'.
 
+#include <algorithm>
 #include <cstring>
 
 #include "cuda_test_util.h"
@@ -77,6 +81,40 @@ TEST_F(CudaChunkPoolTest, OrderedPromotionsAreSeenByTheNextComputeOp) {
     ASSERT_TRUE(leases.ok()) << leases.error().message;
     // A read on the compute stream, issued at once, already sees the promoted bytes.
     EXPECT_EQ(read(*(*leases)[0]), contents(0));
+}
+
+TEST_F(CudaChunkPoolTest, EachLayerIsReadableAfterItsOwnTicket) {
+    auto pool = pool_with_all_on_host(3);
+    const inject::ChunkIdentity ids[] = {ident(0), ident(1), ident(2)};
+    auto leases = pool->get_many(ids, /*ordered=*/false);
+    ASSERT_TRUE(leases.ok()) << leases.error().message;
+    // Group-major issue: every chunk's first layer before any chunk's last.
+    std::uint64_t first_max = 0, last_min = ~std::uint64_t{0};
+    for (const inject::ChunkLease& l : *leases) {
+        first_max = std::max(first_max, l.layers_ticket(0));
+        last_min = std::min(last_min, l.layers_ticket(kLayers - 1));
+        for (std::int64_t layer = 1; layer < kLayers; ++layer)
+            EXPECT_LE(l.layers_ticket(layer - 1), l.layers_ticket(layer));
+    }
+    EXPECT_GT(first_max, 0u);
+    EXPECT_LT(first_max, last_min);
+    const std::size_t layer_floats = kBytes / sizeof(float) / kLayers;
+    for (std::size_t c = 0; c < 3; ++c) {
+        const inject::ChunkLease& l = (*leases)[c];
+        const std::vector<float> want = contents(static_cast<int>(c));
+        for (std::int64_t layer = kLayers - 1; layer >= 0; --layer) {
+            gpu_->order_after(l.layers_ticket(layer));
+            std::vector<float> got(layer_floats);
+            const Tensor bytes(static_cast<float*>(const_cast<void*>(l->data())) +
+                                   layer * static_cast<std::int64_t>(layer_floats),
+                               DType::F32, {static_cast<std::int64_t>(layer_floats)},
+                               tensor::Device::Cuda);
+            gpu_->copy_to_host(got.data(), bytes, layer_floats * sizeof(float));
+            gpu_->synchronize();
+            EXPECT_TRUE(std::equal(got.begin(), got.end(), want.begin() + layer * layer_floats))
+                << "chunk " << c << " layer " << layer;
+        }
+    }
 }
 
 }  // namespace
