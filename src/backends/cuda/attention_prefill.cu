@@ -55,40 +55,61 @@ struct PrefillShape {
     static_assert(kTileN % kRowsPerPass == 0 && kBlockM % kRowsPerPass == 0, "copy passes");
 };
 
-// Scales a tile's scores to log2 units and folds them into each row's tile maximum (rows g and
-// g + 8 of the lane). With kMasked, a score whose tile column lies past its row's limit (given
-// relative to the lane's first column: the row's last visible KV index, or the split's last
-// token, minus kv0 + 2t) becomes -inf. Most tiles need no mask: they skip the compares.
+// Folds a tile's raw scores into each row's tile maximum (rows g and g + 8 of the lane); the
+// scale to log2 units is applied later, inside each weight's exp2 (scale > 0 keeps the order).
+// With kMasked, a score whose tile column lies past its row's limit (given relative to the
+// lane's first column: the row's last visible KV index, or the split's last token, minus
+// kv0 + 2t) becomes -inf. Most tiles need no mask: they skip the compares.
 template <bool kMasked, int kTiles>
-__device__ __forceinline__ void scale_scores(float (&sc)[kTiles][4], float scale_log2,
-                                             int limit_lo, int limit_hi, float (&tile_max)[2]) {
+__device__ __forceinline__ void mask_and_max(float (&sc)[kTiles][4], int limit_lo, int limit_hi,
+                                             float (&tile_max)[2]) {
 #pragma unroll
     for (int n = 0; n < kTiles; ++n) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            float x = sc[n][e] * scale_log2;
-            if (kMasked && n * 8 + (e & 1) > (e < 2 ? limit_lo : limit_hi)) x = -INFINITY;
-            sc[n][e] = x;
-            tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
+            if (kMasked && n * 8 + (e & 1) > (e < 2 ? limit_lo : limit_hi)) sc[n][e] = -INFINITY;
+            tile_max[e >> 1] = fmaxf(tile_max[e >> 1], sc[n][e]);
         }
     }
 }
 
 // Issues the copies of KV tokens [t0, t0 + kTileN) of the kv head `rows` addresses (zero past
-// `stop`) into the stage at shared address `stage`.
+// `stop`) into the stage at shared address `stage`. Thread tid copies 16-byte chunk
+// tid % kChunks of rows r0 + P i (r0 = tid / kChunks, P = kRowsPerPass). t0 is a multiple of
+// 16, so with a power-of-two block size of at least 16 the rows r0 + 16 m + P u (u < 16 / P)
+// share a page: one page-table read serves 16 / P of a thread's rows (2 at D = 128).
 template <int D>
 __device__ __forceinline__ void issue_kv_tile(unsigned stage, const PagedRows& rows,
                                               const PagedKvView& kv, int t0, int stop, int tid) {
     using P = PrefillShape<D>;
+    constexpr int kPass = P::kRowsPerPass;
     const int chunk = tid % P::S::kChunks;
-#pragma unroll
-    for (int r = tid / P::S::kChunks; r < P::kTileN; r += P::kRowsPerPass) {
-        const int j = t0 + r;
-        const bool valid = j < stop;
-        const std::int64_t off = valid ? rows(j) + chunk * 8 : 0;
+    const int r0 = tid / P::S::kChunks;
+    const auto copy_row = [&](int r, std::int64_t off, bool valid) {
         const unsigned dst = stage + tc::tile_offset<D>(r, chunk);
-        tc::cp_async16(dst, static_cast<const bf16*>(kv.k) + off, valid);
-        tc::cp_async16(dst + P::kMatBytes, static_cast<const bf16*>(kv.v) + off, valid);
+        tc::cp_async16(dst, static_cast<const bf16*>(kv.k) + off + chunk * 8, valid);
+        tc::cp_async16(dst + P::kMatBytes, static_cast<const bf16*>(kv.v) + off + chunk * 8,
+                       valid);
+    };
+    if (kPass <= 16 && rows.pow2 && rows.block_size >= 16) {
+        constexpr int kRun = kPass <= 16 ? 16 / kPass : 1;
+#pragma unroll
+        for (int m = 0; m < P::kTileN / 16; ++m) {
+            const int j0 = t0 + 16 * m + r0;
+            const std::int64_t base = j0 < stop ? rows(j0) : 0;
+#pragma unroll
+            for (int u = 0; u < kRun; ++u) {
+                const int r = 16 * m + r0 + u * kPass;
+                const bool valid = t0 + r < stop;
+                copy_row(r, valid ? base + u * kPass * rows.row_stride : 0, valid);
+            }
+        }
+        return;
+    }
+#pragma unroll
+    for (int r = r0; r < P::kTileN; r += kPass) {
+        const bool valid = t0 + r < stop;
+        copy_row(r, valid ? rows(t0 + r) : 0, valid);
     }
 }
 
@@ -202,32 +223,41 @@ __global__ void __launch_bounds__(kThreads, 2)
             float tile_max[2] = {-INFINITY, -INFINITY};
             if (kv0 + N - 1 > warp_first || kv0 + N > kv_stop) {
                 const int lane_col = kv0 + 2 * ln.t;
-                scale_scores<true>(sc, scale_log2, min(pos_lo, kv_stop - 1) - lane_col,
+                mask_and_max<true>(sc, min(pos_lo, kv_stop - 1) - lane_col,
                                    min(pos_hi, kv_stop - 1) - lane_col, tile_max);
             } else {
-                scale_scores<false>(sc, scale_log2, 0, 0, tile_max);
+                mask_and_max<false>(sc, 0, 0, tile_max);
             }
             float base[2], corr[2];
-            tc::advance_max(tile_max, m, base, corr);  // a fully masked row keeps max -inf
+            // A fully masked row keeps max -inf.
+            tc::advance_max(tile_max, m, base, corr, scale_log2);
+            // Weight 2^(s * scale - base): one FMA and one exp2 per score.
+            const auto weight = [&](float s, int r) {
+                return tc::exp2_approx(fmaf(s, scale_log2, -base[r]));
+            };
             unsigned pa[P::kTokenSteps][4];
             float sum[2] = {0.0f, 0.0f};
 #pragma unroll
             for (int k2 = 0; k2 < P::kTokenSteps; ++k2) {
                 const float(&lo)[4] = sc[2 * k2];
                 const float(&hi)[4] = sc[2 * k2 + 1];
-                pa[k2][0] = tc::pack_bf16(exp2f(lo[0] - base[0]), exp2f(lo[1] - base[0]), sum[0]);
-                pa[k2][1] = tc::pack_bf16(exp2f(lo[2] - base[1]), exp2f(lo[3] - base[1]), sum[1]);
-                pa[k2][2] = tc::pack_bf16(exp2f(hi[0] - base[0]), exp2f(hi[1] - base[0]), sum[0]);
-                pa[k2][3] = tc::pack_bf16(exp2f(hi[2] - base[1]), exp2f(hi[3] - base[1]), sum[1]);
+                pa[k2][0] = tc::pack_bf16(weight(lo[0], 0), weight(lo[1], 0), sum[0]);
+                pa[k2][1] = tc::pack_bf16(weight(lo[2], 1), weight(lo[3], 1), sum[1]);
+                pa[k2][2] = tc::pack_bf16(weight(hi[0], 0), weight(hi[1], 0), sum[0]);
+                pa[k2][3] = tc::pack_bf16(weight(hi[2], 1), weight(hi[3], 1), sum[1]);
             }
             l[0] = l[0] * corr[0] + sum[0];
             l[1] = l[1] * corr[1] + sum[1];
+            // Later tiles rarely raise a row's maximum: the warp skips the rescale when no
+            // lane's did (corr is exactly 1 then).
+            if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
-            for (int n = 0; n < S::kNTiles; ++n) {
-                o[n][0] *= corr[0];
-                o[n][1] *= corr[0];
-                o[n][2] *= corr[1];
-                o[n][3] *= corr[1];
+                for (int n = 0; n < S::kNTiles; ++n) {
+                    o[n][0] *= corr[0];
+                    o[n][1] *= corr[0];
+                    o[n][2] *= corr[1];
+                    o[n][3] *= corr[1];
+                }
             }
 
             // O += P V, two 8-dim output tiles per ldmatrix.
@@ -268,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                 *reinterpret_cast<float2*>(dst + n * 8) = make_float2(o[n][2 * r], o[n][2 * r + 1]);
             }
             if (ln.t == 0) {
-                launch.partial_ml[slot * 2] = m[r];
+                launch.partial_ml[slot * 2] = m[r] * scale_log2;  // the merge works in log2 units
                 launch.partial_ml[slot * 2 + 1] = l[r];
             }
         } else {

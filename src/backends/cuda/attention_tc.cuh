@@ -190,19 +190,31 @@ __device__ __forceinline__ void issue_tile(unsigned stage_addr, const SeqInfo& s
     }
 }
 
+// 2^x on the special-function unit, denormal results flushed to zero: softmax weights that
+// small are zero after the bf16 rounding anyway.
+__device__ __forceinline__ float exp2_approx(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
+}
+
 // Folds a tile's row maxima (rows g and g + 8, this lane's share) into the running maxima m:
-// reduces them over the quad and gives the base to subtract from the tile's scores (0 while a
-// row has seen nothing, which keeps exp2 at 0) and the factor that rescales the older state.
+// reduces them over the quad and gives the base to subtract from the tile's scaled scores
+// (scale * max; 0 while a row has seen nothing, which keeps exp2 at 0) and the factor that
+// rescales the older state. Maxima are kept in the scores' own units; `scale` (log2 units per
+// score unit) is applied here, so a kernel may scale each score inside its exp2's FMA.
 __device__ __forceinline__ void advance_max(const float (&tile_max)[2], float (&m)[2],
-                                            float (&base)[2], float (&corr)[2]) {
+                                            float (&base)[2], float (&corr)[2],
+                                            float scale = 1.0f) {
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
         float mx = tile_max[r];
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
         const float new_max = fmaxf(m[r], mx);
-        base[r] = new_max == -INFINITY ? 0.0f : new_max;
-        corr[r] = exp2f(m[r] - base[r]);
+        // Unfused products: an unchanged maximum gives corr exactly 1.
+        base[r] = new_max == -INFINITY ? 0.0f : __fmul_rn(new_max, scale);
+        corr[r] = exp2f(__fmul_rn(m[r], scale) - base[r]);
         m[r] = new_max;
     }
 }
