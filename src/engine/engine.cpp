@@ -269,7 +269,7 @@ Status Engine::run_step(StepPlan& plan) {
     }
     if (layered != nullptr) IS_RETURN_IF_ERROR(prepare_layered(*layered));
     const Status stepped = run_forward(plan);
-    finish_layered();
+    finish_layered();  // when the forward failed before doing it
     return stepped;
 }
 
@@ -323,6 +323,9 @@ Status Engine::run_forward(StepPlan& plan) {
     }
     const double forward_seconds = forward.seconds();
     last_forward_ms_ = forward_seconds * 1e3;
+    // The forward has read the layered request's chunks; release them before sampling can
+    // end (and free) the request.
+    finish_layered();
     scheduler_.complete(plan);
     std::int64_t computed = 0, sampled = 0;
     for (std::size_t r = 0; r < rows; ++r) {

@@ -131,6 +131,13 @@ def test_memory_api_round_trip_and_memory_in_chat(server):
         assert "Biscuit" in r.choices[0].message.content, (mode, r.choices[0].message.content)
         if mode == "kv":
             assert r.usage.prompt_tokens_details.cached_tokens > 0
+    # A kv request that ends in its first forward (the one that injects its memory layer by
+    # layer on an idle server) leaves the server serving.
+    one = client(server, "sk-alice").chat.completions.create(
+        model=MODEL_ID, user="alice", extra_body={"memory": {"mode": "kv", "top_k": 5}},
+        messages=[{"role": "user", "content": "What is the name of my dog?"}], temperature=0,
+        max_tokens=1)
+    assert one.usage.completion_tokens == 1 and one.usage.prompt_tokens_details.cached_tokens > 0
     r = client(server, "sk-bob").chat.completions.create(
         model=MODEL_ID, extra_body={"metadata": {"user_id": "bob"}, "memory": {"mode": "kv"}},
         messages=[{"role": "user", "content": "What is the name of my dog?"}], temperature=0, max_tokens=24)

@@ -31,13 +31,15 @@ std::vector<float> contents(int i) {
 
 class CudaChunkPoolTest : public CudaTest {
   protected:
-    std::unique_ptr<inject::ChunkPool> pool_with_all_on_host(int n) {
+    // Chunks 0..n-1 in the host tier; the device tier holds `device_chunks` chunks (the last
+    // ones put).
+    std::unique_ptr<inject::ChunkPool> pool_with_all_on_host(int n, int device_chunks = 1) {
         inject::ChunkPoolOptions o;
-        o.device_capacity_bytes = kBytes;  // one chunk: the others are demoted to the host tier
-        o.host_capacity_bytes = kBytes * static_cast<std::size_t>(n + 1);
+        o.device_capacity_bytes = kBytes * static_cast<std::size_t>(device_chunks);
+        o.host_capacity_bytes = kBytes * static_cast<std::size_t>(n + device_chunks);
         auto pool = inject::ChunkPool::open(*gpu_, o);
         EXPECT_TRUE(pool.ok()) << pool.error().message;
-        for (int i = 0; i < n + 1; ++i) {
+        for (int i = 0; i < n + device_chunks; ++i) {
             const std::vector<float> v = contents(i);
             tensor::Buffer buf = gpu_->allocate(kBytes).value();
             gpu_->copy_from_host(buf.view(DType::F32, {static_cast<std::int64_t>(v.size())}), v.data(), kBytes);
@@ -46,7 +48,7 @@ class CudaChunkPoolTest : public CudaTest {
                                                       kHeads, kDim, DType::F32, std::move(buf)));
             EXPECT_TRUE(lease.ok()) << lease.error().message;
         }
-        // The last put holds the device tier; 0..n-1 sit in host memory now.
+        // The last puts hold the device tier; 0..n-1 sit in host memory now.
         for (int i = 0; i < n; ++i)
             EXPECT_EQ((*pool)->tier_of(ident(i)), inject::ChunkTier::Host) << i;
         return std::move(pool).value();
@@ -84,7 +86,7 @@ TEST_F(CudaChunkPoolTest, OrderedPromotionsAreSeenByTheNextComputeOp) {
 }
 
 TEST_F(CudaChunkPoolTest, EachLayerIsReadableAfterItsOwnTicket) {
-    auto pool = pool_with_all_on_host(3);
+    auto pool = pool_with_all_on_host(3, /*device_chunks=*/3);
     const inject::ChunkIdentity ids[] = {ident(0), ident(1), ident(2)};
     auto leases = pool->get_many(ids, /*ordered=*/false);
     ASSERT_TRUE(leases.ok()) << leases.error().message;
