@@ -152,6 +152,8 @@ class Engine {
     // Prepares the injection of a request whose chunks are still arriving; run_step's forward
     // injects it layer group by layer group (layered_hook) and then releases its chunks.
     Status prepare_layered(const Injection& injection);
+    // The injection's memory tokens, into the request's usage and the engine's stats.
+    void count_injected(Active& a, const Injection& injection);
     model::LayerHook layered_hook();
     void finish_layered();
     // `logprobs`: the token's log-probabilities when the request asked for them, else null.

@@ -45,6 +45,14 @@ struct Engine::Active {
                            [](const inject::ChunkLease& l) { return l.ready(); });
     }
 
+    // The transfer after which layers 0..layer of every chunk are on the device (transfers
+    // finish in ticket order, so the latest chunk's ticket covers them all); 0: none in flight.
+    std::uint64_t layers_ticket(std::int64_t layer) const {
+        std::uint64_t ticket = 0;
+        for (const inject::ChunkLease& l : leases) ticket = std::max(ticket, l.layers_ticket(layer));
+        return ticket;
+    }
+
     // Lets the chunks go (injected, or the blocks were lost to preemption): a later
     // admission needs them fetched again.
     void release_memory() {

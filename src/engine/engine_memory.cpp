@@ -186,31 +186,20 @@ void Engine::encode_in_background(std::size_t budget) {
     }
 }
 
-namespace {
-
-// The injection's memory tokens, counted into the request's usage and the engine's stats.
-std::int64_t injected_by(const Sequence& seq, const Injection& injection) {
-    return seq.injected_tokens - injection.first_token;
+void Engine::count_injected(Active& a, const Injection& injection) {
+    a.usage.injected_tokens = a.seq.injected_tokens - injection.first_token;
+    std::lock_guard lock(mutex_);
+    stats_.injected_tokens += static_cast<std::uint64_t>(a.usage.injected_tokens);
 }
-
-}  // namespace
 
 Status Engine::inject(const Injection& injection) {
     Active& a = *active_.at(injection.seq->id);
     const std::vector<inject::InjectSpan> spans = spans_from(a.plan, injection.first_token);
-    if (!a.chunks_arrived()) {
-        // A layered request that shares its step with another: the device waits for the whole
-        // promotion.
-        const std::int64_t last_layer = model_.config().num_layers - 1;
-        for (const inject::ChunkLease& l : a.leases)
-            model_.backend().order_after(l.layers_ticket(last_layer));
-    }
+    // A layered request that shares its step with another: the device waits for the whole
+    // promotion (0 when every chunk has arrived).
+    model_.backend().order_after(a.layers_ticket(model_.config().num_layers - 1));
     IS_RETURN_IF_ERROR(runtime_->injector().inject(spans, a.seq.blocks, model_.kv()));
-    a.usage.injected_tokens = injected_by(a.seq, injection);
-    {
-        std::lock_guard lock(mutex_);
-        stats_.injected_tokens += static_cast<std::uint64_t>(a.usage.injected_tokens);
-    }
+    count_injected(a, injection);
     a.release_memory();  // the KV is in the blocks now; the chunks may be demoted again
     return {};
 }
@@ -219,11 +208,7 @@ Status Engine::prepare_layered(const Injection& injection) {
     Active& a = *active_.at(injection.seq->id);
     const std::vector<inject::InjectSpan> spans = spans_from(a.plan, injection.first_token);
     IS_RETURN_IF_ERROR(runtime_->injector().prepare(spans, a.seq.blocks, model_.kv()));
-    a.usage.injected_tokens = injected_by(a.seq, injection);
-    {
-        std::lock_guard lock(mutex_);
-        stats_.injected_tokens += static_cast<std::uint64_t>(a.usage.injected_tokens);
-    }
+    count_injected(a, injection);
     layered_ = &a;
     return {};
 }
@@ -235,11 +220,7 @@ model::LayerHook Engine::layered_hook() {
             const std::int64_t first = inject::layer_group_begin(next, layers);
             const std::int64_t end = inject::layer_group_begin(++next, layers);
             if (first == end) continue;
-            // Transfers finish in ticket order: the latest ticket covers every chunk.
-            std::uint64_t ticket = 0;
-            for (const inject::ChunkLease& l : layered_->leases)
-                ticket = std::max(ticket, l.layers_ticket(end - 1));
-            model_.backend().order_after(ticket);
+            model_.backend().order_after(layered_->layers_ticket(end - 1));
             runtime_->injector().inject_layers(first, end - first);
         }
     };
