@@ -120,11 +120,16 @@ void Engine::prepare_memory() {
     if (!runtime_) return;
     std::size_t budget = options_.encode_facts_per_step;
     bool layered_chosen = false;
+    // A device tier full of other requests' pinned chunks frees up as they start: a request
+    // that finds no room for its encodings or promotions tries again in a later pass.
+    const auto wait_for_room = [&](const Error& e) {
+        return e.kind == ErrorKind::Unavailable && runtime_->pool().stats().pinned_chunks > 0;
+    };
     for (Sequence* seq : scheduler_.needing_memory(options_.memory_prepare_ahead)) {
         Active& a = *active_.at(seq->id);
         auto still_missing = encode_missing(a.facts, budget);
         if (!still_missing.ok()) {
-            fail(a, std::move(still_missing).error());
+            if (!wait_for_room(still_missing.error())) fail(a, std::move(still_missing).error());
             continue;
         }
         if (*still_missing > 0) continue;  // encoding goes on in later iterations
@@ -132,11 +137,7 @@ void Engine::prepare_memory() {
             // Promotions from host or disk copy on the transfer stream while others compute.
             auto leases = runtime_->acquire(a.facts, /*ordered=*/false);
             if (!leases.ok()) {
-                // A device tier full of other requests' pinned chunks frees up as they start.
-                if (leases.error().kind == ErrorKind::Unavailable &&
-                    runtime_->pool().stats().pinned_chunks > 0)
-                    continue;
-                fail(a, std::move(leases).error());
+                if (!wait_for_room(leases.error())) fail(a, std::move(leases).error());
                 continue;
             }
             a.leases = std::move(leases).value();

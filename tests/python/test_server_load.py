@@ -1,7 +1,8 @@
 """The server under real concurrent load: 100 streaming clients at once each get exactly the
 greedy answer the same request gets alone; so do concurrent kv-memory requests (alone, on an
 idle engine, each is injected layer group by layer group inside its forward; together, in one
-op before it); a client that disconnects frees its KV blocks; a kill -9 in the middle of
+op before it), also when the device tier has room for one request's chunks at a time; a
+client that disconnects frees its KV blocks; a kill -9 in the middle of
 memory writes loses no acknowledged fact."""
 import concurrent.futures
 import os
@@ -69,9 +70,12 @@ OWNERS = [("Alice", "Biscuit"), ("Bruno", "Pixel"), ("Chloe", "Comet"), ("Dmitri
           ("Elena", "Pepper"), ("Farah", "Mango")]
 
 
-def test_concurrent_kv_memory_answers_equal_the_same_requests_alone(tmp_path):
+# A 2 MiB device tier holds one request's three chunks but not six requests' at once: the
+# others wait for room (their chunks come up from host memory later), none fails.
+@pytest.mark.parametrize("pool", [[], ["--device-pool-mb", "2"]], ids=["roomy", "tight_device_tier"])
+def test_concurrent_kv_memory_answers_equal_the_same_requests_alone(tmp_path, pool):
     # No prefix cache: the second round must inject its memory again, not find it cached.
-    s = Server(tmp_path, "--no-prefix-cache")
+    s = Server(tmp_path, "--no-prefix-cache", *pool)
     try:
         c = openai.OpenAI(base_url=s.url + "/v1", api_key="x", max_retries=0, timeout=600)
         users = [name.lower() for name, _ in OWNERS]
@@ -89,11 +93,16 @@ def test_concurrent_kv_memory_answers_equal_the_same_requests_alone(tmp_path):
             assert r.usage.prompt_tokens_details.cached_tokens > 0
             return r.choices[0].message.content
 
+        # Together first, right after the writes: facts still being encoded are encoded by
+        # the requests, each into a device tier the others' pinned chunks may fill.
+        with concurrent.futures.ThreadPoolExecutor(len(users)) as workers:
+            together = list(workers.map(ask_memory, users))
         alone = [ask_memory(u) for u in users]
         assert sum(dog in answer for (_, dog), answer in zip(OWNERS, alone)) >= 3, alone
-        with concurrent.futures.ThreadPoolExecutor(len(users)) as pool:
-            together = list(pool.map(ask_memory, users))
         assert together == alone
+        m = s.metrics()
+        if pool:
+            assert m["inferscale_chunk_pool_demotions_total"] > 0, "the device tier overflowed"
     finally:
         s.stop()
 
