@@ -18,8 +18,9 @@
 // (one metadata upload, one replay, one readback). TTFT and prefill rows are eager forwards
 // that copy their f32 logits to pinned host memory and synchronize.
 //
-// --profile instead runs decode b=1 and b=64 at `context` and a 1 x prefill_len prefill
-// eagerly through ProfilingBackend (events around every op) and prints per-op tables.
+// --profile instead runs decode b=1 and each --decode-batches batch at `context`, a
+// 1 x prefill_len and the batched prefill eagerly through ProfilingBackend (events around every
+// op) and prints per-op tables.
 //
 //   gpu_bench --config configs/llama-3.1-8b.json [--json out.json] [--rows decode1,ttft]
 //   gpu_bench --config configs/llama-3.1-8b.json --profile [--json profile.json]
@@ -99,7 +100,6 @@ int run_profile(const Args& a, const model::ModelConfig& config,
     StepTimer timer(prof, cuda.stream(), true);
     ModelBenchOptions mo = a.model;
     mo.pinned_logits = true;
-    mo.decode_batches = {64};
     auto created = ModelBench::create(prof, timer, config, mo, progress);
     if (!created.ok()) {
         std::fprintf(stderr, "gpu_bench: model: %s\n", created.error().message.c_str());
@@ -119,12 +119,14 @@ int run_profile(const Args& a, const model::ModelConfig& config,
     if (!d1.ok()) return fail("decode1", d1.error());
     print_profile("decode b=1 @" + ctx + " (eager, device argmax)", prof, d1->samples.median(), out);
 
-    progress("profile: decode b=64 @%s", ctx.c_str());
-    prof.reset();
-    Result<Measurement> d64 = mb.decode_batch(64);
-    if (!d64.ok()) return fail("decode64", d64.error());
-    print_profile("decode b=64 @" + ctx + " (eager, device argmax)", prof, d64->samples.median(),
-                  out);
+    for (const std::int64_t b : mo.decode_batches) {
+        const std::string name = "decode b=" + std::to_string(b) + " @" + ctx;
+        progress("profile: %s", name.c_str());
+        prof.reset();
+        Result<Measurement> d = mb.decode_batch(b);
+        if (!d.ok()) return fail("decode", d.error());
+        print_profile(name + " (eager, device argmax)", prof, d->samples.median(), out);
+    }
 
     const auto profile_prefill = [&](std::int64_t seqs, std::int64_t len,
                                      std::int64_t context) {
@@ -339,19 +341,14 @@ int run(const Args& a) {
                 const Measurement& m = r.value();
                 const double ms = m.samples.median(), limit = roofline_ms(m, rates);
                 const double tps = static_cast<double>(b) / (ms * 1e-3);
-                const double logits_ms =
-                    rates.d2h_bytes_per_s > 0
-                        ? 1e3 * static_cast<double>(b * config.vocab_size * 4) / rates.d2h_bytes_per_s
-                        : 0.0;
                 all_finite = all_finite && m.logits_finite;
                 json row = samples_json(m.samples);
                 row.update({{"batch", b}, {"context", mo.context}, {"ms_per_step", ms},
                             {"tokens_per_s", tps}, {"roofline_ms", limit}, {"flops", m.flops},
-                            {"bytes", m.bytes}, {"logits_readback_ms_est", logits_ms}});
+                            {"bytes", m.bytes}});
                 out["decode"].push_back(row);
-                progress("  %.2f ms/step, %.0f tokens/s (roofline %.2f ms: %s; logits readback "
-                         "~%.2f ms of it)",
-                         ms, tps, limit, pct(limit, ms).c_str(), logits_ms);
+                progress("  %.2f ms/step, %.0f tokens/s (roofline %.2f ms: %s)", ms, tps, limit,
+                         pct(limit, ms).c_str());
                 table.push_back({"decode b=" + std::to_string(b) + " @" +
                                      std::to_string(mo.context) + " tok/s",
                                  fmt("%.0f", tps), fmt("%.2f ms roofline", limit), pct(limit, ms)});
@@ -403,11 +400,14 @@ int main(int argc, char** argv) {
     app.add_option("--decode-batches", a.model.decode_batches, "e.g. 64,128,256")
         ->delimiter(',');
     app.add_option("--seed", a.model.seed, "weight seed");
-    app.add_flag("--profile", a.profile, "per-op profile of decode b=1, b=64 and both prefills");
+    app.add_flag("--profile", a.profile,
+                 "per-op profile of decode b=1, the --decode-batches and both prefills");
     app.add_option("--decode-max-kv", a.model.decode_max_kv_len,
                    "KV bound the decode graphs are recorded for (default: the context)");
     app.add_flag("!--no-tc-decode", a.decode.tensor_cores,
                  "decode attention on the CUDA-core kernels instead of the tensor-core one");
+    app.add_option("--decode-tc-min-pairs", a.decode.tensor_core_min_pairs,
+                   "tensor-core decode from this many (sequence, kv head) pairs (0: the SM count)");
     app.add_option("--decode-split-tokens", a.decode.split_tokens,
                    "tensor-core decode: KV tokens per work item, at least");
     app.add_option("--decode-ctas-per-sm", a.decode.ctas_per_sm,

@@ -183,6 +183,15 @@ void ProfilingBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& 
     close(s);
 }
 
+void ProfilingBackend::rope_write_kv(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
+                                     const tensor::RopeTables& tables, const Tensor& slots,
+                                     const tensor::KvPages& pages) {
+    const int s = open("rope_write_kv", "",
+                       2.0 * (bytes_of(q) + bytes_of(k)) + bytes_of(k) + 2.0 * bytes_of(v), 0.0);
+    inner_.rope_write_kv(q, k, v, positions, tables, slots, pages);
+    close(s);
+}
+
 void ProfilingBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
                                        const tensor::PagedAttentionArgs& args, Tensor out) {
     // KV bytes and FLOPs from the staged host metadata (every page read once; causal FLOPs).

@@ -91,6 +91,9 @@ class ProfilingBackend final : public tensor::Backend {
                  const tensor::RopeTables& tables) override;
     void write_kv(const tensor::Tensor& k, const tensor::Tensor& v, const tensor::Tensor& slots,
                   const tensor::KvPages& pages) override;
+    void rope_write_kv(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
+                       const tensor::Tensor& positions, const tensor::RopeTables& tables,
+                       const tensor::Tensor& slots, const tensor::KvPages& pages) override;
     void paged_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
                          const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
     void inject_chunks(const tensor::InjectArgs& args, const tensor::RopeTables& tables) override;

@@ -328,9 +328,8 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     const Tensor q3 = reshaped(q, {n, c.num_heads, c.head_dim});
     const Tensor k3 = reshaped(k, {n, c.num_kv_heads, c.head_dim});
     const Tensor v3 = reshaped(v, {n, c.num_kv_heads, c.head_dim});
-    be.rope_qk(q3, k3, positions, rope_);
     const tensor::KvPages pages = kv.pages(layer);
-    be.write_kv(k3, v3, meta(l.slots, n), pages);
+    be.rope_write_kv(q3, k3, v3, positions, rope_, meta(l.slots, n), pages);
     be.paged_attention(q3, pages, attn_args, reshaped(attn, {n, c.num_heads, c.head_dim}));
 
     be.linear(attn, w.o.tensor, Tensor(), normed);

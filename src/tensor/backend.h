@@ -124,6 +124,16 @@ class Backend {
     virtual void write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
                           const KvPages& pages) = 0;
 
+    // rope_qk then write_kv, which is what this default does; a backend may do both in one
+    // launch (a decode layer's new token takes them between its q/k/v projection and its
+    // attention).
+    virtual void rope_write_kv(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
+                               const RopeTables& tables, const Tensor& slots,
+                               const KvPages& pages) {
+        rope_qk(q, k, positions, tables);
+        write_kv(k, v, slots, pages);
+    }
+
     // Causal grouped-query attention of q over the paged KV (see PagedAttentionArgs); query
     // head j reads kv head j / (h / kvh).  q [n, h, d], out [n, h, d]
     virtual void paged_attention(const Tensor& q, const KvPages& pages,

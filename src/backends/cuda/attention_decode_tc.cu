@@ -7,10 +7,12 @@
 // many CTAs as fit on the GPU walks them, so items past a sequence's end (a replayed graph
 // sized for a longer bound) cost a metadata read instead of a CTA launch. Two schedules:
 // - decode_tc_warp_kernel (default): each warp owns whole items, taken from a global counter
-//   (zeroed before the launch) one ahead of need. A warp's ring runs on from one item's last
+//   (zeroed before the launch) shortly before need. A warp's ring runs on from one item's last
 //   tile into the next item's first, so a warp never drains its copies between items, never
 //   waits for the other warps, and writes its result from registers: the output when the
 //   sequence's KV fits in one split, else (unnormalized output, max, sum) for the merge kernel.
+//   Its page ids come from a tc::PageWindow read a window ahead, so issuing a tile's copies
+//   never waits on a page-table load.
 // - decode_tc_kernel: the 4 warps of a CTA share an item (tiles dealt in turn) and merge their
 //   states through shared memory at its end; items are dealt round-robin.
 //
@@ -68,26 +70,47 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const tc::Lane<kD> ln(lane);
+    const tc::StageOffsets<kD> so(ln);
     const unsigned ring = tc::smem_addr(smem + warp * S::kRingBytes);
     const int group = batch.num_heads / kv.kv_heads;
     const float scale_log2 = batch.scale * kLog2e;
     const int items = launch.num_splits * launch.grid_rows * kv.kv_heads;
     int* const counter = launch.item_counter;
 
-    // Issue side: the item whose tiles are being copied, and lane 0's next claimed index.
+    // Issue side: the item whose tiles are being copied, and lane 0's claim on the next. A warp
+    // claims its next item while the current one still has kClaimAheadTiles tiles to issue:
+    // late enough that a warp never holds an item another warp could start (with about as
+    // many items as warps, claiming a whole item ahead left half the warps without one),
+    // early enough that the atomic's latency hides behind those tiles.
+    constexpr int kClaimAheadTiles = 2;
     int grab = 0;
-    if (lane == 0) grab = atomicAdd(counter, 1);
+    bool claimed = false;
+    const auto claim = [&]() {
+        if (lane == 0) grab = atomicAdd(counter, 1);
+        claimed = true;
+    };
     SeqInfo is;
     int i_head = 0, i_t0 = 0, i_end = 0, i_slot = 0, issued = 0;
     bool i_done = false;
+    const int bs = kv.block_size;
+    const bool tiles_in_pages = bs % kTileTokens == 0;
+    tc::PageWindow window;
     const auto next_issue_item = [&]() {
         for (;;) {
+            if (!claimed) claim();
             const int index = __shfl_sync(0xffffffffu, grab, 0);
+            claimed = false;
             if (index >= items) {
                 i_done = true;
+                // Every warp ends with one claim past the items; the last to get there has
+                // no claims after it and zeroes the counters for the next launch.
+                const int warps = static_cast<int>(gridDim.x) * kWarps;
+                if (lane == 0 && atomicAdd(counter + 1, 1) == warps - 1) {
+                    counter[0] = 0;
+                    counter[1] = 0;
+                }
                 return;
             }
-            if (lane == 0) grab = atomicAdd(counter, 1);  // claimed now, read at the next item
             const int kv_head = index % kv.kv_heads;
             const int rest = index / kv.kv_heads;
             const int seq = rest % launch.grid_rows, split = rest / launch.grid_rows;
@@ -98,6 +121,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             i_head = kv_head;
             i_t0 = begin;
             i_end = split_end(launch, s.kv_len, split);
+            if (tiles_in_pages) window.start(s, bs, begin / bs, lane);
             if (lane == 0) {
                 int* e = queue_s[warp][i_slot];
                 e[0] = seq;
@@ -107,15 +131,26 @@ __global__ void __launch_bounds__(kThreads, 2)
                 e[4] = s.kv_len;
             }
             if (++i_slot == kStages) i_slot = 0;
+            if (i_end - i_t0 <= kClaimAheadTiles * kTileTokens) claim();
             return;
         }
     };
     const auto issue_next = [&](int stage) {
         if (!i_done) {
-            tc::issue_tile<kD>(ring + stage * S::kStageBytes, is, kv, i_head, i_t0, i_end, ln);
+            const unsigned addr = ring + stage * S::kStageBytes;
+            if (tiles_in_pages) {
+                tc::issue_page_tile<kD>(addr, kv, i_head, window.at(i_t0 / bs, lane), i_t0 % bs,
+                                        i_end - i_t0, ln, so);
+            } else {
+                tc::issue_tile<kD>(addr, is, kv, i_head, i_t0, i_end, ln, so);
+            }
             ++issued;
             i_t0 += kTileTokens;
-            if (i_t0 >= i_end) next_issue_item();
+            if (i_t0 >= i_end) {
+                next_issue_item();
+            } else if (!claimed && i_end - i_t0 <= kClaimAheadTiles * kTileTokens) {
+                claim();
+            }
         }
         tc::cp_async_commit();
     };
@@ -167,7 +202,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                         make_float2(st.o[n][2 * r], st.o[n][2 * r + 1]);
                 }
                 if (ln.t == 0) {
-                    launch.partial_ml[slot * 2] = st.m[r];
+                    launch.partial_ml[slot * 2] = st.scaled_max(r, scale_log2);
                     launch.partial_ml[slot * 2 + 1] = st.l[r];
                 }
             }
@@ -183,8 +218,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         issue_next(stage == 0 ? kStages - 1 : stage - 1);  // the stage freed last iteration
         tc::cp_async_wait<kStages - 1>();  // this tile has landed (for this lane)
         __syncwarp();                      // ... and for every lane of the warp
-        tc::attend_tile<kD, kBig>(ring + stage * S::kStageBytes, qa, c_t0, c_end, scale_log2,
-                                  ln, st);
+        tc::attend_tile<kD, kBig>(ring + stage * S::kStageBytes, so, qa, c_end - c_t0,
+                                  scale_log2, ln, st);
         __syncwarp();  // every lane is done with this stage before it is refilled
         if (++stage == kStages) stage = 0;
         ++computed;
@@ -210,6 +245,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const tc::Lane<kD> ln(lane);
+    const tc::StageOffsets<kD> so(ln);
     unsigned char* ring = smem + warp * Shape::kWarpBytes;
     const unsigned ring_addr = tc::smem_addr(ring);
     const int group = batch.num_heads / kv.kv_heads;
@@ -242,7 +278,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int i = 0; i < kStages - 1; ++i) {
             if (i < my_tiles) {
                 tc::issue_tile<kD>(ring_addr + i * S::kStageBytes, s, kv, kv_head, tile_t0(i),
-                                   end, ln);
+                                   end, ln, so);
             }
             tc::cp_async_commit();
         }
@@ -252,13 +288,13 @@ __global__ void __launch_bounds__(kThreads, 2)
             if (ahead < my_tiles) {
                 const int ahead_stage = stage == 0 ? kStages - 1 : stage - 1;
                 tc::issue_tile<kD>(ring_addr + ahead_stage * S::kStageBytes, s, kv, kv_head,
-                                   tile_t0(ahead), end, ln);
+                                   tile_t0(ahead), end, ln, so);
             }
             tc::cp_async_commit();
             tc::cp_async_wait<kStages - 1>();  // tile i has landed (for this lane)
             __syncwarp();                      // ... and for every lane of the warp
-            tc::attend_tile<kD, kBig>(ring_addr + stage * S::kStageBytes, qa, tile_t0(i), end,
-                                      scale_log2, ln, st);
+            tc::attend_tile<kD, kBig>(ring_addr + stage * S::kStageBytes, so, qa,
+                                      end - tile_t0(i), scale_log2, ln, st);
             __syncwarp();  // every lane is done with this stage before it is refilled
             if (++stage == kStages) stage = 0;
         }
@@ -278,9 +314,9 @@ __global__ void __launch_bounds__(kThreads, 2)
             }
         }
         if (ln.t == 0) {
-            m_s[warp][ln.g] = st.m[0];
+            m_s[warp][ln.g] = st.scaled_max(0, scale_log2);
             l_s[warp][ln.g] = st.l[0];
-            m_s[warp][ln.g + 8] = st.m[1];
+            m_s[warp][ln.g + 8] = st.scaled_max(1, scale_log2);
             l_s[warp][ln.g + 8] = st.l[1];
         }
         __syncthreads();
@@ -362,12 +398,11 @@ void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch&
     auto* op = static_cast<bf16*>(out);
     if (launch.warp_items) {
         IS_CHECK(launch.item_counter != nullptr && items < 0x7fffffff) << "decode tc warp items";
-        IS_CUDA_CHECK(cudaMemsetAsync(launch.item_counter, 0, sizeof(int), stream));
         const std::int64_t grid =
             std::min<std::int64_t>((items + kWarps - 1) / kWarps, launch.max_ctas);
-        decode_tc_warp_kernel<kD, kBig>
-            <<<static_cast<unsigned>(grid), kThreads, TcShape<kD>::kSmemBytes, stream>>>(
-                qp, pages, batch, launch, op);
+        launch_dependent(decode_tc_warp_kernel<kD, kBig>, dim3(static_cast<unsigned>(grid)),
+                         dim3(kThreads), TcShape<kD>::kSmemBytes, stream, qp, pages, batch,
+                         launch, op);
     } else {
         const std::int64_t grid = std::min<std::int64_t>(items, launch.max_ctas);
         decode_tc_kernel<kD, kBig>

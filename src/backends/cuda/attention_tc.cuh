@@ -5,8 +5,9 @@
 //   S[16 heads x 8 tokens] = Q[16 heads x 16 dims] K^T      (Q in registers, rows past the
 //   O[16 heads x 8 dims]  += P[16 heads x 16 tokens] V       group zero)
 // Copies are 16 bytes, zero-filled past the range; rows are XOR-swizzled so the 8 rows one
-// ldmatrix phase reads land on 8 bank groups. Scores are scaled in f32; P is rounded to bf16
-// for the product and the row sums add exactly those rounded weights.
+// ldmatrix phase reads land on 8 bank groups. Row maxima are kept on raw scores and the scale
+// folds into each weight's exp2; P is rounded to bf16 for the product and the row sums add
+// exactly those rounded weights.
 //
 // Register layout of the state (m16n8k16 accumulators): lane = 4 g + t holds rows g and g + 8
 // (heads), columns 2t, 2t + 1 of every 8-wide tile; m is uniform over the quad, l is this
@@ -104,6 +105,30 @@ struct Lane {
           v_chunk(lane >> 4) {}
 };
 
+// Byte offsets inside a ring stage of one lane's accesses, the same for every tile: its
+// cp.async destinations and its ldmatrix rows of K (per 16-dim step) and of V (per pair of
+// 8-dim output tiles). Computed once, they keep the swizzle arithmetic off the per-tile path.
+template <int kD>
+struct StageOffsets {
+    unsigned copy[Shape<kD>::kCopies];
+    unsigned k[Shape<kD>::kKSteps];
+    unsigned v[Shape<kD>::kNTiles / 2];
+    __device__ explicit StageOffsets(const Lane<kD>& ln) {
+#pragma unroll
+        for (int c = 0; c < Shape<kD>::kCopies; ++c) {
+            copy[c] = tile_offset<kD>(ln.copy_row0 + c * Shape<kD>::kRowsPerCopy, ln.copy_chunk);
+        }
+#pragma unroll
+        for (int ks = 0; ks < Shape<kD>::kKSteps; ++ks) {
+            k[ks] = tile_offset<kD>(ln.k_row, 2 * ks + ln.k_chunk);
+        }
+#pragma unroll
+        for (int np = 0; np < Shape<kD>::kNTiles / 2; ++np) {
+            v[np] = Shape<kD>::kMatBytes + tile_offset<kD>(ln.v_row, 2 * np + ln.v_chunk);
+        }
+    }
+};
+
 // The online-softmax state of one warp for up to 16 heads of one kv head.
 template <int kD>
 struct State {
@@ -115,6 +140,8 @@ struct State {
 #pragma unroll
         for (int n = 0; n < Shape<kD>::kNTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
     }
+    // Row r's maximum in exp2 units (m is kept in raw score units; -inf stays -inf).
+    __device__ float scaled_max(int r, float scale) const { return __fmul_rn(m[r], scale); }
     // Sums l over the quad (after the last tile).
     __device__ void reduce_sums() {
 #pragma unroll
@@ -149,46 +176,102 @@ __device__ __forceinline__ void load_q(const bf16* __restrict__ q, std::int64_t 
     }
 }
 
+// Issues the copies of a tile that lies in one page: rows [0, 16) of kv head `kv_head` start
+// at row `in_page` of page `page`; rows at or past `valid` are zero-filled.
+template <int kD>
+__device__ __forceinline__ void issue_page_tile(unsigned stage_addr, const PagedKvView& kv,
+                                                int kv_head, std::int32_t page, int in_page,
+                                                int valid, const Lane<kD>& ln,
+                                                const StageOffsets<kD>& so) {
+    using S = Shape<kD>;
+    if (page < 0 || page >= kv.num_blocks) __trap();  // page id outside the pool: a bug
+    const std::int64_t row_stride = static_cast<std::int64_t>(kv.kv_heads) * kD;
+    const std::int64_t first = (static_cast<std::int64_t>(page) * kv.block_size + in_page +
+                                ln.copy_row0) * row_stride +
+                               static_cast<std::int64_t>(kv_head) * kD + ln.copy_chunk * 8;
+    const bf16* k = static_cast<const bf16*>(kv.k) + first;
+    const bf16* v = static_cast<const bf16*>(kv.v) + first;
+    const std::int64_t step = S::kRowsPerCopy * row_stride;  // between a lane's copies
+    if (valid >= kTileTokens) {  // warp-uniform: every row is in range
+#pragma unroll
+        for (int c = 0; c < S::kCopies; ++c) {
+            cp_async16(stage_addr + so.copy[c], k + c * step, true);
+            cp_async16(stage_addr + so.copy[c] + S::kMatBytes, v + c * step, true);
+        }
+        return;
+    }
+#pragma unroll
+    for (int c = 0; c < S::kCopies; ++c) {
+        const bool ok = ln.copy_row0 + c * S::kRowsPerCopy < valid;
+        const std::int64_t off = ok ? c * step : 0;
+        cp_async16(stage_addr + so.copy[c], k + off, ok);
+        cp_async16(stage_addr + so.copy[c] + S::kMatBytes, v + off, ok);
+    }
+}
+
 // Issues the copies of tokens [t0, t0 + 16) of kv head `kv_head` (rows at or past `end` are
 // zero-filled) into the ring stage at shared address `stage_addr`. t0 is a multiple of 16, so
 // when the block size is too the tile lies in one page and takes one page-id read.
 template <int kD>
 __device__ __forceinline__ void issue_tile(unsigned stage_addr, const SeqInfo& s,
                                            const PagedKvView& kv, int kv_head, int t0, int end,
-                                           const Lane<kD>& ln) {
+                                           const Lane<kD>& ln, const StageOffsets<kD>& so) {
     using S = Shape<kD>;
+    const int bs = kv.block_size;
+    if (bs % kTileTokens == 0) {
+        issue_page_tile<kD>(stage_addr, kv, kv_head, s.pages[t0 / bs], t0 % bs, end - t0, ln,
+                            so);
+        return;
+    }
     const bf16* k_pages = static_cast<const bf16*>(kv.k);
     const bf16* v_pages = static_cast<const bf16*>(kv.v);
-    const int bs = kv.block_size;
-    const bool tile_in_page = bs % kTileTokens == 0;
     const std::int64_t row_stride = static_cast<std::int64_t>(kv.kv_heads) * kD;
     const std::int64_t col = static_cast<std::int64_t>(kv_head) * kD + ln.copy_chunk * 8;
-    std::int64_t tile_base = 0;  // element offset of token t0 when the tile is in one page
-    if (tile_in_page) {
-        const std::int32_t page = s.pages[t0 / bs];
-        if (page < 0 || page >= kv.num_blocks) __trap();  // page id outside the pool
-        tile_base = (static_cast<std::int64_t>(page) * bs + t0 % bs) * row_stride + col;
-    }
 #pragma unroll
     for (int c = 0; c < S::kCopies; ++c) {
-        const int row = ln.copy_row0 + c * S::kRowsPerCopy;
-        const int j = t0 + row;
+        const int j = t0 + ln.copy_row0 + c * S::kRowsPerCopy;
         const bool valid = j < end;
         std::int64_t off = 0;
         if (valid) {
-            if (tile_in_page) {
-                off = tile_base + row * row_stride;
-            } else {
-                const std::int32_t page = s.pages[j / bs];
-                if (page < 0 || page >= kv.num_blocks) __trap();
-                off = (static_cast<std::int64_t>(page) * bs + j % bs) * row_stride + col;
-            }
+            const std::int32_t page = s.pages[j / bs];
+            if (page < 0 || page >= kv.num_blocks) __trap();
+            off = (static_cast<std::int64_t>(page) * bs + j % bs) * row_stride + col;
         }
-        const unsigned dst = stage_addr + tile_offset<kD>(row, ln.copy_chunk);
-        cp_async16(dst, k_pages + off, valid);
-        cp_async16(dst + S::kMatBytes, v_pages + off, valid);
+        cp_async16(stage_addr + so.copy[c], k_pages + off, valid);
+        cp_async16(stage_addr + so.copy[c] + S::kMatBytes, v_pages + off, valid);
     }
 }
+
+// A warp's look-ahead over one sequence's page table, for tiles that each lie in one page:
+// lane l holds the ids at index base + l (the window in use) and base + 32 + l (the next), so
+// a tile's page id is a shuffle, and the table is read 32 entries at a time one window ahead
+// of need instead of once per tile on the copy-issue path. Ids past the table read as -1.
+struct PageWindow {
+    const std::int32_t* pages = nullptr;
+    int num_pages = 0, base = 0;
+    std::int32_t cur = -1, next = -1;
+
+    __device__ __forceinline__ std::int32_t fetch(int index) const {
+        return index < num_pages ? __ldg(pages + index) : -1;
+    }
+    // Points the window at page index `first` of sequence s (warp-uniform).
+    __device__ __forceinline__ void start(const SeqInfo& s, int block_size, int first, int lane) {
+        pages = s.pages;
+        num_pages = (s.kv_len + block_size - 1) / block_size;
+        base = first;
+        cur = fetch(first + lane);
+        next = fetch(first + 32 + lane);
+    }
+    // The id at page index `index` (warp-uniform, at most one window past the last call's).
+    __device__ __forceinline__ std::int32_t at(int index, int lane) {
+        if (index - base >= 32) {
+            base += 32;
+            cur = next;
+            next = fetch(base + 32 + lane);
+        }
+        return __shfl_sync(0xffffffffu, cur, index - base);
+    }
+};
 
 // 2^x on the special-function unit, denormal results flushed to zero: softmax weights that
 // small are zero after the bf16 rounding anyway.
@@ -203,11 +286,13 @@ __device__ __forceinline__ float exp2_approx(float x) {
 // (scale * max; 0 while a row has seen nothing, which keeps exp2 at 0) and the factor that
 // rescales the older state. Maxima are kept in the scores' own units; `scale` (log2 units per
 // score unit) is applied here, so a kernel may scale each score inside its exp2's FMA.
+// Only the first kRows rows are live (the others are left as they are).
+template <int kRows = 2>
 __device__ __forceinline__ void advance_max(const float (&tile_max)[2], float (&m)[2],
                                             float (&base)[2], float (&corr)[2],
                                             float scale = 1.0f) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
+    for (int r = 0; r < kRows; ++r) {
         float mx = tile_max[r];
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 1));
         mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, 2));
@@ -219,58 +304,67 @@ __device__ __forceinline__ void advance_max(const float (&tile_max)[2], float (&
     }
 }
 
-// Folds the landed tile at `stage_addr` (tokens t0.., valid below `end`, t0 < end) into st.
+// Folds the landed tile at `stage_addr` (its first `valid` tokens are real, valid > 0) into
+// st. Maxima are taken on raw scores and the scale folds into each weight's exp2 FMA; only
+// the rows of live heads (g, and g + 8 when kBig) are worked on; a tile that raised no row's
+// maximum skips the output rescale (warp-uniform).
 template <int kD, bool kBig>
-__device__ __forceinline__ void attend_tile(unsigned stage_addr,
-                                            const unsigned (&qa)[Shape<kD>::kKSteps][4], int t0,
-                                            int end, float scale_log2, const Lane<kD>& ln,
+__device__ __forceinline__ void attend_tile(unsigned stage_addr, const StageOffsets<kD>& so,
+                                            const unsigned (&qa)[Shape<kD>::kKSteps][4],
+                                            int valid, float scale_log2, const Lane<kD>& ln,
                                             State<kD>& st) {
     using S = Shape<kD>;
-    const unsigned v_addr = stage_addr + S::kMatBytes;
+    constexpr int kRows = kBig ? 2 : 1;
     // S = Q K^T: sc[0] tokens 0-7, sc[1] tokens 8-15 of the tile.
     float sc[2][4] = {{0.0f, 0.0f, 0.0f, 0.0f}, {0.0f, 0.0f, 0.0f, 0.0f}};
 #pragma unroll
     for (int ks = 0; ks < S::kKSteps; ++ks) {
         unsigned b[4];
-        ldmatrix_x4(stage_addr + tile_offset<kD>(ln.k_row, 2 * ks + ln.k_chunk), b);
+        ldmatrix_x4(stage_addr + so.k[ks], b);
         mma_bf16(sc[0], qa[ks], b[0], b[1]);
         mma_bf16(sc[1], qa[ks], b[2], b[3]);
     }
 
-    // Online softmax over the tile's 16 tokens for rows g and g + 8.
+    if (valid < kTileTokens) {  // warp-uniform: the sequence's last tile
+#pragma unroll
+        for (int n = 0; n < 2; ++n) {
+#pragma unroll
+            for (int e = 0; e < 2 * kRows; ++e) {
+                if (n * 8 + 2 * ln.t + (e & 1) >= valid) sc[n][e] = -INFINITY;
+            }
+        }
+    }
     float tile_max[2] = {-INFINITY, -INFINITY};
 #pragma unroll
     for (int n = 0; n < 2; ++n) {
 #pragma unroll
-        for (int e = 0; e < 4; ++e) {
-            const bool valid = t0 + n * 8 + 2 * ln.t + (e & 1) < end;
-            const float x = valid ? sc[n][e] * scale_log2 : -INFINITY;
-            sc[n][e] = x;
-            tile_max[e >> 1] = fmaxf(tile_max[e >> 1], x);
-        }
+        for (int e = 0; e < 2 * kRows; ++e) tile_max[e >> 1] = fmaxf(tile_max[e >> 1], sc[n][e]);
     }
-    float corr[2], base[2];
-    advance_max(tile_max, st.m, base, corr);  // finite: token t0 is visible
+    float corr[2] = {1.0f, 1.0f}, base[2] = {0.0f, 0.0f};
+    advance_max<kRows>(tile_max, st.m, base, corr, scale_log2);  // finite: token 0 is real
+    const auto weight = [&](float x, int r) { return exp2_approx(fmaf(x, scale_log2, -base[r])); };
     unsigned pa[4];
     float sum0 = 0.0f, sum1 = 0.0f;
-    pa[0] = pack_bf16(exp2f(sc[0][0] - base[0]), exp2f(sc[0][1] - base[0]), sum0);
-    pa[2] = pack_bf16(exp2f(sc[1][0] - base[0]), exp2f(sc[1][1] - base[0]), sum0);
+    pa[0] = pack_bf16(weight(sc[0][0], 0), weight(sc[0][1], 0), sum0);
+    pa[2] = pack_bf16(weight(sc[1][0], 0), weight(sc[1][1], 0), sum0);
     if (kBig) {
-        pa[1] = pack_bf16(exp2f(sc[0][2] - base[1]), exp2f(sc[0][3] - base[1]), sum1);
-        pa[3] = pack_bf16(exp2f(sc[1][2] - base[1]), exp2f(sc[1][3] - base[1]), sum1);
+        pa[1] = pack_bf16(weight(sc[0][2], 1), weight(sc[0][3], 1), sum1);
+        pa[3] = pack_bf16(weight(sc[1][2], 1), weight(sc[1][3], 1), sum1);
     } else {
         pa[1] = 0u;
         pa[3] = 0u;
     }
     st.l[0] = st.l[0] * corr[0] + sum0;
-    st.l[1] = st.l[1] * corr[1] + sum1;
+    if (kBig) st.l[1] = st.l[1] * corr[1] + sum1;
+    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
 #pragma unroll
-    for (int n = 0; n < S::kNTiles; ++n) {
-        st.o[n][0] *= corr[0];
-        st.o[n][1] *= corr[0];
-        if (kBig) {
-            st.o[n][2] *= corr[1];
-            st.o[n][3] *= corr[1];
+        for (int n = 0; n < S::kNTiles; ++n) {
+            st.o[n][0] *= corr[0];
+            st.o[n][1] *= corr[0];
+            if (kBig) {
+                st.o[n][2] *= corr[1];
+                st.o[n][3] *= corr[1];
+            }
         }
     }
 
@@ -278,7 +372,7 @@ __device__ __forceinline__ void attend_tile(unsigned stage_addr,
 #pragma unroll
     for (int np = 0; np < S::kNTiles / 2; ++np) {
         unsigned b[4];
-        ldmatrix_x4_trans(v_addr + tile_offset<kD>(ln.v_row, 2 * np + ln.v_chunk), b);
+        ldmatrix_x4_trans(stage_addr + so.v[np], b);
         mma_bf16(st.o[2 * np], pa, b[0], b[1]);
         mma_bf16(st.o[2 * np + 1], pa, b[2], b[3]);
     }

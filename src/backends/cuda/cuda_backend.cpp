@@ -80,7 +80,9 @@ Status CudaBackend::init() {
                                         "attention workspace"));
     IS_RETURN_IF_ERROR(allocate_scratch(&cublas_workspace_, options_.cublas_workspace_bytes,
                                         "cublas workspace"));
-    IS_RETURN_IF_ERROR(allocate_scratch(&decode_item_counter_, sizeof(int), "decode item counter"));
+    IS_RETURN_IF_ERROR(
+        allocate_scratch(&decode_item_counter_, 2 * sizeof(int), "decode item counters"));
+    IS_CUDA_CHECK(cudaMemset(decode_item_counter_, 0, 2 * sizeof(int)));
     IS_RETURN_IF_ERROR(allocate_scratch(&linear_partials_, options_.small_linear_scratch_bytes,
                                         "small linear scratch"));
     IS_RETURN_IF_ERROR(allocate_scratch(&linear_counters_, kSmallLinearCounters * sizeof(int),

@@ -139,6 +139,9 @@ class CudaBackend final : public tensor::Backend {
               const tensor::RopeTables& tables) override;
     void rope_qk(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& positions,
                  const tensor::RopeTables& tables) override;
+    void rope_write_kv(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
+                       const tensor::Tensor& positions, const tensor::RopeTables& tables,
+                       const tensor::Tensor& slots, const tensor::KvPages& pages) override;
     void write_kv(const tensor::Tensor& k, const tensor::Tensor& v, const tensor::Tensor& slots,
                   const tensor::KvPages& pages) override;
     void paged_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
@@ -193,7 +196,7 @@ class CudaBackend final : public tensor::Backend {
     cudaStream_t stream_ = nullptr;
     void* attention_workspace_ = nullptr;  // options_.attention_workspace_bytes
     void* cublas_workspace_ = nullptr;     // options_.cublas_workspace_bytes
-    int* decode_item_counter_ = nullptr;   // DecodeLaunch::item_counter
+    int* decode_item_counter_ = nullptr;   // DecodeLaunch::item_counter (two ints)
     // The small-batch linear kernel for `targets` when it takes them; false enqueues nothing.
     bool small_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
     // Whether LinearPath::Stacked can run `targets` on x: weights (and biases) adjoin, one

@@ -85,6 +85,14 @@ struct PagedKvView {
 void launch_write_kv(const void* k, const void* v, DType dtype, std::int64_t n,
                      const std::int32_t* slots, const PagedKvView& pages, cudaStream_t stream);
 
+// launch_rope of q and k, then launch_write_kv, in one launch (rope.cu): bf16 only, head_dim / 2
+// a multiple of 8 and 16-byte aligned rows and tables; returns false (and does nothing) else.
+bool launch_rope_write_kv(void* q, std::int64_t q_heads, void* k, const void* v,
+                          std::int64_t n, const std::int32_t* positions, const float* cos,
+                          const float* sin, std::int64_t max_positions,
+                          const std::int32_t* slots, const PagedKvView& pages,
+                          cudaStream_t stream);
+
 // Device copies of PagedAttentionArgs plus the shapes the kernels need.
 struct AttentionBatch {
     const std::int32_t* qo_indptr = nullptr;      // [s + 1]
@@ -145,8 +153,9 @@ struct DecodeLaunch {
     // The tensor-core kernel's persistent grid: at most this many CTAs walk the
     // (split, sequence, kv head) items (CTAs resident at once on the device).
     int max_ctas = 0;
-    // Tensor-core kernel: true, warps take whole items from *item_counter (one device int the
-    // launch zeroes first); false, a CTA's warps share each item.
+    // Tensor-core kernel: true, warps take whole items from item_counter[0] and count
+    // themselves out in item_counter[1]; the last warp out zeroes both for the next launch
+    // (two device ints, zero before the first). false: a CTA's warps share each item.
     bool warp_items = false;
     int* item_counter = nullptr;
 };

@@ -1,4 +1,4 @@
-// CudaBackend::write_kv and CudaBackend::paged_attention: checks, and the launch plan built
+// CudaBackend::write_kv, rope_write_kv and paged_attention: checks, and the launch plan built
 // from the host copies of the batch metadata (no device round trip).
 //
 // Plan: sequences with more than one query row (prefill chunks, which may start
@@ -39,6 +39,26 @@ constexpr std::int64_t kBlocksPerSm = 2;
 constexpr std::int64_t kPrefillBlocksPerSm = 2;
 constexpr std::int64_t kMinPrefillSplitTokens = 64;
 
+// Split count of the tensor-core decode kernel's work items for `pairs` (sequence, kv head)
+// pairs of up to `tiles` KV tiles each, between `lo` and `hi` splits. Its `workers` warps take
+// items a round at a time, so a step lasts about rounds x item tiles: at batch 64 with 1K
+// context (512 pairs, 1056 warps), 3 splits run two rounds of 23 tiles where 2 splits run one
+// of 35. The cheapest count wins, the fewest splits among those within 2% of it (each split
+// adds merge work).
+std::int64_t balanced_splits(std::int64_t pairs, std::int64_t workers, std::int64_t tiles,
+                             std::int64_t lo, std::int64_t hi) {
+    lo = std::max<std::int64_t>(lo, 1);
+    if (hi <= lo) return hi;
+    const auto cost = [&](std::int64_t s) {
+        return (pairs * s + workers - 1) / workers * ((tiles + s - 1) / s);
+    };
+    std::int64_t best = cost(lo);
+    for (std::int64_t s = lo + 1; s <= hi; ++s) best = std::min(best, cost(s));
+    for (std::int64_t s = lo;; ++s) {
+        if (cost(s) * 50 <= best * 51) return s;
+    }
+}
+
 PagedKvView kv_view(const tensor::KvPages& pages) {
     check_device(pages.k, DType::BF16, 4, "k pages");
     check_device(pages.v, DType::BF16, 4, "v pages");
@@ -65,6 +85,33 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots
     check_on_device(slots, "write_kv slots");
     activate();
     launch_write_kv(k.data, v.data, k.dtype, k.shape[0], slots.as<std::int32_t>(), view, stream_);
+}
+
+void CudaBackend::rope_write_kv(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
+                                const tensor::RopeTables& tables, const Tensor& slots,
+                                const tensor::KvPages& pages) {
+    const PagedKvView view = kv_view(pages);
+    tensor::check_write_kv_args(k, v, slots, pages, k.dtype, DType::BF16);
+    check_on_device(v, "rope_write_kv v");
+    check_on_device(slots, "rope_write_kv slots");
+    check_device(q, k.dtype, 3, "rope_write_kv q");
+    check_device(positions, DType::I32, 1, "rope_write_kv positions");
+    check_device(tables.cos, DType::F32, 2, "rope cos");
+    check_device(tables.sin, DType::F32, 2, "rope sin");
+    IS_CHECK(q.shape[0] == k.shape[0] && q.shape[2] == k.shape[2] &&
+             positions.shape[0] == q.shape[0] && tables.cos.shape[1] * 2 == q.shape[2] &&
+             tables.cos.shape == tables.sin.shape)
+        << "rope_write_kv shapes";
+    activate();
+    if (q.dtype == DType::BF16 &&
+        launch_rope_write_kv(q.data, q.shape[1], k.data, v.data, q.shape[0],
+                             positions.as<std::int32_t>(), tables.cos.as<float>(),
+                             tables.sin.as<float>(), tables.cos.shape[0],
+                             slots.as<std::int32_t>(), view, stream_)) {
+        return;
+    }
+    rope_qk(q, k, positions, tables);
+    write_kv(k, v, slots, pages);
 }
 
 void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
@@ -183,8 +230,8 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
     if (dopt.tensor_cores && blocks >= tc_min_pairs &&
         decode_tc_supports(static_cast<int>(d), group)) {
         // Persistent grid over (split, sequence, kv head) items of up to dopt.split_tokens KV
-        // tokens: the items of a replay past the real lengths cost a skip, not a launch. Small
-        // batches split further, until every warp has an item (warp items) or every CTA two.
+        // tokens: the items of a replay past the real lengths cost a skip, not a launch. The
+        // split count balances the items over the warps (warp items) or CTAs (balanced_splits).
         const int fit = decode_tc_ctas_per_sm(decode_tc_limits_, static_cast<int>(d), group);
         decode.max_ctas =
             num_sms_ * (dopt.ctas_per_sm > 0 ? std::min(dopt.ctas_per_sm, fit) : fit);
@@ -193,8 +240,11 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
         const std::int64_t workers =
             std::int64_t{decode.max_ctas} * (dopt.warp_items ? decode_tc_warps_per_cta() : 2);
         const std::int64_t by_item = (max_decode_kv + dopt.split_tokens - 1) / dopt.split_tokens;
-        const std::int64_t by_fill = (workers + blocks - 1) / blocks;
-        wanted = std::max(by_item, by_fill);
+        const std::int64_t cap = std::min({by_length, by_workspace,
+                                           static_cast<std::int64_t>(options_.max_kv_splits)});
+        wanted = balanced_splits(blocks, workers,
+                                 (max_decode_kv + decode_tile_tokens() - 1) / decode_tile_tokens(),
+                                 by_item, cap);
     }
     std::int64_t splits = std::min({wanted, by_length, by_workspace,
                                     static_cast<std::int64_t>(options_.max_kv_splits)});

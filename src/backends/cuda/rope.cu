@@ -6,7 +6,8 @@
 // decomposition per 8 pairs rather than per pair (decode rotates 32 heads x 64 pairs per call,
 // 256 threads in 128-thread blocks).
 // Q and K rotate in one launch: the index space runs over Q's rows, then K's (`RopeRows` pairs
-// each buffer with its head count; a single tensor leaves the second empty).
+// each buffer with its head count; a single tensor leaves the second empty). A decode layer
+// also writes K and V to the pages in that launch (rope_write_kv_kernel).
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
@@ -40,6 +41,26 @@ __device__ __forceinline__ std::int64_t locate(const RopeRows<T>& a, const RopeR
     return row / b.heads;
 }
 
+// Pairs i .. i + 7 of the row at x (dims i.. with dims i + half..) rotated by the angles of
+// position `pos`, into r0 (first halves) and r1 (second halves); x is not written.
+template <class T>
+__device__ __forceinline__ void rotate8(const T* x, int i, int half, std::int32_t pos,
+                                        const float* cos_table, const float* sin_table,
+                                        std::int64_t max_positions, float (&r0)[8],
+                                        float (&r1)[8]) {
+    if (pos < 0 || pos >= max_positions) __trap();  // beyond the tables: a bug upstream
+    float c[8], sn[8], x0[8], x1[8];
+    load8(cos_table + static_cast<std::int64_t>(pos) * half + i, c);
+    load8(sin_table + static_cast<std::int64_t>(pos) * half + i, sn);
+    load8(x + i, x0);
+    load8(x + i + half, x1);
+#pragma unroll
+    for (int e = 0; e < 8; ++e) {
+        r0[e] = x0[e] * c[e] - x1[e] * sn[e];
+        r1[e] = x1[e] * c[e] + x0[e] * sn[e];
+    }
+}
+
 template <class T>
 __global__ void rope_vec_kernel(RopeRows<T> a, RopeRows<T> b, std::int64_t n, int half,
                                 const std::int32_t* positions, const float* cos_table,
@@ -54,19 +75,8 @@ __global__ void rope_vec_kernel(RopeRows<T> a, RopeRows<T> b, std::int64_t n, in
         const int i = static_cast<int>(idx % groups) * 8;
         T* v = nullptr;
         const std::int64_t t = locate(a, b, n, idx / groups, 2 * half, v);
-        const std::int32_t pos = positions[t];
-        if (pos < 0 || pos >= max_positions) __trap();  // beyond the tables: a bug upstream
-        float c[8], sn[8], x0[8], x1[8];
-        load8(cos_table + static_cast<std::int64_t>(pos) * half + i, c);
-        load8(sin_table + static_cast<std::int64_t>(pos) * half + i, sn);
-        load8(v + i, x0);
-        load8(v + i + half, x1);
         float r0[8], r1[8];
-#pragma unroll
-        for (int e = 0; e < 8; ++e) {
-            r0[e] = x0[e] * c[e] - x1[e] * sn[e];
-            r1[e] = x1[e] * c[e] + x0[e] * sn[e];
-        }
+        rotate8(v, i, half, positions[t], cos_table, sin_table, max_positions, r0, r1);
         store8(v + i, r0);
         store8(v + i + half, r1);
     }
@@ -115,7 +125,77 @@ void rope_typed(RopeRows<T> a, RopeRows<T> b, std::int64_t n, std::int64_t half,
     }
 }
 
+// rope_vec_kernel over Q and K, and write_kv, in one pass: the index space runs token by token
+// over its Q rows, K rows and V rows, 8 pairs a thread. Q and K rotate in place with the same
+// arithmetic as rope_vec_kernel; K's rotated and V's rows also go to the token's slot (-1:
+// padding, not written).
+__global__ void rope_write_kv_kernel(bf16* q, int q_heads, bf16* k, const bf16* v, int kv_heads,
+                                     std::int64_t n, int half, const std::int32_t* positions,
+                                     const float* cos_table, const float* sin_table,
+                                     std::int64_t max_positions, const std::int32_t* slots,
+                                     std::int64_t num_slots, bf16* k_pages, bf16* v_pages) {
+    allow_next_launch();
+    wait_for_inputs();
+    const int groups = half / 8, width = 2 * half;
+    const int rows = q_heads + 2 * kv_heads;  // per token
+    const std::int64_t count = n * rows * groups;
+    const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+    for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+         idx < count; idx += stride) {
+        const int i = static_cast<int>(idx % groups) * 8;
+        const std::int64_t r = idx / groups;
+        const std::int64_t t = r / rows;
+        const int h = static_cast<int>(r % rows);
+        const int kv_head = h - q_heads - (h >= q_heads + kv_heads ? kv_heads : 0);
+        std::int32_t slot = -1;
+        if (h >= q_heads) {
+            slot = slots[t];
+            if (slot != -1 && (slot < 0 || slot >= num_slots)) __trap();  // outside the pages
+        }
+        const std::int64_t page_row = (static_cast<std::int64_t>(slot) * kv_heads + kv_head) * width;
+        if (h >= q_heads + kv_heads) {  // V: copied as it is
+            if (slot == -1) continue;
+            const bf16* src = v + (t * kv_heads + kv_head) * width;
+            *reinterpret_cast<uint4*>(v_pages + page_row + i) =
+                *reinterpret_cast<const uint4*>(src + i);
+            *reinterpret_cast<uint4*>(v_pages + page_row + i + half) =
+                *reinterpret_cast<const uint4*>(src + i + half);
+            continue;
+        }
+        bf16* x = h < q_heads ? q + (t * q_heads + h) * width : k + (t * kv_heads + kv_head) * width;
+        float r0[8], r1[8];
+        rotate8(x, i, half, positions[t], cos_table, sin_table, max_positions, r0, r1);
+        store8(x + i, r0);
+        store8(x + i + half, r1);
+        if (slot != -1) {
+            store8(k_pages + page_row + i, r0);
+            store8(k_pages + page_row + i + half, r1);
+        }
+    }
+}
+
 }  // namespace
+
+bool launch_rope_write_kv(void* q, std::int64_t q_heads, void* k, const void* v, std::int64_t n,
+                          const std::int32_t* positions, const float* cos, const float* sin,
+                          std::int64_t max_positions, const std::int32_t* slots,
+                          const PagedKvView& pages, cudaStream_t stream) {
+    const std::int64_t half = pages.head_dim / 2;
+    const std::int64_t count = n * (q_heads + 2 * pages.kv_heads) * (half / 8);
+    if (half % 8 != 0 || q_heads > (1 << 20) || count > (std::int64_t{1} << 40) ||
+        !aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(cos) || !aligned16(sin) ||
+        !aligned16(pages.k) || !aligned16(pages.v)) {
+        return false;
+    }
+    if (count == 0) return true;
+    launch_dependent(rope_write_kv_kernel, grid_for(count, kVecThreads), kVecThreads, 0, stream,
+                     static_cast<bf16*>(q), static_cast<int>(q_heads), static_cast<bf16*>(k),
+                     static_cast<const bf16*>(v), pages.kv_heads, n, static_cast<int>(half),
+                     positions, cos, sin, max_positions, slots,
+                     pages.num_blocks * pages.block_size, static_cast<bf16*>(pages.k),
+                     static_cast<bf16*>(pages.v));
+    return true;
+}
 
 void launch_rope(void* q, std::int64_t q_heads, void* k, std::int64_t k_heads, DType dtype,
                  std::int64_t n, std::int64_t head_dim, const std::int32_t* positions,

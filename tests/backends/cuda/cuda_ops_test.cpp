@@ -1,5 +1,6 @@
 // CUDA weight upload (f32/f16/bf16 and GGUF blocks), element-wise, norm, RoPE, gather, linear,
-// KV write and argmax ops against the CPU backend fed the same bf16-rounded inputs.
+// KV write and argmax ops against the CPU backend fed the same bf16-rounded inputs; fused ops
+// against their parts.
 
 #include <algorithm>
 #include <cstring>
@@ -265,6 +266,54 @@ TEST_F(CudaOpsTest, WriteKvScattersToSlots) {
                   {host_view(k_pages, {blocks, bs, kvh, d}), host_view(v_pages, {blocks, bs, kvh, d})});
     EXPECT_EQ(download(*gpu_, dk.tensor), k_pages);
     EXPECT_EQ(download(*gpu_, dv.tensor), v_pages);
+}
+
+// The fused rope + KV write equals rope_qk then write_kv bit for bit: rotated q and k in place,
+// rotated k and v in the pages; padding rows (slot -1) write no page. d 128 takes the fused
+// kernel; d 20 (10 pairs) falls back to the two ops.
+TEST_F(CudaOpsTest, RopeWriteKvEqualsRopeThenWriteKv) {
+    for (auto [n, heads, kvh, d] : {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{1, 32, 8, 128},
+                                    {7, 4, 2, 128}, {5, 4, 4, 64}, {3, 2, 1, 20}}) {
+        const std::int64_t blocks = 6, bs = 16, max_pos = 256;
+        std::vector<float> cos_t(max_pos * d / 2), sin_t(max_pos * d / 2);
+        for (std::size_t i = 0; i < cos_t.size(); ++i) {
+            cos_t[i] = std::cos(0.01f * static_cast<float>(i));
+            sin_t[i] = std::sin(0.01f * static_cast<float>(i));
+        }
+        std::vector<std::int32_t> pos(n), all(blocks * bs);
+        for (auto& p : pos) p = static_cast<std::int32_t>(rng_() % max_pos);
+        std::iota(all.begin(), all.end(), 0);
+        std::shuffle(all.begin(), all.end(), rng_);
+        std::vector<std::int32_t> slots(all.begin(), all.begin() + n);
+        if (n > 1) slots[1] = -1;  // a padding row
+        const std::vector<float> q = random_bf16(n * heads * d, rng_), k = random_bf16(n * kvh * d, rng_),
+                                 v = random_bf16(n * kvh * d, rng_);
+        const std::vector<float> k_pages = random_bf16(blocks * bs * kvh * d, rng_),
+                                 v_pages = random_bf16(blocks * bs * kvh * d, rng_);
+        DeviceTensor dcos = device_from(*gpu_, cos_t, DType::F32, {max_pos, d / 2});
+        DeviceTensor dsin = device_from(*gpu_, sin_t, DType::F32, {max_pos, d / 2});
+        DeviceTensor dpos = device_ints(*gpu_, pos);
+        DeviceTensor dslots = device_ints(*gpu_, slots);
+        std::vector<std::vector<float>> results[2];
+        for (int fused = 0; fused < 2; ++fused) {
+            DeviceTensor dq = device_from(*gpu_, q, DType::BF16, {n, heads, d});
+            DeviceTensor dk = device_from(*gpu_, k, DType::BF16, {n, kvh, d});
+            DeviceTensor dv = device_from(*gpu_, v, DType::BF16, {n, kvh, d});
+            DeviceTensor kp = device_from(*gpu_, k_pages, DType::BF16, {blocks, bs, kvh, d});
+            DeviceTensor vp = device_from(*gpu_, v_pages, DType::BF16, {blocks, bs, kvh, d});
+            const tensor::RopeTables tables{dcos.tensor, dsin.tensor};
+            if (fused) {
+                gpu_->rope_write_kv(dq.tensor, dk.tensor, dv.tensor, dpos.tensor, tables,
+                                    dslots.tensor, {kp.tensor, vp.tensor});
+            } else {
+                gpu_->rope_qk(dq.tensor, dk.tensor, dpos.tensor, tables);
+                gpu_->write_kv(dk.tensor, dv.tensor, dslots.tensor, {kp.tensor, vp.tensor});
+            }
+            for (const DeviceTensor* t : {&dq, &dk, &kp, &vp}) results[fused].push_back(download(*gpu_, t->tensor));
+        }
+        EXPECT_EQ(results[1], results[0]) << n << "x" << heads << "/" << kvh << "x" << d;
+        EXPECT_NE(results[0][2], k_pages) << "pages were written";
+    }
 }
 
 }  // namespace
