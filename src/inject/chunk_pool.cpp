@@ -314,28 +314,42 @@ bool ChunkPool::make_host_room_locked(std::size_t bytes) {
     return true;
 }
 
-void ChunkPool::demote_device_locked(Entry* e) {
-    // Host tier when it has room, else straight to disk through a plain staging copy.
-    void* host = make_host_room_locked(e->bytes) ? backend_->allocate_host(e->bytes) : nullptr;
-    std::vector<std::byte> staging;
-    void* dst = host;
-    if (dst == nullptr) {
-        staging.resize(e->bytes);
-        dst = staging.data();
+void ChunkPool::demote_device_locked(std::span<Entry* const> victims) {
+    struct Down {
+        Entry* e;
+        void* host;                      // its new host-tier buffer, or null: to disk
+        std::vector<std::byte> staging;  // the bytes on their way to disk
+    };
+    std::vector<Down> downs;
+    downs.reserve(victims.size());
+    std::size_t to_host = 0;  // bytes of this batch bound for the host tier, not yet counted
+    for (Entry* e : victims) {
+        void* host = make_host_room_locked(to_host + e->bytes) ? backend_->allocate_host(e->bytes)
+                                                               : nullptr;
+        Down& d = downs.emplace_back(Down{e, host, {}});
+        if (host != nullptr) {
+            to_host += e->bytes;
+        } else {
+            d.staging.resize(e->bytes);
+        }
+        backend_->order_after(e->ticket);  // a promotion may still be filling it
+        backend_->copy_to_host(host != nullptr ? host : d.staging.data(), e->device_bytes(),
+                               e->bytes);
     }
-    backend_->order_after(e->ticket);  // a promotion may still be filling it
-    backend_->copy_to_host(dst, e->device_bytes(), e->bytes);
     backend_->synchronize();
-    if (host == nullptr) {
-        move_to_disk_locked(e, dst);
-        return;
+    for (Down& d : downs) {
+        Entry* e = d.e;
+        if (d.host == nullptr) {
+            move_to_disk_locked(e, d.staging.data());
+            continue;
+        }
+        account(*e, -1);
+        relink(e, ChunkTier::Host, device_lru_, host_lru_);
+        account(*e, +1);
+        e->device.reset();
+        e->host = d.host;
+        ++stats_.demotions;
     }
-    account(*e, -1);
-    relink(e, ChunkTier::Host, device_lru_, host_lru_);
-    account(*e, +1);
-    e->device.reset();
-    e->host = host;
-    ++stats_.demotions;
 }
 
 bool ChunkPool::make_device_room_locked(std::size_t bytes) {
@@ -350,7 +364,7 @@ bool ChunkPool::make_device_room_locked(std::size_t bytes) {
         used -= (*it)->bytes;
     }
     if (used + bytes > cap) return false;  // the pinned chunks leave too little room
-    for (Entry* e : victims) demote_device_locked(e);
+    demote_device_locked(victims);
     return true;
 }
 
@@ -362,7 +376,8 @@ Result<tensor::Buffer> ChunkPool::allocate_device_locked(std::size_t bytes) {
         auto victim = std::find_if(device_lru_.rbegin(), device_lru_.rend(),
                                    [](const Entry* e) { return !is_pinned(e); });
         if (victim == device_lru_.rend()) return buf;
-        demote_device_locked(*victim);
+        Entry* const one = *victim;
+        demote_device_locked(std::span<Entry* const>(&one, 1));
     }
 }
 
@@ -457,6 +472,14 @@ Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentit
         if (found[i]->tier == ChunkTier::Device) ++stats_.device_hits;
         ++found[i]->pins;
     }
+    // Room for every promotion at once: one batch of demotions, one wait.
+    std::size_t coming_up = 0;
+    for (const Entry* e : found) {
+        if (e != nullptr && e->tier != ChunkTier::Device) coming_up += e->bytes;
+    }
+    // When they do not all fit, each promotion below makes its own room (the first that
+    // cannot fails the call).
+    if (coming_up > 0) make_device_room_locked(coming_up);
     Status failed;
     std::vector<Promotion> promotions;
     for (std::size_t i = 0; i < ids.size() && failed.ok(); ++i) {

@@ -177,8 +177,9 @@ class ChunkPool {
     bool make_device_room_locked(std::size_t bytes);
     // Demotes host chunks (LRU first) to disk until `bytes` more fit; false when they cannot.
     bool make_host_room_locked(std::size_t bytes);
-    // One device chunk to the host tier (to disk when the host tier has no room).
-    void demote_device_locked(Entry* e);
+    // Device chunks to the host tier (to disk when the host tier has no room): every copy
+    // down is issued before one wait for them all.
+    void demote_device_locked(std::span<Entry* const> victims);
     // Writes `e`'s bytes (at `host`) to its disk file and moves it there; drops it on failure
     // or without a disk tier.
     void move_to_disk_locked(Entry* e, const void* host);

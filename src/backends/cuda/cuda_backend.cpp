@@ -68,7 +68,7 @@ Result<std::unique_ptr<tensor::Backend>> make_cuda_backend(int device,
 }
 
 CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
-    : device_(device), options_(options) {}
+    : device_(device), options_(options), pinned_(options.pinned_cache_bytes) {}
 
 Status CudaBackend::init() {
     cudaError_t err = cudaSetDevice(device_);
@@ -134,6 +134,16 @@ Result<tensor::Buffer> CudaBackend::allocate(std::size_t bytes) {
         }
     }
     return tensor::Buffer(this, p, bytes, tensor::Device::Cuda);
+}
+
+void* CudaBackend::allocate_host(std::size_t bytes) {
+    activate();
+    return pinned_.allocate(bytes);
+}
+
+void CudaBackend::free_host(void* p) {
+    activate();
+    pinned_.free(p);
 }
 
 void CudaBackend::free_buffer(void* data, std::size_t) {

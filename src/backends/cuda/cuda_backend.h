@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/pinned_host_cache.h"
 #include "backends/cuda/stream_stopwatch.h"
 #include "backends/cuda/transfer_queue.h"
 #include "backends/cuda/tuning_buckets.h"
@@ -82,6 +83,9 @@ struct CudaBackendOptions {
     int max_kv_splits = 32;
     // cuBLASLt's scratch; 32 MiB is what NVIDIA suggests for Hopper.
     std::size_t cublas_workspace_bytes = std::size_t{32} << 20;
+    // Freed pinned host buffers kept for reuse (allocate_host / free_host), at most this many
+    // bytes (PinnedHostCache).
+    std::size_t pinned_cache_bytes = std::size_t{1} << 30;
     // Fuse linear's bias into the cuBLASLt epilogue when it can; false always uses the
     // separate bias kernel (tests use it to cover both paths).
     bool fuse_bias = true;
@@ -197,6 +201,7 @@ class CudaBackend final : public tensor::Backend {
     void* attention_workspace_ = nullptr;  // options_.attention_workspace_bytes
     void* cublas_workspace_ = nullptr;     // options_.cublas_workspace_bytes
     int* decode_item_counter_ = nullptr;   // DecodeLaunch::item_counter (two ints)
+    PinnedHostCache pinned_;               // allocate_host / free_host
     // The small-batch linear kernel for `targets` when it takes them; false enqueues nothing.
     bool small_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
     // Whether LinearPath::Stacked can run `targets` on x: weights (and biases) adjoin, one

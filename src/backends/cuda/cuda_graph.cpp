@@ -35,23 +35,6 @@ class CudaGraph final : public tensor::CapturedGraph {
 
 }  // namespace
 
-void* CudaBackend::allocate_host(std::size_t bytes) {
-    activate();
-    void* p = nullptr;
-    const cudaError_t err = cudaMallocHost(&p, bytes > 0 ? bytes : 64);
-    if (err != cudaSuccess) {
-        cudaGetLastError();  // out of pinned memory is the caller's to handle
-        return nullptr;
-    }
-    return p;
-}
-
-void CudaBackend::free_host(void* p) {
-    if (p == nullptr) return;
-    activate();
-    IS_CUDA_CHECK(cudaFreeHost(p));
-}
-
 Status CudaBackend::begin_capture() {
     IS_CHECK(!capturing_) << "begin_capture inside a capture";
     activate();

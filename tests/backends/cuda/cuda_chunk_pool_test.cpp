@@ -4,12 +4,14 @@
 // a read issued right after sees the promoted bytes. Either way the chunk is bit-exact. The
 // copies go layer group by layer group: a read of one layer ordered after that layer's ticket
 // sees its bytes, and the tickets of several chunks' first layers all come before any chunk's
-// last layers'.
+// last layers'. The pinned host buffers under the host tier are reused by size
+// (PinnedHostCache).
 
 #include <algorithm>
 #include <cstring>
 
 #include "cuda_test_util.h"
+#include "backends/cuda/pinned_host_cache.h"
 #include "inject/chunk_pool.h"
 
 namespace inferscale::cuda_test {
@@ -117,6 +119,31 @@ TEST_F(CudaChunkPoolTest, EachLayerIsReadableAfterItsOwnTicket) {
                 << "chunk " << c << " layer " << layer;
         }
     }
+}
+
+// The pinned buffers behind the host tier: a freed buffer comes back for the next request of
+// its exact size (and keeps its bytes, being the same memory), other sizes get new memory,
+// and past the cap a freed buffer is released instead of kept.
+TEST(PinnedHostCacheTest, ReusesFreedBuffersOfTheSameSizeWithinTheCap) {
+    backends::cuda::PinnedHostCache cache(3 << 20);
+    void* a = cache.allocate(1 << 20);
+    void* b = cache.allocate(2 << 20);
+    ASSERT_NE(a, nullptr);
+    ASSERT_NE(b, nullptr);
+    std::memset(a, 7, 1 << 20);
+    cache.free(a);
+    EXPECT_EQ(cache.kept_bytes(), std::size_t{1} << 20);
+    void* c = cache.allocate(3 << 20);  // no kept buffer of this size
+    EXPECT_NE(c, a);
+    void* again = cache.allocate(1 << 20);
+    EXPECT_EQ(again, a);
+    EXPECT_EQ(static_cast<unsigned char*>(again)[12345], 7);
+    EXPECT_EQ(cache.kept_bytes(), 0u);
+    cache.free(b);
+    cache.free(c);  // 2 + 3 MiB would pass the 3 MiB cap: c is released
+    EXPECT_EQ(cache.kept_bytes(), std::size_t{2} << 20);
+    cache.free(again);
+    EXPECT_EQ(cache.kept_bytes(), std::size_t{3} << 20);
 }
 
 }  // namespace
