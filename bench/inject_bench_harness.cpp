@@ -386,16 +386,14 @@ Result<KvRequestTimes> InjectBenchHarness::kv_request(std::int64_t k, std::int64
         return st.error();
     }
     marks.mark();
-    std::int64_t next_group = 0;
+    inject::LayerGroupWalk walk(im.model.config().num_layers);
     const model::LayerHook hook = [&](std::int64_t layer) {
-        // Groups are empty when the model has fewer layers than groups.
-        while (next_group < groups && im.group_first_layer(next_group) <= layer) {
-            const std::int64_t g = next_group++;
+        walk.reach(layer, [&](std::int64_t g, std::int64_t first, std::int64_t count) {
+            // Empty groups (fewer layers than groups) still issue their look-ahead.
             if (g + kAhead < groups) im.issue_group(g + kAhead, k, offset, chunk_bytes_);
             im.backend->order_after(im.group_tickets[static_cast<std::size_t>(g)]);
-            const std::int64_t first = im.group_first_layer(g);
-            im.injector.inject_layers(first, im.group_first_layer(g + 1) - first);
-        }
+            im.injector.inject_layers(first, count);
+        });
     };
     const Status fw = im.forward_from(plan.token_ids, plan.loaded_tokens, &hook);
     const std::vector<double> t = marks.finish();

@@ -215,15 +215,13 @@ Status Engine::prepare_layered(const Injection& injection) {
 }
 
 model::LayerHook Engine::layered_hook() {
-    const std::int64_t layers = model_.config().num_layers;
-    return [this, layers, next = std::int64_t{0}](std::int64_t layer) mutable {
-        while (next < inject::kLayerGroups && inject::layer_group_begin(next, layers) <= layer) {
-            const std::int64_t first = inject::layer_group_begin(next, layers);
-            const std::int64_t end = inject::layer_group_begin(++next, layers);
-            if (first == end) continue;
-            model_.backend().order_after(layered_->layers_ticket(end - 1));
-            runtime_->injector().inject_layers(first, end - first);
-        }
+    return [this, walk = inject::LayerGroupWalk(model_.config().num_layers)](
+               std::int64_t layer) mutable {
+        walk.reach(layer, [this](std::int64_t, std::int64_t first, std::int64_t count) {
+            if (count == 0) return;
+            model_.backend().order_after(layered_->layers_ticket(first + count - 1));
+            runtime_->injector().inject_layers(first, count);
+        });
     };
 }
 

@@ -50,6 +50,26 @@ constexpr std::int64_t layer_group_of(std::int64_t layer, std::int64_t num_layer
     return g;
 }
 
+// The layer groups a forward reaches, in order, for a hook called before each layer: reach(l,
+// f) calls f(group, first layer, layer count) once for every group that begins at or before
+// layer l and was not reached before (empty groups too, with count 0).
+class LayerGroupWalk {
+  public:
+    explicit LayerGroupWalk(std::int64_t num_layers) : layers_(num_layers) {}
+    template <class F>
+    void reach(std::int64_t layer, F&& on_group) {
+        while (next_ < kLayerGroups && layer_group_begin(next_, layers_) <= layer) {
+            const std::int64_t g = next_++;
+            const std::int64_t first = layer_group_begin(g, layers_);
+            on_group(g, first, layer_group_begin(g + 1, layers_) - first);
+        }
+    }
+
+  private:
+    std::int64_t layers_;
+    std::int64_t next_ = 0;
+};
+
 // A 64-bit FNV-1a hash of `text` as 16 hex digits: cheap and stable, used when the caller has
 // no stronger hash of its own.
 std::string text_hash(std::string_view text);
