@@ -41,10 +41,10 @@ constexpr std::int64_t kMinPrefillSplitTokens = 64;
 
 // Split count of the tensor-core decode kernel's work items for `pairs` (sequence, kv head)
 // pairs of up to `tiles` KV tiles each, between `lo` and `hi` splits. Its `workers` warps take
-// items a round at a time, so a step lasts about rounds x item tiles: at batch 64 with 1K
-// context (512 pairs, 1056 warps), 3 splits run two rounds of 23 tiles where 2 splits run one
-// of 35. The cheapest count wins, the fewest splits among those within 2% of it (each split
-// adds merge work).
+// items a round at a time, so a step lasts about rounds x item tiles: at batch 64 with ~1100
+// tokens of KV bound (512 pairs, 1056 warps), 3 splits take two rounds of ~370 tokens where 2
+// splits take one of ~550. The cheapest count wins, the fewest splits among those within 2% of
+// it (each split adds merge work).
 std::int64_t balanced_splits(std::int64_t pairs, std::int64_t workers, std::int64_t tiles,
                              std::int64_t lo, std::int64_t hi) {
     lo = std::max<std::int64_t>(lo, 1);
