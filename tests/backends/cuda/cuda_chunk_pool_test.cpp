@@ -124,7 +124,7 @@ TEST_F(CudaChunkPoolTest, EachLayerIsReadableAfterItsOwnTicket) {
 // The pinned buffers behind the host tier: a freed buffer comes back for the next request of
 // its exact size (and keeps its bytes, being the same memory), other sizes get new memory,
 // and past the cap a freed buffer is released instead of kept.
-TEST(PinnedHostCacheTest, ReusesFreedBuffersOfTheSameSizeWithinTheCap) {
+TEST_F(CudaChunkPoolTest, PinnedHostCacheReusesFreedBuffersOfTheSameSizeWithinTheCap) {
     backends::cuda::PinnedHostCache cache(3 << 20);
     void* a = cache.allocate(1 << 20);
     void* b = cache.allocate(2 << 20);
