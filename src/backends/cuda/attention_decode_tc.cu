@@ -91,6 +91,9 @@ __global__ void __launch_bounds__(kThreads, 2)
     };
     SeqInfo is;
     int i_head = 0, i_t0 = 0, i_end = 0, i_slot = 0, issued = 0;
+    const auto claim_if_near_end = [&]() {
+        if (!claimed && i_end - i_t0 <= kClaimAheadTiles * kTileTokens) claim();
+    };
     bool i_done = false;
     const int bs = kv.block_size;
     const bool tiles_in_pages = bs % kTileTokens == 0;
@@ -131,7 +134,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                 e[4] = s.kv_len;
             }
             if (++i_slot == kStages) i_slot = 0;
-            if (i_end - i_t0 <= kClaimAheadTiles * kTileTokens) claim();
+            claim_if_near_end();  // a short item
             return;
         }
     };
@@ -148,8 +151,8 @@ __global__ void __launch_bounds__(kThreads, 2)
             i_t0 += kTileTokens;
             if (i_t0 >= i_end) {
                 next_issue_item();
-            } else if (!claimed && i_end - i_t0 <= kClaimAheadTiles * kTileTokens) {
-                claim();
+            } else {
+                claim_if_near_end();
             }
         }
         tc::cp_async_commit();

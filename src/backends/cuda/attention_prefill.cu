@@ -231,9 +231,8 @@ __global__ void __launch_bounds__(kThreads, 2)
             float base[2], corr[2];
             // A fully masked row keeps max -inf.
             tc::advance_max(tile_max, m, base, corr, scale_log2);
-            // Weight 2^(s * scale - base): one FMA and one exp2 per score.
             const auto weight = [&](float s, int r) {
-                return tc::exp2_approx(fmaf(s, scale_log2, -base[r]));
+                return tc::softmax_weight(s, scale_log2, base[r]);
             };
             unsigned pa[P::kTokenSteps][4];
             float sum[2] = {0.0f, 0.0f};
@@ -248,17 +247,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             }
             l[0] = l[0] * corr[0] + sum[0];
             l[1] = l[1] * corr[1] + sum[1];
-            // Later tiles rarely raise a row's maximum: the warp skips the rescale when no
-            // lane's did (corr is exactly 1 then).
-            if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
-#pragma unroll
-                for (int n = 0; n < S::kNTiles; ++n) {
-                    o[n][0] *= corr[0];
-                    o[n][1] *= corr[0];
-                    o[n][2] *= corr[1];
-                    o[n][3] *= corr[1];
-                }
-            }
+            tc::rescale_rows<2>(o, corr);
 
             // O += P V, two 8-dim output tiles per ldmatrix.
             const unsigned v_stage = stage + P::kMatBytes;

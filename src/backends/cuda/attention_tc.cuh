@@ -289,8 +289,7 @@ __device__ __forceinline__ float exp2_approx(float x) {
 // Only the first kRows rows are live (the others are left as they are).
 template <int kRows = 2>
 __device__ __forceinline__ void advance_max(const float (&tile_max)[2], float (&m)[2],
-                                            float (&base)[2], float (&corr)[2],
-                                            float scale = 1.0f) {
+                                            float (&base)[2], float (&corr)[2], float scale) {
 #pragma unroll
     for (int r = 0; r < kRows; ++r) {
         float mx = tile_max[r];
@@ -301,6 +300,29 @@ __device__ __forceinline__ void advance_max(const float (&tile_max)[2], float (&
         base[r] = new_max == -INFINITY ? 0.0f : __fmul_rn(new_max, scale);
         corr[r] = exp2f(__fmul_rn(m[r], scale) - base[r]);
         m[r] = new_max;
+    }
+}
+
+// The softmax weight of raw score s: 2^(s * scale - base), one FMA and one exp2 (base from
+// advance_max).
+__device__ __forceinline__ float softmax_weight(float s, float scale, float base) {
+    return exp2_approx(fmaf(s, scale, -base));
+}
+
+// Rescales the output accumulators of rows g (and g + 8 when kRows is 2) by advance_max's
+// factors. Later tiles rarely raise a row's maximum: the warp skips the rescale when no lane's
+// did (corr is exactly 1 then).
+template <int kRows, int kNTiles>
+__device__ __forceinline__ void rescale_rows(float (&o)[kNTiles][4], const float (&corr)[2]) {
+    if (!__any_sync(0xffffffffu, corr[0] != 1.0f || (kRows > 1 && corr[1] != 1.0f))) return;
+#pragma unroll
+    for (int n = 0; n < kNTiles; ++n) {
+        o[n][0] *= corr[0];
+        o[n][1] *= corr[0];
+        if (kRows > 1) {
+            o[n][2] *= corr[1];
+            o[n][3] *= corr[1];
+        }
     }
 }
 
@@ -342,7 +364,7 @@ __device__ __forceinline__ void attend_tile(unsigned stage_addr, const StageOffs
     }
     float corr[2] = {1.0f, 1.0f}, base[2] = {0.0f, 0.0f};
     advance_max<kRows>(tile_max, st.m, base, corr, scale_log2);  // finite: token 0 is real
-    const auto weight = [&](float x, int r) { return exp2_approx(fmaf(x, scale_log2, -base[r])); };
+    const auto weight = [&](float x, int r) { return softmax_weight(x, scale_log2, base[r]); };
     unsigned pa[4];
     float sum0 = 0.0f, sum1 = 0.0f;
     pa[0] = pack_bf16(weight(sc[0][0], 0), weight(sc[0][1], 0), sum0);
@@ -356,17 +378,7 @@ __device__ __forceinline__ void attend_tile(unsigned stage_addr, const StageOffs
     }
     st.l[0] = st.l[0] * corr[0] + sum0;
     if (kBig) st.l[1] = st.l[1] * corr[1] + sum1;
-    if (__any_sync(0xffffffffu, corr[0] != 1.0f || corr[1] != 1.0f)) {
-#pragma unroll
-        for (int n = 0; n < S::kNTiles; ++n) {
-            st.o[n][0] *= corr[0];
-            st.o[n][1] *= corr[0];
-            if (kBig) {
-                st.o[n][2] *= corr[1];
-                st.o[n][3] *= corr[1];
-            }
-        }
-    }
+    rescale_rows<kRows>(st.o, corr);
 
     // O += P V, two 8-dim output tiles per ldmatrix.
 #pragma unroll
