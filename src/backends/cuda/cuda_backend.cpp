@@ -317,22 +317,10 @@ void CudaBackend::rope(Tensor x, const Tensor& positions, const tensor::RopeTabl
 
 void CudaBackend::rope_qk(Tensor q, Tensor k, const Tensor& positions,
                           const tensor::RopeTables& tables) {
-    check_device(q, 3, "rope q");
-    check_activation(q, "rope q");
-    check_device(positions, DType::I32, 1, "rope positions");
-    check_device(tables.cos, DType::F32, 2, "rope cos");
-    check_device(tables.sin, DType::F32, 2, "rope sin");
-    IS_CHECK(positions.shape[0] == q.shape[0] && tables.cos.shape[1] * 2 == q.shape[2] &&
-             tables.cos.shape == tables.sin.shape)
-        << "rope shapes";
-    std::int64_t k_heads = 0;
-    if (!k.empty()) {
-        check_device(k, q.dtype, 3, "rope k");
-        IS_CHECK(k.shape[0] == q.shape[0] && k.shape[2] == q.shape[2]) << "rope k shape";
-        k_heads = k.shape[1];
-    }
+    check_rope(q, k, positions, tables.cos, tables.sin);
     activate();
-    launch_rope(q.data, q.shape[1], k.data, k_heads, q.dtype, q.shape[0], q.shape[2],
+    launch_rope(q.data, q.shape[1], k.data, k.empty() ? 0 : k.shape[1], q.dtype, q.shape[0],
+                q.shape[2],
                 positions.as<std::int32_t>(), tables.cos.as<float>(), tables.sin.as<float>(),
                 tables.cos.shape[0], stream_);
 }

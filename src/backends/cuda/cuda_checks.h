@@ -27,6 +27,25 @@ inline void check_activation(const tensor::Tensor& t, const char* what) {
         << what << " dtype " << tensor::dtype_name(t.dtype);
 }
 
+// rope_qk's operands: q [n, heads, d] (an activation), k [n, kv_heads, d] of q's dtype or
+// empty, positions [n] i32, cos/sin tables [max_positions, d/2] f32.
+inline void check_rope(const tensor::Tensor& q, const tensor::Tensor& k,
+                       const tensor::Tensor& positions, const tensor::Tensor& cos,
+                       const tensor::Tensor& sin) {
+    check_device(q, 3, "rope q");
+    check_activation(q, "rope q");
+    check_device(positions, tensor::DType::I32, 1, "rope positions");
+    check_device(cos, tensor::DType::F32, 2, "rope cos");
+    check_device(sin, tensor::DType::F32, 2, "rope sin");
+    IS_CHECK(positions.shape[0] == q.shape[0] && cos.shape[1] * 2 == q.shape[2] &&
+             cos.shape == sin.shape)
+        << "rope shapes";
+    if (!k.empty()) {
+        check_device(k, q.dtype, 3, "rope k");
+        IS_CHECK(k.shape[0] == q.shape[0] && k.shape[2] == q.shape[2]) << "rope k shape";
+    }
+}
+
 inline bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 }  // namespace inferscale::backends::cuda

@@ -73,16 +73,23 @@ PagedKvView kv_view(const tensor::KvPages& pages) {
     return view;
 }
 
-}  // namespace
-
-void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
-                           const tensor::KvPages& pages) {
+// write_kv's operands checked; the pages' view.
+PagedKvView checked_write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
+                             const tensor::KvPages& pages) {
     const PagedKvView view = kv_view(pages);
     check_activation(k, "write_kv k");
     tensor::check_write_kv_args(k, v, slots, pages, k.dtype, DType::BF16);
     check_on_device(k, "write_kv k");
     check_on_device(v, "write_kv v");
     check_on_device(slots, "write_kv slots");
+    return view;
+}
+
+}  // namespace
+
+void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
+                           const tensor::KvPages& pages) {
+    const PagedKvView view = checked_write_kv(k, v, slots, pages);
     activate();
     launch_write_kv(k.data, v.data, k.dtype, k.shape[0], slots.as<std::int32_t>(), view, stream_);
 }
@@ -90,28 +97,22 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots
 void CudaBackend::rope_write_kv(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
                                 const tensor::RopeTables& tables, const Tensor& slots,
                                 const tensor::KvPages& pages) {
-    const PagedKvView view = kv_view(pages);
-    tensor::check_write_kv_args(k, v, slots, pages, k.dtype, DType::BF16);
-    check_on_device(v, "rope_write_kv v");
-    check_on_device(slots, "rope_write_kv slots");
-    check_device(q, k.dtype, 3, "rope_write_kv q");
-    check_device(positions, DType::I32, 1, "rope_write_kv positions");
-    check_device(tables.cos, DType::F32, 2, "rope cos");
-    check_device(tables.sin, DType::F32, 2, "rope sin");
-    IS_CHECK(q.shape[0] == k.shape[0] && q.shape[2] == k.shape[2] &&
-             positions.shape[0] == q.shape[0] && tables.cos.shape[1] * 2 == q.shape[2] &&
-             tables.cos.shape == tables.sin.shape)
-        << "rope_write_kv shapes";
+    check_rope(q, k, positions, tables.cos, tables.sin);
+    const PagedKvView view = checked_write_kv(k, v, slots, pages);
     activate();
+    const auto* pos = positions.as<std::int32_t>();
+    const auto* cos = tables.cos.as<float>();
+    const auto* sin = tables.sin.as<float>();
+    const std::int64_t n = q.shape[0], max_positions = tables.cos.shape[0];
+    const auto* slot_ids = slots.as<std::int32_t>();
     if (q.dtype == DType::BF16 &&
-        launch_rope_write_kv(q.data, q.shape[1], k.data, v.data, q.shape[0],
-                             positions.as<std::int32_t>(), tables.cos.as<float>(),
-                             tables.sin.as<float>(), tables.cos.shape[0],
-                             slots.as<std::int32_t>(), view, stream_)) {
+        launch_rope_write_kv(q.data, q.shape[1], k.data, v.data, n, pos, cos, sin, max_positions,
+                             slot_ids, view, stream_)) {
         return;
     }
-    rope_qk(q, k, positions, tables);
-    write_kv(k, v, slots, pages);
+    launch_rope(q.data, q.shape[1], k.data, k.shape[1], q.dtype, n, q.shape[2], pos, cos, sin,
+                max_positions, stream_);
+    launch_write_kv(k.data, v.data, k.dtype, n, slot_ids, view, stream_);
 }
 
 void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
