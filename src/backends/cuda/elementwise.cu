@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
@@ -17,8 +18,6 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int kVecThreads = 128;
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 __device__ __forceinline__ std::int64_t first_index() {
     return blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;

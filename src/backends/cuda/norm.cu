@@ -15,6 +15,7 @@
 // barrier, so out may alias x or y.
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
@@ -94,8 +95,6 @@ __global__ void rms_norm_kernel(T* x, const T* residual, const W* weight, float 
         dst[i] = from_f32<T>(to_f32(weight[i]) * (to_f32(row[i]) * inv));
     }
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 template <class T, class W>
 void rms_norm_launch(T* x, const T* residual, const W* weight, float eps, std::int64_t n,

@@ -10,6 +10,7 @@
 // also writes K and V to the pages in that launch (rope_write_kv_kernel).
 
 #include "backends/cuda/cuda_check.h"
+#include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
@@ -81,8 +82,6 @@ __global__ void rope_vec_kernel(RopeRows<T> a, RopeRows<T> b, std::int64_t n, in
         store8(v + i + half, r1);
     }
 }
-
-bool aligned16(const void* p) { return reinterpret_cast<std::uintptr_t>(p) % 16 == 0; }
 
 template <class T>
 __global__ void rope_kernel(RopeRows<T> a, RopeRows<T> b, std::int64_t n, std::int64_t half,
