@@ -205,31 +205,24 @@ struct InjectBenchHarness::Impl {
     // landed then).
     std::vector<std::uint64_t> group_tickets;
 
-    std::int64_t group_first_layer(std::int64_t g) const {
-        return inject::layer_group_begin(g, model.config().num_layers);
-    }
-
     // Issues the copies of layer group g of chunks offset .. offset + k - 1 of the host slab
     // into staging slots 0 .. k - 1.
     void issue_group(std::int64_t g, std::int64_t k, std::int64_t offset,
                      std::int64_t chunk_bytes) {
-        const std::int64_t layers = model.config().num_layers;
-        const std::int64_t layer_bytes = chunk_bytes / layers;
-        const std::int64_t first = group_first_layer(g), count = group_first_layer(g + 1) - first;
+        const inject::LayerGroupBytes range = inject::layer_group_bytes(
+            g, model.config().num_layers, static_cast<std::size_t>(chunk_bytes));
         const auto n = static_cast<std::int64_t>(facts.size());
         for (std::int64_t i = 0; i < k; ++i) {
             const std::int64_t src = (offset + i) % n;
             const inject::KvChunk& slot = staging[static_cast<std::size_t>(i)];
-            const auto esize = static_cast<std::int64_t>(tensor::dtype_size(slot.dtype()));
+            const std::size_t esize = tensor::dtype_size(slot.dtype());
             const tensor::Tensor dst(
-                static_cast<std::byte*>(staging_data[static_cast<std::size_t>(i)]) +
-                    first * layer_bytes,
-                slot.dtype(), {count * layer_bytes / esize}, backend->device());
+                static_cast<std::byte*>(staging_data[static_cast<std::size_t>(i)]) + range.offset,
+                slot.dtype(), {static_cast<std::int64_t>(range.size / esize)}, backend->device());
             group_tickets[static_cast<std::size_t>(g)] = backend->copy_from_host_async(
                 dst,
-                static_cast<const std::byte*>(host_slab.data()) + src * chunk_bytes +
-                    first * layer_bytes,
-                static_cast<std::size_t>(count * layer_bytes));
+                static_cast<const std::byte*>(host_slab.data()) + src * chunk_bytes + range.offset,
+                range.size);
         }
     }
 

@@ -428,19 +428,13 @@ void ChunkPool::issue_promotions_locked(std::span<const Promotion> promotions) {
     for (std::int64_t g = 0; g < kLayerGroups; ++g) {
         for (const Promotion& p : promotions) {
             Entry* e = p.entry;
-            const std::int64_t first = layer_group_begin(g, e->num_layers);
-            const std::int64_t count = layer_group_begin(g + 1, e->num_layers) - first;
-            if (count == 0) continue;
-            // The payload is layer-major: a layer group is one contiguous byte range.
-            const std::size_t layer_bytes = e->bytes / static_cast<std::size_t>(e->num_layers);
-            const std::size_t offset = static_cast<std::size_t>(first) * layer_bytes;
+            const LayerGroupBytes range = layer_group_bytes(g, e->num_layers, e->bytes);
+            if (range.size == 0) continue;
             tensor::Tensor dst = e->device_bytes();
-            const std::size_t elem = tensor::dtype_size(e->dtype);
-            dst.data = static_cast<std::byte*>(dst.data) + offset;
-            dst.shape[0] = static_cast<std::int64_t>(count * layer_bytes / elem);
+            dst.data = static_cast<std::byte*>(dst.data) + range.offset;
+            dst.shape[0] = static_cast<std::int64_t>(range.size / tensor::dtype_size(e->dtype));
             e->ticket = backend_->copy_from_host_async(
-                dst, static_cast<const std::byte*>(p.src) + offset,
-                static_cast<std::size_t>(count) * layer_bytes);
+                dst, static_cast<const std::byte*>(p.src) + range.offset, range.size);
             // Layers of an empty group's neighbours share their tickets (layer_group_of).
             e->group_tickets[static_cast<std::size_t>(g)] = e->ticket;
         }

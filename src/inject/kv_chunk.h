@@ -5,6 +5,7 @@
 // names everything the KV depends on, so it is part of any cache key: two users (or two
 // encodings of the same text) never share a chunk by accident.
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -42,6 +43,18 @@ struct ChunkIdentity {
 inline constexpr std::int64_t kLayerGroups = 8;
 constexpr std::int64_t layer_group_begin(std::int64_t group, std::int64_t num_layers) {
     return group * num_layers / kLayerGroups;
+}
+// Where layer group g lies in a chunk payload of `bytes` (layer-major, so one contiguous
+// range): its byte offset and size.
+struct LayerGroupBytes {
+    std::size_t offset = 0, size = 0;
+};
+constexpr LayerGroupBytes layer_group_bytes(std::int64_t group, std::int64_t num_layers,
+                                            std::size_t bytes) {
+    const std::size_t layer = bytes / static_cast<std::size_t>(num_layers);
+    const auto first = static_cast<std::size_t>(layer_group_begin(group, num_layers));
+    const auto end = static_cast<std::size_t>(layer_group_begin(group + 1, num_layers));
+    return {first * layer, (end - first) * layer};
 }
 // The group holding `layer`.
 constexpr std::int64_t layer_group_of(std::int64_t layer, std::int64_t num_layers) {
