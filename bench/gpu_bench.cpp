@@ -63,6 +63,7 @@ struct Args {
     bool profile = false;
     bool graphs = true;
     int small_linear_max_rows = -1;  // -1: the backend's default
+    bool gemv = true;
     backends::cuda::DecodeAttentionOptions decode;
     ModelBenchOptions model;
 };
@@ -166,11 +167,10 @@ int run(const Args& a) {
     if (cuda) {
         auto& cuda_backend = static_cast<backends::cuda::CudaBackend&>(*backend);
         cuda_backend.set_decode_options(a.decode);
-        if (a.small_linear_max_rows >= 0) {
-            backends::cuda::LinearPathOptions o = cuda_backend.linear_path_options();
-            o.small_max_rows = a.small_linear_max_rows;
-            cuda_backend.set_linear_path_options(o);
-        }
+        backends::cuda::LinearPathOptions o = cuda_backend.linear_path_options();
+        if (a.small_linear_max_rows >= 0) o.small_max_rows = a.small_linear_max_rows;
+        if (!a.gemv) o.gemv = false;
+        cuda_backend.set_linear_path_options(o);
     }
     StepTimer timer(*backend, stream, cuda);
 
@@ -416,6 +416,7 @@ int main(int argc, char** argv) {
                  "tensor-core decode: a CTA's warps share each item (instead of one per warp)");
     app.add_option("--small-linear-max-rows", a.small_linear_max_rows,
                    "linears of at most this many tokens on the small-batch kernel (0: cuBLASLt)");
+    app.add_flag("!--no-gemv", a.gemv, "one-token linears on the mma kernel, not the GEMV");
     app.add_flag("!--no-graphs", a.graphs,
                  "decode rows as plain forwards with host logits (the first run's method)");
     CLI11_PARSE(app, argc, argv);

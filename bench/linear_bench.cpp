@@ -54,10 +54,10 @@ Status run_linear_sweep(backends::cuda::CudaBackend& backend, StepTimer& timer,
     const std::vector<std::int64_t> rows = {1, 2, 4, 8, 16, 32, 48, 64, 96, 128};
     const std::int64_t max_rows = rows.back();
     const backends::cuda::LinearPathOptions restore = backend.linear_path_options();
-    progress("linears: cuBLASLt per target, stacked, and the small-batch kernel (bytes = weights "
-             "+ x + y)");
-    std::printf("%-8s %-18s %4s %12s %12s %10s %12s %10s\n", "group", "shape", "n",
-                "cublasLt us", "stacked us", "TB/s", "small us", "TB/s");
+    progress("linears: cuBLASLt per target, stacked, and the small-batch kernels, mma and GEMV "
+             "(bytes = weights + x + y)");
+    std::printf("%-8s %-18s %4s %12s %12s %10s %12s %10s %12s %10s\n", "group", "shape", "n",
+                "cublasLt us", "stacked us", "TB/s", "mma us", "TB/s", "gemv us", "TB/s");
     for (const Group& g : groups) {
         std::int64_t outs = 0;
         for (std::int64_t o : g.outs) outs += o;
@@ -86,33 +86,48 @@ Status run_linear_sweep(backends::cuda::CudaBackend& backend, StepTimer& timer,
             for (tensor::LinearTarget& t : sized)
                 t.y = Tensor(t.y.data, DType::BF16, {n, t.w.shape[0]}, t.y.device);
             const double bytes = weight_bytes + 2.0 * static_cast<double>(n) * (g.in + outs);
-            backend.set_linear_path_options({0, false, false});
+            // One path at a time, untimed.
+            const auto only = [&](int small_max_rows, bool stacked, bool gemv) {
+                backends::cuda::LinearPathOptions o = restore;
+                o.small_max_rows = small_max_rows;
+                o.stacked = stacked;
+                o.autotune = false;
+                o.gemv = gemv;
+                backend.set_linear_path_options(o);
+            };
+            only(0, false, false);
             const double lt_ms = time_group(backend, timer, x, sized);
-            double stacked_ms = 0.0, small_ms = 0.0;
+            double stacked_ms = 0.0, small_ms = 0.0, gemv_ms = 0.0;
             if (g.outs.size() > 1) {
-                backend.set_linear_path_options({0, true, false});
+                only(0, true, false);
                 stacked_ms = time_group(backend, timer, x, sized);
             }
             if (n <= backends::cuda::kSmallLinearMaxRows) {
-                backend.set_linear_path_options({static_cast<int>(n), false, false});
+                only(static_cast<int>(n), false, false);
                 small_ms = time_group(backend, timer, x, sized);
+            }
+            if (n == 1) {
+                only(1, false, true);
+                gemv_ms = time_group(backend, timer, x, sized);
             }
             const std::string shape =
                 "[" + std::to_string(outs) + " x " + std::to_string(g.in) + "]";
             const auto tbs = [bytes](double ms) {
                 return ms > 0.0 ? bytes / (ms * 1e-3) / 1e12 : 0.0;
             };
-            std::printf("%-8s %-18s %4lld %12.2f %12.2f %10.2f %12.2f %10.2f\n", g.name,
-                        shape.c_str(), static_cast<long long>(n), lt_ms * 1e3, stacked_ms * 1e3,
+            std::printf("%-8s %-18s %4lld %12.2f %12.2f %10.2f %12.2f %10.2f %12.2f %10.2f\n",
+                        g.name, shape.c_str(), static_cast<long long>(n), lt_ms * 1e3,
+                        stacked_ms * 1e3,
                         tbs(stacked_ms > 0.0 ? std::min(lt_ms, stacked_ms) : lt_ms),
-                        small_ms * 1e3, tbs(small_ms));
+                        small_ms * 1e3, tbs(small_ms), gemv_ms * 1e3, tbs(gemv_ms));
             out["linears"].push_back({{"group", g.name},
                                       {"shape", shape},
                                       {"n", n},
                                       {"bytes", bytes},
                                       {"cublaslt_ms", lt_ms},
                                       {"stacked_ms", stacked_ms},
-                                      {"small_ms", small_ms}});
+                                      {"small_ms", small_ms},
+                                      {"gemv_ms", gemv_ms}});
         }
     }
     std::fflush(stdout);

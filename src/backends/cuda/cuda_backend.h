@@ -75,6 +75,10 @@ struct LinearPathOptions {
     // lost for gate/up at every size, so no fixed cut-over fits every shape. A shape first seen
     // inside a capture, or with this false, takes the kernel where it may, else the stack.
     bool autotune = true;
+    // One-token groups on the small-batch path run on the GEMV (one warp per weight row);
+    // false: on the mma kernel like larger groups. At 2 and 4 tokens the GEMV's f32 FMAs
+    // already cost more than its longer reads gain.
+    bool gemv = true;
 };
 struct CudaBackendOptions {
     // Split-KV decode partials: [seqs, heads, splits, head_dim + 2] f32. Decode uses as many

@@ -60,17 +60,29 @@ inline unsigned grid_for(std::int64_t count, int threads) {
     return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
+// 16 bytes that a launch reads once (weights): not kept in L1, so what is reused stays there.
+__device__ __forceinline__ uint4 load_once16(const void* p) {
+    uint4 v;
+    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "l"(p));
+    return v;
+}
+
+// 8 bf16 held in 16 bytes as f32 (a bf16 is the upper half of its f32).
+__device__ __forceinline__ void unpack8(uint4 u, float (&f)[8]) {
+    const unsigned w[4] = {u.x, u.y, u.z, u.w};
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        f[2 * i] = __uint_as_float(w[i] << 16);
+        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    }
+}
+
 // 8 consecutive elements as f32 through 16-byte accesses (one for bf16, two for f32); the
 // pointer must be 16-byte aligned.
 __device__ __forceinline__ void load8(const bf16* p, float (&f)[8]) {
-    const uint4 u = *reinterpret_cast<const uint4*>(p);
-    const auto* h = reinterpret_cast<const __nv_bfloat162*>(&u);
-#pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        const float2 v = __bfloat1622float2(h[i]);
-        f[2 * i] = v.x;
-        f[2 * i + 1] = v.y;
-    }
+    unpack8(*reinterpret_cast<const uint4*>(p), f);
 }
 __device__ __forceinline__ void load8(const float* p, float (&f)[8]) {
     const float4 a = *reinterpret_cast<const float4*>(p);

@@ -179,7 +179,8 @@ bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTa
                                      options_.small_linear_scratch_bytes / sizeof(float),
                                      linear_counters_, kSmallLinearCounters, num_sms_};
     return launch_small_linear(x.data, x.shape[0], x.shape[1], {small, targets.size()},
-                               y_dtype == DType::F32, scratch, stream_);
+                               y_dtype == DType::F32, options_.linear_paths.gemv, scratch,
+                               stream_);
 }
 
 void CudaBackend::lt_linear(const Tensor& x, const tensor::LinearTarget& t) {

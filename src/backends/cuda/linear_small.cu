@@ -15,6 +15,7 @@
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
 #include "backends/cuda/linear_small.h"
+#include "backends/cuda/linear_gemv.cuh"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -24,27 +25,11 @@ constexpr int kChunk = 32;  // k elements per warp step: 4 lanes x 8
 struct Params {
     const bf16* x;
     int n, in;
-    int num_targets;
     int splits;
-    bool y_f32;
-    const bf16* w[kSmallLinearMaxTargets];
-    const void* bias[kSmallLinearMaxTargets];
-    bool bias_f32[kSmallLinearMaxTargets];
-    void* y[kSmallLinearMaxTargets];
-    int out[kSmallLinearMaxTargets];
-    int tile_end[kSmallLinearMaxTargets];  // running CTA-tile count, target by target
+    LinearTargets targets;  // units: CTA tiles of kM * 16 rows
     float* partials;
     int* counters;
 };
-
-// Weights are read once per launch: keep them out of L1 so x stays there.
-__device__ __forceinline__ uint4 load_stream(const bf16* p) {
-    uint4 v;
-    asm volatile("ld.global.nc.L1::no_allocate.v4.u32 {%0, %1, %2, %3}, [%4];\n"
-                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
-                 : "l"(p));
-    return v;
-}
 
 // kM 16-row tiles per CTA, kN 8-token tiles, kU k chunks in flight per warp, kWarps warps.
 template <int kM, int kN, int kU, int kWarps>
@@ -58,11 +43,10 @@ __global__ void __launch_bounds__(kWarps * 32) small_linear_kernel(Params p) {
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const int g = lane >> 2, t = lane & 3;
     const int tile = blockIdx.x;
-    int target = 0;
-    while (tile >= p.tile_end[target]) ++target;
-    const int out = p.out[target];
-    const int row0 = (tile - (target > 0 ? p.tile_end[target - 1] : 0)) * kRows;
-    const bf16* w = p.w[target];
+    int row0 = 0;
+    const int target = p.targets.find(tile, kRows, row0);
+    const int out = p.targets.out[target];
+    const bf16* w = p.targets.w[target];
 
     // Rows past `out` re-read the last row; their sums are never stored.
     const bf16* wrow[kM][2];
@@ -99,7 +83,7 @@ __global__ void __launch_bounds__(kWarps * 32) small_linear_kernel(Params p) {
             for (int m = 0; m < kM; ++m) {
 #pragma unroll
                 for (int h = 0; h < 2; ++h) {
-                    a[u][m][h] = ok ? load_stream(wrow[m][h] + k) : make_uint4(0, 0, 0, 0);
+                    a[u][m][h] = ok ? load_once16(wrow[m][h] + k) : make_uint4(0, 0, 0, 0);
                 }
             }
         }
@@ -196,34 +180,18 @@ __global__ void __launch_bounds__(kWarps * 32) small_linear_kernel(Params p) {
         }
     }
 
-    const void* bias = p.bias[target];
 #pragma unroll
     for (int s = 0; s < kSums; ++s) {
         const int e = s * kWarps * 32 + threadIdx.x;
         const int token = e / kRows, row = row0 + e % kRows;
-        if (e >= kElems || token >= p.n || row >= out) continue;
-        float v = sums[s];
-        if (bias != nullptr) {
-            v += p.bias_f32[target] ? static_cast<const float*>(bias)[row]
-                                    : to_f32(static_cast<const bf16*>(bias)[row]);
-        }
-        const std::int64_t at = static_cast<std::int64_t>(token) * out + row;
-        if (p.y_f32) {
-            static_cast<float*>(p.y[target])[at] = v;
-        } else {
-            static_cast<bf16*>(p.y[target])[at] = from_f32<bf16>(v);
-        }
+        if (e < kElems && token < p.n && row < out) p.targets.store(target, token, row, sums[s]);
     }
 }
 
 template <int kM, int kN, int kU, int kWarps>
 bool launch(Params& p, const SmallLinearScratch& scratch, cudaStream_t stream) {
     constexpr int kRows = kM * 16, kElems = kRows * kN * 8;
-    int tiles = 0;
-    for (int i = 0; i < p.num_targets; ++i) {
-        tiles += (p.out[i] + kRows - 1) / kRows;
-        p.tile_end[i] = tiles;
-    }
+    const int tiles = p.targets.cut(kRows);
     // Split k while the tiles leave SMs idle, keeping at least kU chunks per warp; the
     // scratch bounds how far.
     const int chunks = (p.in + kChunk - 1) / kChunk;
@@ -246,28 +214,20 @@ bool launch(Params& p, const SmallLinearScratch& scratch, cudaStream_t stream) {
 
 bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
                          std::span<const SmallLinearTarget> targets, bool y_f32,
-                         const SmallLinearScratch& scratch, cudaStream_t stream) {
-    const auto aligned = [](const void* q) {
-        return reinterpret_cast<std::uintptr_t>(q) % 16 == 0;
-    };
+                         bool gemv, const SmallLinearScratch& scratch,
+                         cudaStream_t stream) {
     if (n < 1 || n > kSmallLinearMaxRows || in % 8 != 0 || in > (1 << 30) || targets.empty() ||
-        targets.size() > kSmallLinearMaxTargets || !aligned(x)) {
+        targets.size() > kSmallLinearMaxTargets || reinterpret_cast<std::uintptr_t>(x) % 16 != 0) {
         return false;
     }
     Params p{};
     p.x = static_cast<const bf16*>(x);
     p.n = static_cast<int>(n);
     p.in = static_cast<int>(in);
-    p.num_targets = static_cast<int>(targets.size());
-    p.y_f32 = y_f32;
-    for (int i = 0; i < p.num_targets; ++i) {
-        const SmallLinearTarget& t = targets[i];
-        if (!aligned(t.w) || t.out < 1 || t.out > (1 << 24)) return false;
-        p.w[i] = static_cast<const bf16*>(t.w);
-        p.bias[i] = t.bias;
-        p.bias_f32[i] = t.bias_f32;
-        p.y[i] = t.y;
-        p.out[i] = static_cast<int>(t.out);
+    if (!p.targets.set(targets, y_f32)) return false;
+    if (n == 1 && gemv) {
+        launch_gemv(p.x, p.in, p.targets, stream);
+        return true;
     }
     if (n <= 8) return launch<1, 1, 4, 4>(p, scratch, stream);
     if (n <= 16) return launch<1, 2, 4, 4>(p, scratch, stream);

@@ -5,7 +5,8 @@
 // weights are the M operand of mma.sync m16n8k16 and x the N operand, each thread reads 16
 // contiguous bytes of a weight row per k step, and the reduction order over k is the same on
 // every run (split-K partials are summed in split order by the last CTA of a tile, no atomics
-// on data), so results are deterministic. Only enqueues work: legal inside graph capture.
+// on data), so results are deterministic. One token may instead take a GEMV (linear_gemv.cu)
+// that reads longer runs of each row. Only enqueues work: legal inside graph capture.
 
 #include <cuda_runtime_api.h>
 
@@ -38,9 +39,10 @@ struct SmallLinearScratch {
 
 // False (nothing enqueued) when the kernel does not take the problem: n outside
 // 1..kSmallLinearMaxRows, in not a multiple of 8, x or a weight not 16-byte aligned, or more
-// than kSmallLinearMaxTargets targets. x [n, in] bf16.
+// than kSmallLinearMaxTargets targets. x [n, in] bf16. One token with `gemv` runs on the GEMV
+// (linear_gemv.cu: one warp per weight row), anything else on the mma kernel.
 bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
-                         std::span<const SmallLinearTarget> targets, bool y_f32,
+                         std::span<const SmallLinearTarget> targets, bool y_f32, bool gemv,
                          const SmallLinearScratch& scratch, cudaStream_t stream);
 
 }  // namespace inferscale::backends::cuda

@@ -1,9 +1,9 @@
-// CudaBackend::linear_group on the small-batch kernel (linear_small.cu) against the CPU
-// backend's linear per target: 1..64 tokens, odd output sizes and k not a multiple of the
-// kernel's 32-wide step, bf16 and f32 biases, groups of up to three weights, shapes that split
-// k across CTAs, and the same launch replayed from a CUDA graph. Targets stacked in memory (as
-// the model stores q/k/v, model::upload_stacked) on the stacked path: one cuBLASLt GEMM over all
-// their rows, its output columns split into the targets.
+// CudaBackend::linear_group on the small-batch kernels (linear_small.cu, and linear_gemv.cu for
+// one token) against the CPU backend's linear per target: 1..64 tokens, odd output sizes and k
+// not a multiple of the kernels' steps, bf16 and f32 biases, groups of up to three weights,
+// shapes that split k across CTAs, and the same launch replayed from a CUDA graph. Targets
+// stacked in memory (as the model stores q/k/v, model::upload_stacked) on the stacked path: one
+// cuBLASLt GEMM over all their rows, its output columns split into the targets.
 
 #include <string>
 
@@ -88,11 +88,25 @@ TEST_P(CudaLinearGroupTest, MatchesCpu) {
     for (std::size_t i = 0; i < g.targets.size(); ++i) {
         EXPECT_EQ(download(*gpu_, g.ys[i].tensor), first[i]) << "target " << i;
     }
+    // One-token groups, which the GEMV took above, run once more on the mma kernel.
+    if (c.n == 1) {
+        backends::cuda::LinearPathOptions paths = gpu_->linear_path_options();
+        paths.gemv = false;
+        gpu_->set_linear_path_options(paths);
+        for (const DeviceTensor& y : g.ys) poison(*gpu_, y.tensor);
+        gpu_->linear_group(dx.tensor, g.targets);
+        for (std::size_t i = 0; i < g.targets.size(); ++i) {
+            EXPECT_LT(rel_error(download(*gpu_, g.ys[i].tensor), g.refs[i]),
+                      c.y_dtype == DType::F32 ? 1e-3 : kBf16Tolerance)
+                << "mma kernel, target " << i;
+        }
+    }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, CudaLinearGroupTest,
-    ::testing::Values(GroupCase{1, 4096, {100}, true, DType::BF16},  // split k
+    ::testing::Values(GroupCase{1, 4096, {100}, true, DType::BF16},
+                      GroupCase{5, 4096, {100}, true, DType::BF16},  // split k
                       GroupCase{1, 4096, {4096, 1024, 1024}, false, DType::BF16},
                       GroupCase{2, 256, {384}, false, DType::BF16},
                       GroupCase{3, 896, {128, 32, 32}, true, DType::BF16},  // Qwen-like q/k/v
@@ -109,7 +123,7 @@ INSTANTIATE_TEST_SUITE_P(
 // Captured and replayed (twice, new inputs each time) the split-k launch gives the eager
 // result: its arrival counters are back at zero after every launch.
 TEST_F(CudaLinearGroupTest, ReplaysFromGraph) {
-    const GroupCase c{1, 4096, {1024, 100}, true, DType::BF16};
+    const GroupCase c{5, 4096, {1024, 100}, true, DType::BF16};
     std::vector<float> x = random_bf16(c.n * c.in, rng_);
     Group g = make_group(c, x);
     DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {c.n, c.in});
