@@ -65,6 +65,7 @@ struct Args {
     int small_linear_max_rows = -1;  // -1: the backend's default
     bool gemv = true;
     backends::cuda::DecodeAttentionOptions decode;
+    backends::cuda::PrefillAttentionOptions prefill;
     ModelBenchOptions model;
 };
 
@@ -167,6 +168,7 @@ int run(const Args& a) {
     if (cuda) {
         auto& cuda_backend = static_cast<backends::cuda::CudaBackend&>(*backend);
         cuda_backend.set_decode_options(a.decode);
+        cuda_backend.set_prefill_options(a.prefill);
         backends::cuda::LinearPathOptions o = cuda_backend.linear_path_options();
         if (a.small_linear_max_rows >= 0) o.small_max_rows = a.small_linear_max_rows;
         if (!a.gemv) o.gemv = false;
@@ -404,6 +406,9 @@ int main(int argc, char** argv) {
                  "per-op profile of decode b=1, the --decode-batches and both prefills");
     app.add_option("--decode-max-kv", a.model.decode_max_kv_len,
                    "KV bound the decode graphs are recorded for (default: the context)");
+    app.add_option("--wide-prefill-min-blocks", a.prefill.wide_min_blocks_per_sm,
+                   "prefill attention on wide tiles while they give this many blocks per SM "
+                   "(0: always, -1: never)");
     app.add_flag("!--no-tc-decode", a.decode.tensor_cores,
                  "decode attention on the CUDA-core kernels instead of the tensor-core one");
     app.add_option("--decode-tc-min-pairs", a.decode.tensor_core_min_pairs,

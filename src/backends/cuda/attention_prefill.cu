@@ -1,5 +1,5 @@
 // Prefill attention in the FlashAttention-2 pattern on mma.sync tensor cores: a block owns a
-// tile of kBlockM query rows of one sequence and one KV head, walks the sequence's KV in tiles
+// tile of 64 or 128 query rows of one sequence and one KV head, walks the sequence's KV in tiles
 // gathered through the page table, and keeps an online softmax, so no score matrix larger than
 // one tile ever exists. The rows pack the GQA group: row r is query token r / G of the tile
 // with query head r % G of the KV head (G = heads per KV head), so one K/V tile serves the
@@ -8,12 +8,16 @@
 // The building blocks (swizzled cp.async tiles, ldmatrix, m16n8k16 bf16 mma, the accumulator
 // layout) are those of the decode kernels in attention_tc.cuh.
 //
-// Each of the four warps owns 16 (query token, head) rows end to end and keeps everything of them in
-// registers: Q as A fragments, the scores S = Q K^T as accumulators, P (the bf16 weights)
-// re-packed from those accumulators straight into A fragments, and the running output O. Shared
-// memory holds only the Q tile (read once into registers) and a double-buffered K/V tile: the
-// next tile's cp.async copies fly while the current one is multiplied. A warp whose rows all
-// end before a tile (the causal upper triangle of the diagonal tiles) skips its products.
+// Each of the four warps owns 16 x kFrags (query token, head) rows end to end: the scores
+// S = Q K^T as accumulators, P (the bf16 weights) re-packed from those accumulators straight
+// into A fragments, and the running output O stay in registers. With one 16-row fragment a warp
+// also keeps Q in registers (read once); with two (kFrags = 2, "wide" tiles for long chunks) it
+// reads Q's A fragments from shared memory per tile instead, and every K or V fragment it loads
+// feeds both row fragments: half the shared-memory reads and twice the independent mma chains
+// per K/V element, for registers that only head_dim <= 128 affords. Shared memory holds the Q
+// tile and a double-buffered K/V tile: the next tile's cp.async copies fly while the current
+// one is multiplied. A warp whose rows all end before a tile (the causal upper triangle of the
+// diagonal tiles) skips its products.
 //
 // Short chunks over a long KV (a question after injected memory) give too few (tile, KV head)
 // blocks to fill the GPU, so the plan may split the KV as flash-decoding does: grid x is then
@@ -35,24 +39,26 @@ namespace inferscale::backends::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kBlockM = kWarps * 16;  // (query token, head) rows per block
-constexpr int kBlockN = 64;           // KV tokens per split unit (and per tile up to D = 128)
+constexpr int kBlockN = 64;  // KV tokens per split unit (and per tile up to D = 128)
 constexpr int kThreads = kWarps * 32;
+constexpr int kMaxFrags = 2;
 
-template <int D>
+template <int D, int kFrags>
 struct PrefillShape {
     using S = tc::Shape<D>;
+    static constexpr int kRows = kWarps * 16 * kFrags;  // (query token, head) rows per block
     // KV tokens per tile: 64, or 32 at D = 256 so scores, P and O stay in registers.
     static constexpr int kTileN = D > 128 ? 32 : 64;
     static constexpr int kScoreTiles = kTileN / 8;  // 8-token accumulator tiles per row group
     static constexpr int kTokenSteps = kTileN / 16;  // 16-token k-steps of P x V
-    static constexpr int kQBytes = kBlockM * S::kRowBytes;
+    static constexpr int kQBytes = kRows * S::kRowBytes;
     static constexpr int kMatBytes = kTileN * S::kRowBytes;  // one K (or V) tile
     static constexpr int kStageBytes = 2 * kMatBytes;        // K tile, then V tile
     static constexpr int kSmemBytes = kQBytes + 2 * kStageBytes;
     static constexpr int kRowsPerPass = kThreads / S::kChunks;  // K/V rows one block copy covers
     static_assert(kBlockN % kTileN == 0, "splits never cut a tile");
-    static_assert(kTileN % kRowsPerPass == 0 && kBlockM % kRowsPerPass == 0, "copy passes");
+    static_assert(kTileN % kRowsPerPass == 0 && kRows % kRowsPerPass == 0, "copy passes");
+    static_assert(kFrags == 1 || D <= 128, "two row fragments need D <= 128 (registers)");
 };
 
 // Folds a tile's raw scores into each row's tile maximum (rows g and g + 8 of the lane); the
@@ -78,10 +84,10 @@ __device__ __forceinline__ void mask_and_max(float (&sc)[kTiles][4], int limit_l
 // tid % kChunks of rows r0 + P i (r0 = tid / kChunks, P = kRowsPerPass). t0 is a multiple of
 // 16, so with a power-of-two block size of at least 16 the rows r0 + 16 m + P u (u < 16 / P)
 // share a page: one page-table read serves 16 / P of a thread's rows (2 at D = 128).
-template <int D>
+template <int D, int kFrags>
 __device__ __forceinline__ void issue_kv_tile(unsigned stage, const PagedRows& rows,
                                               const PagedKvView& kv, int t0, int stop, int tid) {
-    using P = PrefillShape<D>;
+    using P = PrefillShape<D, kFrags>;
     constexpr int kPass = P::kRowsPerPass;
     const int chunk = tid % P::S::kChunks;
     const int r0 = tid / P::S::kChunks;
@@ -113,13 +119,13 @@ __device__ __forceinline__ void issue_kv_tile(unsigned stage, const PagedRows& r
     }
 }
 
-template <int D>
+template <int D, int kFrags>
 __global__ void __launch_bounds__(kThreads, 2)
     prefill_attention_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                              PrefillLaunch launch, bf16* __restrict__ out) {
     allow_next_launch();
     wait_for_inputs();
-    using P = PrefillShape<D>;
+    using P = PrefillShape<D, kFrags>;
     using S = typename P::S;
     constexpr int N = P::kTileN;
 
@@ -128,7 +134,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int split = static_cast<int>(blockIdx.x) % launch.num_splits;
     const int tile = launch.max_q_tiles - 1 - static_cast<int>(blockIdx.x) / launch.num_splits;
     const int group = batch.num_heads / kv.kv_heads;
-    const int tile_queries = kBlockM / group;
+    const int tile_queries = P::kRows / group;
     const int token0 = tile * tile_queries;  // the tile's first query token in the sequence
     if (token0 >= s.q_len) return;
     const int rows = min(tile_queries, s.q_len - token0) * group;
@@ -151,7 +157,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     {
         const int chunk = tid % S::kChunks;
 #pragma unroll
-        for (int r = tid / S::kChunks; r < kBlockM; r += P::kRowsPerPass) {
+        for (int r = tid / S::kChunks; r < P::kRows; r += P::kRowsPerPass) {
             const bool valid = r < rows;
             const int pr = valid ? r : 0;
             const std::int64_t token = s.q_start + token0 + pr / group;
@@ -161,95 +167,128 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
     }
     const PagedRows kv_rows(s, kv, kv_head);
-    issue_kv_tile<D>(kv_addr, kv_rows, kv, kv_begin, kv_stop, tid);
+    issue_kv_tile<D, kFrags>(kv_addr, kv_rows, kv, kv_begin, kv_stop, tid);
     tc::cp_async_commit();
 
-    const int warp_row0 = warp * 16;
+    // Fragment f of the warp holds rows warp_row0 + 16 f + [0, 16); lane rows g and g + 8.
+    const int warp_row0 = warp * 16 * kFrags;
     const bool warp_active = warp_row0 < rows;
-    const int pos_lo = first_pos + (warp_row0 + ln.g) / group;      // last KV index row g sees
-    const int pos_hi = first_pos + (warp_row0 + ln.g + 8) / group;  // and row g + 8
-    const int warp_first = first_pos + warp_row0 / group;
-    const int warp_last = first_pos + (warp_row0 + 15) / group;
-    const float scale_log2 = batch.scale * kLog2e;
-
-    unsigned qa[S::kKSteps][4];
-    float o[S::kNTiles][4];
+    int pos_lo[kFrags], pos_hi[kFrags], frag_first[kFrags];
 #pragma unroll
-    for (int n = 0; n < S::kNTiles; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+    for (int f = 0; f < kFrags; ++f) {
+        const int r0 = warp_row0 + 16 * f;
+        pos_lo[f] = first_pos + (r0 + ln.g) / group;  // last KV index row g sees
+        pos_hi[f] = first_pos + (r0 + ln.g + 8) / group;  // and row g + 8
+        frag_first[f] = first_pos + r0 / group;
+    }
+    const int warp_last = first_pos + (warp_row0 + 16 * kFrags - 1) / group;
+    const float scale_log2 = batch.scale * kLog2e;
+    // Q's A fragment (16-dim step ks) of row fragment f, from shared memory.
+    const auto q_frag_addr = [&](int ks, int f) {
+        return q_addr +
+               tc::tile_offset<D>(warp_row0 + 16 * f + (lane & 15), 2 * ks + (lane >> 4));
+    };
+
+    unsigned qa[kFrags == 1 ? S::kKSteps : 1][4];  // one fragment keeps Q in registers
+    float o[kFrags][S::kNTiles][4];
+    float m[kFrags][2], l[kFrags][2];
+#pragma unroll
+    for (int f = 0; f < kFrags; ++f) {
+#pragma unroll
+        for (int n = 0; n < S::kNTiles; ++n) o[f][n][0] = o[f][n][1] = o[f][n][2] = o[f][n][3] = 0.0f;
+        m[f][0] = m[f][1] = -INFINITY;
+        l[f][0] = l[f][1] = 0.0f;
+    }
 
     const int num_tiles = (kv_stop - kv_begin + N - 1) / N;
     for (int it = 0; it < num_tiles; ++it) {
         const int kv0 = kv_begin + it * N;
         const unsigned stage = kv_addr + (it & 1) * P::kStageBytes;
         if (it + 1 < num_tiles) {
-            issue_kv_tile<D>(kv_addr + ((it + 1) & 1) * P::kStageBytes, kv_rows, kv, kv0 + N,
-                             kv_stop, tid);
+            issue_kv_tile<D, kFrags>(kv_addr + ((it + 1) & 1) * P::kStageBytes, kv_rows, kv,
+                                     kv0 + N, kv_stop, tid);
             tc::cp_async_commit();
             tc::cp_async_wait<1>();
         } else {
             tc::cp_async_wait<0>();
         }
         __syncthreads();  // this tile (and at it == 0 the Q tile) landed for every warp
-        if (it == 0) {
+        if (kFrags == 1 && it == 0) {  // Q into registers once
 #pragma unroll
-            for (int ks = 0; ks < S::kKSteps; ++ks) {
-                tc::ldmatrix_x4(q_addr + tc::tile_offset<D>(warp_row0 + (lane & 15),
-                                                            2 * ks + (lane >> 4)),
-                                qa[ks]);
-            }
+            for (int ks = 0; ks < S::kKSteps; ++ks) tc::ldmatrix_x4(q_frag_addr(ks, 0), qa[ks]);
         }
 
         if (warp_active && kv0 <= warp_last) {
-            // S = Q K^T: sc[n] holds tokens 8n .. 8n + 7 of the tile.
-            float sc[P::kScoreTiles][4];
+            // S = Q K^T: sc[f][n] holds tokens 8n .. 8n + 7 of the tile for row fragment f.
+            float sc[kFrags][P::kScoreTiles][4];
 #pragma unroll
-            for (int n = 0; n < P::kScoreTiles; ++n) sc[n][0] = sc[n][1] = sc[n][2] = sc[n][3] = 0.0f;
+            for (int f = 0; f < kFrags; ++f) {
+#pragma unroll
+                for (int n = 0; n < P::kScoreTiles; ++n) {
+                    sc[f][n][0] = sc[f][n][1] = sc[f][n][2] = sc[f][n][3] = 0.0f;
+                }
+            }
 #pragma unroll
             for (int ks = 0; ks < S::kKSteps; ++ks) {
+                unsigned qs[kFrags][4];
+                if constexpr (kFrags > 1) {
+#pragma unroll
+                    for (int f = 0; f < kFrags; ++f) tc::ldmatrix_x4(q_frag_addr(ks, f), qs[f]);
+                }
 #pragma unroll
                 for (int n2 = 0; n2 < P::kTokenSteps; ++n2) {
                     unsigned b[4];
                     tc::ldmatrix_x4(stage + tc::tile_offset<D>(n2 * 16 + ln.k_row,
                                                                2 * ks + ln.k_chunk),
                                     b);
-                    tc::mma_bf16(sc[2 * n2], qa[ks], b[0], b[1]);
-                    tc::mma_bf16(sc[2 * n2 + 1], qa[ks], b[2], b[3]);
+                    if constexpr (kFrags == 1) {
+                        tc::mma_bf16(sc[0][2 * n2], qa[ks], b[0], b[1]);
+                        tc::mma_bf16(sc[0][2 * n2 + 1], qa[ks], b[2], b[3]);
+                    } else {
+#pragma unroll
+                        for (int f = 0; f < kFrags; ++f) {
+                            tc::mma_bf16(sc[f][2 * n2], qs[f], b[0], b[1]);
+                            tc::mma_bf16(sc[f][2 * n2 + 1], qs[f], b[2], b[3]);
+                        }
+                    }
                 }
             }
 
-            // Online softmax for rows g (e = 0, 1) and g + 8 (e = 2, 3), causal mask included
-            // where the tile reaches past a row's position or past the split.
-            float tile_max[2] = {-INFINITY, -INFINITY};
-            if (kv0 + N - 1 > warp_first || kv0 + N > kv_stop) {
-                const int lane_col = kv0 + 2 * ln.t;
-                mask_and_max<true>(sc, min(pos_lo, kv_stop - 1) - lane_col,
-                                   min(pos_hi, kv_stop - 1) - lane_col, tile_max);
-            } else {
-                mask_and_max<false>(sc, 0, 0, tile_max);
-            }
-            float base[2], corr[2];
-            // A fully masked row keeps max -inf.
-            tc::advance_max(tile_max, m, base, corr, scale_log2);
-            const auto weight = [&](float s, int r) {
-                return tc::softmax_weight(s, scale_log2, base[r]);
-            };
-            unsigned pa[P::kTokenSteps][4];
-            float sum[2] = {0.0f, 0.0f};
+            // Online softmax for rows g (e = 0, 1) and g + 8 (e = 2, 3) of each fragment,
+            // causal mask included where the tile reaches past a row's position or the split.
+            unsigned pa[kFrags][P::kTokenSteps][4];
 #pragma unroll
-            for (int k2 = 0; k2 < P::kTokenSteps; ++k2) {
-                const float(&lo)[4] = sc[2 * k2];
-                const float(&hi)[4] = sc[2 * k2 + 1];
-                pa[k2][0] = tc::pack_bf16(weight(lo[0], 0), weight(lo[1], 0), sum[0]);
-                pa[k2][1] = tc::pack_bf16(weight(lo[2], 1), weight(lo[3], 1), sum[1]);
-                pa[k2][2] = tc::pack_bf16(weight(hi[0], 0), weight(hi[1], 0), sum[0]);
-                pa[k2][3] = tc::pack_bf16(weight(hi[2], 1), weight(hi[3], 1), sum[1]);
+            for (int f = 0; f < kFrags; ++f) {
+                float tile_max[2] = {-INFINITY, -INFINITY};
+                if (kv0 + N - 1 > frag_first[f] || kv0 + N > kv_stop) {
+                    const int lane_col = kv0 + 2 * ln.t;
+                    mask_and_max<true>(sc[f], min(pos_lo[f], kv_stop - 1) - lane_col,
+                                       min(pos_hi[f], kv_stop - 1) - lane_col, tile_max);
+                } else {
+                    mask_and_max<false>(sc[f], 0, 0, tile_max);
+                }
+                float base[2], corr[2];
+                // A fully masked row keeps max -inf.
+                tc::advance_max(tile_max, m[f], base, corr, scale_log2);
+                const auto weight = [&](float x, int r) {
+                    return tc::softmax_weight(x, scale_log2, base[r]);
+                };
+                float sum[2] = {0.0f, 0.0f};
+#pragma unroll
+                for (int k2 = 0; k2 < P::kTokenSteps; ++k2) {
+                    const float(&lo)[4] = sc[f][2 * k2];
+                    const float(&hi)[4] = sc[f][2 * k2 + 1];
+                    pa[f][k2][0] = tc::pack_bf16(weight(lo[0], 0), weight(lo[1], 0), sum[0]);
+                    pa[f][k2][1] = tc::pack_bf16(weight(lo[2], 1), weight(lo[3], 1), sum[1]);
+                    pa[f][k2][2] = tc::pack_bf16(weight(hi[0], 0), weight(hi[1], 0), sum[0]);
+                    pa[f][k2][3] = tc::pack_bf16(weight(hi[2], 1), weight(hi[3], 1), sum[1]);
+                }
+                l[f][0] = l[f][0] * corr[0] + sum[0];
+                l[f][1] = l[f][1] * corr[1] + sum[1];
+                tc::rescale_rows<2>(o[f], corr);
             }
-            l[0] = l[0] * corr[0] + sum[0];
-            l[1] = l[1] * corr[1] + sum[1];
-            tc::rescale_rows<2>(o, corr);
 
-            // O += P V, two 8-dim output tiles per ldmatrix.
+            // O += P V, two 8-dim output tiles per ldmatrix, each feeding every fragment.
             const unsigned v_stage = stage + P::kMatBytes;
 #pragma unroll
             for (int k2 = 0; k2 < P::kTokenSteps; ++k2) {
@@ -259,8 +298,11 @@ __global__ void __launch_bounds__(kThreads, 2)
                     tc::ldmatrix_x4_trans(v_stage + tc::tile_offset<D>(k2 * 16 + ln.v_row,
                                                                        2 * np + ln.v_chunk),
                                           b);
-                    tc::mma_bf16(o[2 * np], pa[k2], b[0], b[1]);
-                    tc::mma_bf16(o[2 * np + 1], pa[k2], b[2], b[3]);
+#pragma unroll
+                    for (int f = 0; f < kFrags; ++f) {
+                        tc::mma_bf16(o[f][2 * np], pa[f][k2], b[0], b[1]);
+                        tc::mma_bf16(o[f][2 * np + 1], pa[f][k2], b[2], b[3]);
+                    }
                 }
             }
         }
@@ -268,36 +310,39 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
 
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
-        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
-    }
+    for (int f = 0; f < kFrags; ++f) {
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-        const int row = warp_row0 + ln.g + 8 * r;
-        if (row >= rows) continue;
-        const std::int64_t token = s.q_start + token0 + row / group;
-        const int head = head0 + row % group;
-        if (split_mode) {
-            const std::int64_t slot =
-                (token * batch.num_heads + head) * launch.num_splits + split;
-            float* dst = launch.partial_o + slot * D + 2 * ln.t;
+        for (int r = 0; r < 2; ++r) {
+            float lf = l[f][r];
+            lf += __shfl_xor_sync(0xffffffffu, lf, 1);
+            lf += __shfl_xor_sync(0xffffffffu, lf, 2);
+            const int row = warp_row0 + 16 * f + ln.g + 8 * r;
+            if (row >= rows) continue;
+            const std::int64_t token = s.q_start + token0 + row / group;
+            const int head = head0 + row % group;
+            if (split_mode) {
+                const std::int64_t slot =
+                    (token * batch.num_heads + head) * launch.num_splits + split;
+                float* dst = launch.partial_o + slot * D + 2 * ln.t;
 #pragma unroll
-            for (int n = 0; n < S::kNTiles; ++n) {
-                *reinterpret_cast<float2*>(dst + n * 8) = make_float2(o[n][2 * r], o[n][2 * r + 1]);
-            }
-            if (ln.t == 0) {
-                launch.partial_ml[slot * 2] = m[r] * scale_log2;  // the merge works in log2 units
-                launch.partial_ml[slot * 2 + 1] = l[r];
-            }
-        } else {
-            // Every valid row sees KV token 0 at least, so l > 0.
-            const float inv = 1.0f / l[r];
-            bf16* dst = out + (token * batch.num_heads + head) * D + 2 * ln.t;
+                for (int n = 0; n < S::kNTiles; ++n) {
+                    *reinterpret_cast<float2*>(dst + n * 8) =
+                        make_float2(o[f][n][2 * r], o[f][n][2 * r + 1]);
+                }
+                if (ln.t == 0) {
+                    // The merge works in log2 units.
+                    launch.partial_ml[slot * 2] = m[f][r] * scale_log2;
+                    launch.partial_ml[slot * 2 + 1] = lf;
+                }
+            } else {
+                // Every valid row sees KV token 0 at least, so l > 0.
+                const float inv = 1.0f / lf;
+                bf16* dst = out + (token * batch.num_heads + head) * D + 2 * ln.t;
 #pragma unroll
-            for (int n = 0; n < S::kNTiles; ++n) {
-                *reinterpret_cast<__nv_bfloat162*>(dst + n * 8) =
-                    __floats2bfloat162_rn(o[n][2 * r] * inv, o[n][2 * r + 1] * inv);
+                for (int n = 0; n < S::kNTiles; ++n) {
+                    *reinterpret_cast<__nv_bfloat162*>(dst + n * 8) =
+                        __floats2bfloat162_rn(o[f][n][2 * r] * inv, o[f][n][2 * r + 1] * inv);
+                }
             }
         }
     }
@@ -343,21 +388,21 @@ __global__ void merge_prefill_splits_kernel(PagedKvView kv, AttentionBatch batch
     }
 }
 
-template <int D>
+template <int D, int kFrags>
 void set_smem_limit() {
-    IS_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D>,
+    IS_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D, kFrags>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       PrefillShape<D>::kSmemBytes));
+                                       PrefillShape<D, kFrags>::kSmemBytes));
 }
 
-template <int D>
+template <int D, int kFrags>
 void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
                   const PrefillLaunch& launch, void* out, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(launch.max_q_tiles * launch.num_splits),
                     static_cast<unsigned>(batch.num_seqs), static_cast<unsigned>(pages.kv_heads));
-    launch_dependent(prefill_attention_kernel<D>, grid, kThreads, PrefillShape<D>::kSmemBytes,
-                     stream, static_cast<const bf16*>(q), pages, batch, launch,
-                     static_cast<bf16*>(out));
+    launch_dependent(prefill_attention_kernel<D, kFrags>, grid, kThreads,
+                     PrefillShape<D, kFrags>::kSmemBytes, stream, static_cast<const bf16*>(q),
+                     pages, batch, launch, static_cast<bf16*>(out));
 }
 
 }  // namespace
@@ -366,32 +411,46 @@ bool prefill_attention_supports(int head_dim) {
     return head_dim == 64 || head_dim == 128 || head_dim == 256;
 }
 
-int prefill_tile_queries(int group) { return kBlockM / group; }
+int prefill_max_row_frags(int head_dim) { return head_dim <= 128 ? kMaxFrags : 1; }
+
+int prefill_tile_queries(int group, int row_frags) { return kWarps * 16 * row_frags / group; }
 
 int prefill_tile_tokens() { return kBlockN; }
 
 void init_prefill_attention() {
-    set_smem_limit<64>();
-    set_smem_limit<128>();
-    set_smem_limit<256>();
+    set_smem_limit<64, 1>();
+    set_smem_limit<128, 1>();
+    set_smem_limit<256, 1>();
+    set_smem_limit<64, 2>();
+    set_smem_limit<128, 2>();
 }
 
 void launch_prefill_attention(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
                               const PrefillLaunch& launch, void* out, cudaStream_t stream) {
     if (launch.max_q_tiles <= 0 || batch.num_seqs <= 0) return;
     IS_CHECK(batch.num_seqs <= 65535 && pages.kv_heads <= 65535) << "prefill grid";
-    IS_CHECK(batch.num_heads % pages.kv_heads == 0 && batch.num_heads / pages.kv_heads <= kBlockM)
+    IS_CHECK(batch.num_heads % pages.kv_heads == 0 &&
+             batch.num_heads / pages.kv_heads <= prefill_tile_queries(1, 1))
         << "prefill GQA group";
+    IS_CHECK(launch.row_frags >= 1 && launch.row_frags <= prefill_max_row_frags(pages.head_dim))
+        << "prefill row fragments " << launch.row_frags << " at head_dim " << pages.head_dim;
     IS_CHECK(launch.num_splits >= 1 &&
              (launch.num_splits == 1 ||
               (launch.partial_o != nullptr && launch.partial_ml != nullptr &&
                launch.split_tokens > 0 && launch.split_tokens % kBlockN == 0 &&
                reinterpret_cast<std::uintptr_t>(launch.partial_o) % 16 == 0)))
         << "prefill split workspace";
+    const bool wide = launch.row_frags == 2;
     switch (pages.head_dim) {
-        case 64: launch_typed<64>(q, pages, batch, launch, out, stream); break;
-        case 128: launch_typed<128>(q, pages, batch, launch, out, stream); break;
-        case 256: launch_typed<256>(q, pages, batch, launch, out, stream); break;
+        case 64:
+            wide ? launch_typed<64, 2>(q, pages, batch, launch, out, stream)
+                 : launch_typed<64, 1>(q, pages, batch, launch, out, stream);
+            break;
+        case 128:
+            wide ? launch_typed<128, 2>(q, pages, batch, launch, out, stream)
+                 : launch_typed<128, 1>(q, pages, batch, launch, out, stream);
+            break;
+        case 256: launch_typed<256, 1>(q, pages, batch, launch, out, stream); break;
         default: IS_UNREACHABLE() << "prefill head_dim " << pages.head_dim;
     }
 }

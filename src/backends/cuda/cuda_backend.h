@@ -33,6 +33,13 @@ namespace inferscale::backends::cuda {
 class LtMatmul;
 
 // Decode attention's kernel choice and the tensor-core kernel's plan (paged_attention.cpp).
+// How paged_attention runs chunks of more than one query row.
+struct PrefillAttentionOptions {
+    // Wide tiles (two 16-row fragments a warp, head_dim <= 128) when they still give the GPU
+    // this many blocks per SM; 0: always, negative: never.
+    int wide_min_blocks_per_sm = 2;
+};
+
 struct DecodeAttentionOptions {
     // Decode rows at head_dim 64/128 on the tensor-core kernel (attention_decode_tc.cu) when
     // the step has at least tensor_core_min_pairs (sequence, kv head) pairs (0: the SM count);
@@ -102,6 +109,7 @@ struct CudaBackendOptions {
     // The stacked GEMM's output before its columns are split: [n, sum of outs] in y's dtype.
     std::size_t stacked_linear_scratch_bytes = std::size_t{16} << 20;
     DecodeAttentionOptions decode;
+    PrefillAttentionOptions prefill;
 };
 
 class CudaBackend final : public tensor::Backend {
@@ -177,6 +185,7 @@ class CudaBackend final : public tensor::Backend {
     // Replaces the decode attention options (benchmarks compare plans); takes effect at the
     // next paged_attention (graphs keep what they recorded).
     void set_decode_options(const DecodeAttentionOptions& o) { options_.decode = o; }
+    void set_prefill_options(const PrefillAttentionOptions& o) { options_.prefill = o; }
     // Replaces the linear path options (benchmarks compare the paths); graphs keep what they
     // recorded, and shapes already timed keep their measured choice.
     void set_linear_path_options(const LinearPathOptions& o) { options_.linear_paths = o; }

@@ -112,15 +112,18 @@ bool prefill_attention_supports(int head_dim);
 // Raises the dynamic shared memory limit of every prefill instantiation; call once per device
 // before any launch (outside stream capture).
 void init_prefill_attention();
-// A block packs the `group` query heads of one kv head (GQA) as rows: query tokens per tile =
-// prefill_tile_queries(group).
+// A block packs the `group` query heads of one kv head (GQA) as rows, 64 of them per 16-row
+// fragment a warp owns (row_frags, 1 or up to prefill_max_row_frags(head_dim)): query tokens
+// per tile = prefill_tile_queries(group, row_frags).
 //   q, out [num_tokens, num_heads, head_dim] bf16; max_q_tiles = the largest
-//   ceil(q_len / prefill_tile_queries(group)) over the batch.
-int prefill_tile_queries(int group);
+//   ceil(q_len / prefill_tile_queries(group, row_frags)) over the batch.
+int prefill_max_row_frags(int head_dim);
+int prefill_tile_queries(int group, int row_frags);
 // KV tokens per prefill tile; a prefill split_tokens must be a multiple of it.
 int prefill_tile_tokens();
 struct PrefillLaunch {
     int max_q_tiles = 0;
+    int row_frags = 1;
     // > 1: each (query tile, head) is cut into KV splits of split_tokens tokens that write
     // partial states, and launch_merge_prefill_splits combines them (short chunks, long KV).
     int num_splits = 1;

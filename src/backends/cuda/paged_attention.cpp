@@ -32,10 +32,10 @@ constexpr std::int64_t kMinSplitTokens = 64;
 // batch that already fills the GPU is not split; batch 1 is split by length (16 x 64 tokens).
 constexpr std::int64_t kBlocksPerSm = 2;
 // Prefill: the tensor-core kernel fits two blocks per SM at head_dim 128 (80 KB of shared
-// memory each), so (query tiles x kv heads) below 2 x SMs leaves SMs idle and the KV is split,
-// at least one 64-token tile per split. A 43-token question over 1312 injected tokens with 8
-// kv heads of 4 query heads (16 queries per tile): 24 blocks unsplit, 11 splits of 128 tokens
-// (264 blocks) split.
+// memory each, 96 KB on wide tiles), so (query tiles x kv heads) below 2 x SMs leaves SMs idle
+// and the KV is split, at least one 64-token tile per split. A 43-token question over 1312
+// injected tokens with 8 kv heads of 4 query heads (16 queries per narrow tile): 24 blocks
+// unsplit, 11 splits of 128 tokens (264 blocks) split.
 constexpr std::int64_t kPrefillBlocksPerSm = 2;
 constexpr std::int64_t kMinPrefillSplitTokens = 64;
 
@@ -142,10 +142,11 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
     // Launch sizes from the host copies of the metadata, or (replayable decode) from the bound
     // alone: the same grid then serves every step, and splits past a shorter sequence's end
     // merge as empty.
-    int max_q_tiles = 0, decode_seqs = fixed ? num_seqs : 0;
-    std::int64_t max_decode_kv = fixed ? args.fixed_max_kv_len : 0;
-    std::int64_t prefill_tiles = 0, max_prefill_kv = 0;
-    const int tile_queries = prefill_tile_queries(static_cast<int>(heads / view.kv_heads));
+    // Query tiles per row-fragment count (index 1 and 2: narrow and wide tiles).
+    int max_q_tiles[3] = {0, 0, 0}, decode_seqs = fixed ? num_seqs : 0;
+    std::int64_t prefill_tiles[3] = {0, 0, 0};
+    std::int64_t max_decode_kv = fixed ? args.fixed_max_kv_len : 0, max_prefill_kv = 0;
+    const int group = static_cast<int>(heads / view.kv_heads);
     for (int s = 0; s < (fixed ? 0 : num_seqs); ++s) {
         const int q_len = args.host_qo_indptr[s + 1] - args.host_qo_indptr[s];
         const std::int64_t num_pages = args.host_indptr[s + 1] - args.host_indptr[s];
@@ -153,9 +154,12 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
                                                               << q_len << " rows, " << num_pages
                                                               << " pages";
         if (q_len > 1) {
-            const int tiles = (q_len + tile_queries - 1) / tile_queries;
-            max_q_tiles = std::max(max_q_tiles, tiles);
-            prefill_tiles += tiles;
+            for (int frags = 1; frags <= 2; ++frags) {
+                const int tile_queries = prefill_tile_queries(group, frags);
+                const int tiles = (q_len + tile_queries - 1) / tile_queries;
+                max_q_tiles[frags] = std::max(max_q_tiles[frags], tiles);
+                prefill_tiles[frags] += tiles;
+            }
             max_prefill_kv = std::max(max_prefill_kv, num_pages * view.block_size);
         }
         if (q_len == 1) {
@@ -187,18 +191,25 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
     const std::int64_t per_split_bytes =
         static_cast<std::int64_t>(num_seqs) * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));
     const std::int64_t workspace_bytes = static_cast<std::int64_t>(options_.attention_workspace_bytes);
-    if (max_q_tiles > 0) {
+    if (max_q_tiles[1] > 0) {
         PrefillLaunch prefill;
-        prefill.max_q_tiles = max_q_tiles;
+        // Wide tiles halve the blocks: only while the GPU stays full with them.
+        const int wide_min = options_.prefill.wide_min_blocks_per_sm;
+        prefill.row_frags =
+            prefill_max_row_frags(static_cast<int>(d)) >= 2 && wide_min >= 0 &&
+                    prefill_tiles[2] * view.kv_heads >= std::int64_t{wide_min} * num_sms_
+                ? 2
+                : 1;
+        prefill.max_q_tiles = max_q_tiles[prefill.row_frags];
         // Partials are kept per batch row, decode rows included (they are few when this pays).
         const std::int64_t row_split_bytes = n * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));
-        const std::int64_t blocks = prefill_tiles * view.kv_heads;
+        const std::int64_t blocks = prefill_tiles[prefill.row_frags] * view.kv_heads;
         const std::int64_t wanted = (kPrefillBlocksPerSm * num_sms_ + blocks - 1) / blocks;
         const std::int64_t by_length =
             (max_prefill_kv + kMinPrefillSplitTokens - 1) / kMinPrefillSplitTokens;
         std::int64_t splits = std::min({wanted, by_length, workspace_bytes / row_split_bytes,
                                         static_cast<std::int64_t>(options_.max_kv_splits),
-                                        std::int64_t{0x7fffffff} / max_q_tiles});
+                                        std::int64_t{0x7fffffff} / prefill.max_q_tiles});
         if (splits > 1) {
             const std::int64_t tile = prefill_tile_tokens();
             const std::int64_t per_split = (max_prefill_kv + splits - 1) / splits;
@@ -220,7 +231,6 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
     DecodeLaunch decode;
     decode.per_sequence = true;
     decode.grid_rows = num_seqs;
-    const int group = static_cast<int>(heads / view.kv_heads);
     const std::int64_t blocks = static_cast<std::int64_t>(decode_seqs) * view.kv_heads;
     const std::int64_t by_length = (max_decode_kv + kMinSplitTokens - 1) / kMinSplitTokens;
     const std::int64_t by_workspace = workspace_bytes / per_split_bytes;

@@ -1,7 +1,8 @@
 // CUDA paged attention against the CPU backend: ragged batches mixing prefill chunks (some
 // starting mid-sequence) and decode rows, page tables that are shuffled and non-contiguous,
 // stale random data past each sequence's end, head dims with and without a tensor-core
-// prefill kernel, long contexts for the split-KV decode path, and graph capture.
+// prefill kernel, narrow and wide prefill tiles, long contexts for the split-KV decode path,
+// and graph capture.
 
 #include <algorithm>
 #include <cmath>
@@ -300,6 +301,32 @@ TEST_F(CudaAttentionSmallWorkspaceTest, FixedMaxKvLenBound) {
         const std::vector<float> got = download(*gpu_, p.dout.tensor);
         const std::vector<float> ref = cpu_reference(cpu_, p, c, scale);
         EXPECT_LT(worst_row_error(got, ref, p.n, 32 * 128), 2 * kBf16Tolerance) << bound;
+    }
+}
+
+// Every prefill chunk on wide tiles (two 16-row fragments a warp), whatever the block count:
+// ragged mixes, chunks mid-sequence, GQA groups up to 8, and the split-KV path.
+class CudaAttentionWidePrefillTest : public CudaTest {
+  protected:
+    CudaBackendOptions options() const override {
+        CudaBackendOptions o = tensor_core_decode();
+        o.prefill.wide_min_blocks_per_sm = 0;
+        return o;
+    }
+};
+
+TEST_F(CudaAttentionWidePrefillTest, MatchesCpu) {
+    for (const AttnCase& c :
+         {AttnCase{"wide_prefill_only_d128", 8, 2, 128, 16, {{300, 300}}},
+          AttnCase{"wide_ragged_d128_gqa4", 8, 2, 128, 16, ragged_mix()},
+          AttnCase{"wide_ragged_d64_mha", 4, 4, 64, 16, ragged_mix()},
+          AttnCase{"wide_ragged_d128_gqa8_bs8", 16, 2, 128, 8, ragged_mix()},
+          AttnCase{"wide_ragged_d64_gqa7_bs32", 14, 2, 64, 32, ragged_mix()},
+          AttnCase{"wide_d256_stays_narrow", 4, 2, 256, 16, ragged_mix()},
+          AttnCase{"wide_split_gqa4_ragged", 32, 8, 128, 16,
+                   {{40, 1200}, {1, 3000}, {70, 2049}, {1, 50}, {2, 1031}, {3, 3}}},
+          AttnCase{"wide_long_chunk", 32, 8, 128, 16, {{1000, 1500}, {257, 257}}}}) {
+        run_case(*gpu_, cpu_, c, rng_);
     }
 }
 
