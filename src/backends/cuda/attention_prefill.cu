@@ -195,7 +195,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int f = 0; f < kFrags; ++f) {
 #pragma unroll
-        for (int n = 0; n < S::kNTiles; ++n) o[f][n][0] = o[f][n][1] = o[f][n][2] = o[f][n][3] = 0.0f;
+        for (int n = 0; n < S::kNTiles; ++n) {
+            o[f][n][0] = o[f][n][1] = o[f][n][2] = o[f][n][3] = 0.0f;
+        }
         m[f][0] = m[f][1] = -INFINITY;
         l[f][0] = l[f][1] = 0.0f;
     }
