@@ -320,9 +320,8 @@ void CudaBackend::rope_qk(Tensor q, Tensor k, const Tensor& positions,
     check_rope(q, k, positions, tables.cos, tables.sin);
     activate();
     launch_rope(q.data, q.shape[1], k.data, k.empty() ? 0 : k.shape[1], q.dtype, q.shape[0],
-                q.shape[2],
-                positions.as<std::int32_t>(), tables.cos.as<float>(), tables.sin.as<float>(),
-                tables.cos.shape[0], stream_);
+                q.shape[2], positions.as<std::int32_t>(), tables.cos.as<float>(),
+                tables.sin.as<float>(), tables.cos.shape[0], stream_);
 }
 
 void CudaBackend::argmax(const Tensor& logits, Tensor ids) {

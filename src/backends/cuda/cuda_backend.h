@@ -32,7 +32,6 @@ namespace inferscale::backends::cuda {
 
 class LtMatmul;
 
-// Decode attention's kernel choice and the tensor-core kernel's plan (paged_attention.cpp).
 // How paged_attention runs chunks of more than one query row.
 struct PrefillAttentionOptions {
     // Wide tiles (two 16-row fragments a warp, head_dim <= 128) when they still give the GPU
@@ -40,6 +39,7 @@ struct PrefillAttentionOptions {
     int wide_min_blocks_per_sm = 2;
 };
 
+// Decode attention's kernel choice and the tensor-core kernel's plan (paged_attention.cpp).
 struct DecodeAttentionOptions {
     // Decode rows at head_dim 64/128 on the tensor-core kernel (attention_decode_tc.cu) when
     // the step has at least tensor_core_min_pairs (sequence, kv head) pairs (0: the SM count);

@@ -142,9 +142,12 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
     // Launch sizes from the host copies of the metadata, or (replayable decode) from the bound
     // alone: the same grid then serves every step, and splits past a shorter sequence's end
     // merge as empty.
-    // Query tiles per row-fragment count (index 1 and 2: narrow and wide tiles).
-    int max_q_tiles[3] = {0, 0, 0}, decode_seqs = fixed ? num_seqs : 0;
-    std::int64_t prefill_tiles[3] = {0, 0, 0};
+    // Prefill query tiles on narrow (one 16-row fragment a warp) and wide (two) tiles.
+    struct Tiling {
+        int max_q_tiles = 0;     // the most of any one sequence
+        std::int64_t tiles = 0;  // of the batch
+    } tiling[2];
+    int decode_seqs = fixed ? num_seqs : 0;
     std::int64_t max_decode_kv = fixed ? args.fixed_max_kv_len : 0, max_prefill_kv = 0;
     const int group = static_cast<int>(heads / view.kv_heads);
     for (int s = 0; s < (fixed ? 0 : num_seqs); ++s) {
@@ -157,8 +160,9 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
             for (int frags = 1; frags <= 2; ++frags) {
                 const int tile_queries = prefill_tile_queries(group, frags);
                 const int tiles = (q_len + tile_queries - 1) / tile_queries;
-                max_q_tiles[frags] = std::max(max_q_tiles[frags], tiles);
-                prefill_tiles[frags] += tiles;
+                Tiling& t = tiling[frags - 1];
+                t.max_q_tiles = std::max(t.max_q_tiles, tiles);
+                t.tiles += tiles;
             }
             max_prefill_kv = std::max(max_prefill_kv, num_pages * view.block_size);
         }
@@ -191,19 +195,20 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
     const std::int64_t per_split_bytes =
         static_cast<std::int64_t>(num_seqs) * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));
     const std::int64_t workspace_bytes = static_cast<std::int64_t>(options_.attention_workspace_bytes);
-    if (max_q_tiles[1] > 0) {
+    if (tiling[0].max_q_tiles > 0) {
         PrefillLaunch prefill;
         // Wide tiles halve the blocks: only while the GPU stays full with them.
         const int wide_min = options_.prefill.wide_min_blocks_per_sm;
         prefill.row_frags =
             prefill_max_row_frags(static_cast<int>(d)) >= 2 && wide_min >= 0 &&
-                    prefill_tiles[2] * view.kv_heads >= std::int64_t{wide_min} * num_sms_
+                    tiling[1].tiles * view.kv_heads >= std::int64_t{wide_min} * num_sms_
                 ? 2
                 : 1;
-        prefill.max_q_tiles = max_q_tiles[prefill.row_frags];
+        const Tiling& chosen = tiling[prefill.row_frags - 1];
+        prefill.max_q_tiles = chosen.max_q_tiles;
         // Partials are kept per batch row, decode rows included (they are few when this pays).
         const std::int64_t row_split_bytes = n * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));
-        const std::int64_t blocks = prefill_tiles[prefill.row_frags] * view.kv_heads;
+        const std::int64_t blocks = chosen.tiles * view.kv_heads;
         const std::int64_t wanted = (kPrefillBlocksPerSm * num_sms_ + blocks - 1) / blocks;
         const std::int64_t by_length =
             (max_prefill_kv + kMinPrefillSplitTokens - 1) / kMinPrefillSplitTokens;

@@ -151,7 +151,8 @@ __global__ void rope_write_kv_kernel(bf16* q, int q_heads, bf16* k, const bf16* 
             slot = slots[t];
             if (slot != -1 && (slot < 0 || slot >= num_slots)) __trap();  // outside the pages
         }
-        const std::int64_t page_row = (static_cast<std::int64_t>(slot) * kv_heads + kv_head) * width;
+        const std::int64_t page_row =
+            (static_cast<std::int64_t>(slot) * kv_heads + kv_head) * width;
         if (h >= q_heads + kv_heads) {  // V: copied as it is
             if (slot == -1) continue;
             const bf16* src = v + (t * kv_heads + kv_head) * width;
@@ -161,7 +162,8 @@ __global__ void rope_write_kv_kernel(bf16* q, int q_heads, bf16* k, const bf16* 
                 *reinterpret_cast<const uint4*>(src + i + half);
             continue;
         }
-        bf16* x = h < q_heads ? q + (t * q_heads + h) * width : k + (t * kv_heads + kv_head) * width;
+        bf16* x = h < q_heads ? q + (t * q_heads + h) * width
+                              : k + (t * kv_heads + kv_head) * width;
         float r0[8], r1[8];
         rotate8(x, i, half, positions[t], cos_table, sin_table, max_positions, r0, r1);
         store8(x + i, r0);
