@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/linear_small.h"
 #include "backends/cuda/pinned_host_cache.h"
 #include "backends/cuda/stream_stopwatch.h"
 #include "backends/cuda/transfer_queue.h"
@@ -72,7 +73,7 @@ enum class LinearPath : std::uint8_t {
 struct LinearPathOptions {
     // The small-batch kernel only for groups of at most this many tokens (up to
     // kSmallLinearMaxRows); 0: never.
-    int small_max_rows = 64;
+    int small_max_rows = 128;
     // The stacked GEMM for adjoining targets whose stacked output fits the backend's scratch.
     // At the Llama-3.1-8B shape cuBLASLt takes as long for k or v (1024 rows) as for o (4096)
     // at 32-128 tokens, ~11 us each: one 6144-row GEMM streams all three at o's rate.
@@ -210,6 +211,7 @@ class CudaBackend final : public tensor::Backend {
     CudaBackendOptions options_;
     int num_sms_ = 0;
     DecodeTcLimits decode_tc_limits_;  // CTAs per SM of each tensor-core decode kernel
+    ClusterLinearLimits cluster_linear_limits_;  // CTAs at once per cluster size
     cudaStream_t stream_ = nullptr;
     void* attention_workspace_ = nullptr;  // options_.attention_workspace_bytes
     void* cublas_workspace_ = nullptr;     // options_.cublas_workspace_bytes

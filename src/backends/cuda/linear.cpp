@@ -177,7 +177,8 @@ bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTa
     }
     const SmallLinearScratch scratch{linear_partials_,
                                      options_.small_linear_scratch_bytes / sizeof(float),
-                                     linear_counters_, kSmallLinearCounters, num_sms_};
+                                     linear_counters_, kSmallLinearCounters, num_sms_,
+                                     cluster_linear_limits_};
     return launch_small_linear(x.data, x.shape[0], x.shape[1], {small, targets.size()},
                                y_dtype == DType::F32, options_.linear_paths.gemv, scratch,
                                stream_);

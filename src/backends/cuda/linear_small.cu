@@ -8,14 +8,15 @@
 // of token g's x row, and feeds registers .x/.y to one mma and .z/.w to the next: every
 // fragment register then pairs a weight and an x element of the same k. Loads are wide and
 // each quad reads 64 contiguous bytes of a row, so the weight stream runs at DRAM rate while
-// the tensor cores do the (at most 64-token) arithmetic.
+// the tensor cores do the (at most 16-token) arithmetic.
 
 #include "backends/cuda/attention_tc.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
-#include "backends/cuda/linear_small.h"
+#include "backends/cuda/linear_cluster.cuh"
 #include "backends/cuda/linear_gemv.cuh"
+#include "backends/cuda/linear_small.h"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -214,8 +215,7 @@ bool launch(Params& p, const SmallLinearScratch& scratch, cudaStream_t stream) {
 
 bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
                          std::span<const SmallLinearTarget> targets, bool y_f32,
-                         bool gemv, const SmallLinearScratch& scratch,
-                         cudaStream_t stream) {
+                         bool gemv, const SmallLinearScratch& scratch, cudaStream_t stream) {
     if (n < 1 || n > kSmallLinearMaxRows || in % 8 != 0 || in > (1 << 30) || targets.empty() ||
         targets.size() > kSmallLinearMaxTargets || reinterpret_cast<std::uintptr_t>(x) % 16 != 0) {
         return false;
@@ -231,8 +231,7 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
     }
     if (n <= 8) return launch<1, 1, 4, 4>(p, scratch, stream);
     if (n <= 16) return launch<1, 2, 4, 4>(p, scratch, stream);
-    if (n <= 32) return launch<2, 4, 2, 4>(p, scratch, stream);
-    return launch<2, 8, 2, 4>(p, scratch, stream);
+    return launch_cluster_linear(p.x, p.n, p.in, p.targets, scratch.cluster, stream);
 }
 
 }  // namespace inferscale::backends::cuda

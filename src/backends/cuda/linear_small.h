@@ -1,12 +1,15 @@
 #pragma once
 // Small-batch linear: y[n, out] = x[n, in] W^T (+ bias) for n <= kSmallLinearMaxRows, for up to
 // kSmallLinearMaxTargets weights that share x, in one launch (q/k/v, gate/up). At these sizes
-// the op only streams weights, so the kernel (linear_small.cu) is shaped around that: the
-// weights are the M operand of mma.sync m16n8k16 and x the N operand, each thread reads 16
-// contiguous bytes of a weight row per k step, and the reduction order over k is the same on
-// every run (split-K partials are summed in split order by the last CTA of a tile, no atomics
-// on data), so results are deterministic. One token may instead take a GEMV (linear_gemv.cu)
-// that reads longer runs of each row. Only enqueues work: legal inside graph capture.
+// the op mostly streams weights, so the kernels are shaped around that: the weights are the M
+// operand of mma.sync m16n8k16 and x the N operand, and the reduction order over k is the same
+// on every run, so results are deterministic. Up to 16 tokens (linear_small.cu) each thread
+// reads 16 contiguous bytes of a weight row per k step straight into registers and split-K
+// partials are summed in split order by the last CTA of a tile (no atomics on data); one token
+// may instead take a GEMV (linear_gemv.cu) that reads longer runs of each row. From 17 tokens
+// (linear_cluster.cu) weights and x stream through a shared-memory ring and k splits across
+// the CTAs of a thread-block cluster, reduced through distributed shared memory. Only enqueues
+// work: legal inside graph capture.
 
 #include <cuda_runtime_api.h>
 
@@ -15,7 +18,7 @@
 
 namespace inferscale::backends::cuda {
 
-inline constexpr std::int64_t kSmallLinearMaxRows = 64;
+inline constexpr std::int64_t kSmallLinearMaxRows = 128;
 inline constexpr int kSmallLinearMaxTargets = 4;
 
 struct SmallLinearTarget {
@@ -26,21 +29,35 @@ struct SmallLinearTarget {
     std::int64_t out = 0;
 };
 
-// Split-K scratch owned by the backend: partials [tiles * splits * tile elements] f32 and one
-// arrival counter per tile, zero at creation; the last CTA of a tile puts its counter back to
-// zero, so the scratch is ready for the next launch (or graph replay) without a memset.
+// How many CTAs of the cluster kernel run at once, per cluster size (ctas[s] for s CTAs per
+// cluster; index 0 unused), measured by init_cluster_linear. All zero: the kernel is not used.
+inline constexpr int kMaxClusterSplits = 8;
+struct ClusterLinearLimits {
+    int ctas[kMaxClusterSplits + 1] = {};
+};
+
+// Sets the cluster kernel's shared-memory limits and measures its ClusterLinearLimits; once
+// per device, outside graph capture.
+ClusterLinearLimits init_cluster_linear();
+
+// What the backend owns for these launches. Split-K scratch of the register-fed kernel:
+// partials [tiles * splits * tile elements] f32 and one arrival counter per tile, zero at
+// creation; the last CTA of a tile puts its counter back to zero, so the scratch is ready for
+// the next launch (or graph replay) without a memset. `cluster`: the cluster kernel's limits.
 struct SmallLinearScratch {
     float* partials = nullptr;
     std::size_t partial_floats = 0;
     int* counters = nullptr;
     int num_counters = 0;
     int num_sms = 0;
+    ClusterLinearLimits cluster;
 };
 
-// False (nothing enqueued) when the kernel does not take the problem: n outside
+// False (nothing enqueued) when the kernels do not take the problem: n outside
 // 1..kSmallLinearMaxRows, in not a multiple of 8, x or a weight not 16-byte aligned, or more
 // than kSmallLinearMaxTargets targets. x [n, in] bf16. One token with `gemv` runs on the GEMV
-// (linear_gemv.cu: one warp per weight row), anything else on the mma kernel.
+// (linear_gemv.cu: one warp per weight row), up to 16 tokens on the register-fed mma kernel,
+// more on the cluster kernel.
 bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
                          std::span<const SmallLinearTarget> targets, bool y_f32, bool gemv,
                          const SmallLinearScratch& scratch, cudaStream_t stream);

@@ -1,7 +1,8 @@
-// CudaBackend::linear_group on the small-batch kernels (linear_small.cu, and linear_gemv.cu for
-// one token) against the CPU backend's linear per target: 1..64 tokens, odd output sizes and k
-// not a multiple of the kernels' steps, bf16 and f32 biases, groups of up to three weights,
-// shapes that split k across CTAs, and the same launch replayed from a CUDA graph. Targets
+// CudaBackend::linear_group on the small-batch kernels (linear_small.cu; linear_gemv.cu for one
+// token, linear_cluster.cu from 17 tokens) against the CPU backend's linear per target: 1..128
+// tokens, odd output sizes and k not a multiple of the kernels' steps, bf16 and f32 biases,
+// groups of up to three weights, shapes that split k across CTAs and across the CTAs of a
+// cluster, and the same launches replayed from a CUDA graph. Targets
 // stacked in memory (as the model stores q/k/v, model::upload_stacked) on the stacked path: one
 // cuBLASLt GEMM over all their rows, its output columns split into the targets.
 
@@ -115,15 +116,24 @@ INSTANTIATE_TEST_SUITE_P(
                       GroupCase{16, 512, {777}, true, DType::BF16},
                       GroupCase{33, 72, {300, 17, 45}, true, DType::BF16},
                       GroupCase{64, 2048, {513, 1024}, false, DType::BF16},
-                      GroupCase{64, 4096, {64}, true, DType::BF16},  // split k, 64 tokens
+                      GroupCase{64, 4096, {64}, true, DType::BF16},  // 64 tokens, cluster splits
+                      GroupCase{17, 4096, {1024, 100}, true, DType::BF16},  // cluster splits
+                      GroupCase{40, 1000, {300, 17, 45}, true, DType::BF16},
+                      GroupCase{96, 2048, {513}, false, DType::BF16},
+                      GroupCase{128, 4096, {4096}, true, DType::BF16},
+                      GroupCase{64, 14336, {1024}, false, DType::BF16},  // down-like k
+                      GroupCase{100, 896, {128, 32, 32}, true, DType::F32},
                       GroupCase{5, 128, {777}, true, DType::F32},    // logits
                       GroupCase{1, 4096, {1001}, false, DType::F32}),
     case_name);
 
-// Captured and replayed (twice, new inputs each time) the split-k launch gives the eager
-// result: its arrival counters are back at zero after every launch.
-TEST_F(CudaLinearGroupTest, ReplaysFromGraph) {
-    const GroupCase c{5, 4096, {1024, 100}, true, DType::BF16};
+// Captured and replayed (twice, new inputs each time) a split-k launch gives the eager result:
+// the register-fed kernel's arrival counters are back at zero after every launch, and the
+// cluster kernel's launch replays as recorded.
+class CudaLinearGraphTest : public CudaLinearGroupTest {};
+
+TEST_P(CudaLinearGraphTest, ReplaysFromGraph) {
+    const GroupCase c = GetParam();
     std::vector<float> x = random_bf16(c.n * c.in, rng_);
     Group g = make_group(c, x);
     DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {c.n, c.in});
@@ -149,12 +159,18 @@ TEST_F(CudaLinearGroupTest, ReplaysFromGraph) {
     }
 }
 
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaLinearGraphTest,
+                         ::testing::Values(GroupCase{5, 4096, {1024, 100}, true, DType::BF16},
+                                           GroupCase{40, 4096, {1024, 100}, true, DType::BF16}),
+                         case_name);
+
 class CudaStackedLinearTest : public CudaTest, public ::testing::WithParamInterface<GroupCase> {
   protected:
     // No kernel and no timing: the stack wherever it fits a 1 MiB scratch, else per target.
     CudaBackendOptions options() const override {
         CudaBackendOptions o;
-        o.linear_paths = {.small_max_rows = 0, .stacked = true, .autotune = false};
+        o.linear_paths.small_max_rows = 0;
+        o.linear_paths.autotune = false;
         o.stacked_linear_scratch_bytes = std::size_t{1} << 20;
         return o;
     }
