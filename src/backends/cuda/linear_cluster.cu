@@ -1,31 +1,31 @@
-// Linear for 17..128 tokens on wgmma with k split across a thread-block cluster (see
+// Linear for 17..128 tokens on TMA and wgmma with k split across a thread-block cluster (see
 // linear_small.h). At these sizes the weights are still the bytes that count, but the math is
 // no longer free and a CTA tile per 128 weight rows leaves most SMs idle on the narrow shapes
 // (o and down: 32 tiles on 132 SMs). So:
-//   - a CTA owns kRows weight rows and one k range at a time. Its 256 threads fill a
-//     kStages-deep cp.async ring holding, per stage, the weight rows and the x rows of one
-//     kKBlock-wide k block in the 128-byte swizzle wgmma reads (wgmma.cuh); its two
-//     warpgroups each multiply 64 of the rows by all of x, which is staged once per CTA;
+//   - a CTA owns kRows weight rows and one k range. A producer warp fills a kStages-deep ring:
+//     per stage one TMA box of the weight rows and one of x, kKBlock wide, in the 128-byte
+//     swizzle wgmma reads (tma.cuh; a full barrier per stage counts their bytes). Two
+//     warpgroups each multiply 64 of the rows by all of x on wgmma (wgmma.cuh) and free the
+//     stage on its empty barrier;
 //   - the `splits` CTAs of a cluster take consecutive k ranges of the same rows, then each
 //     stores 1/splits of the tile after summing the CTAs' partials in rank order straight from
 //     their shared memory (distributed shared memory): no global scratch, no counters, and the
-//     sum order is fixed, so results are deterministic;
-//   - the grid is persistent: as many clusters as fit at once, each walking its share of the
-//     tiles with one ring that flows from tile to tile; copies follow a Cursor, so they do no
-//     index arithmetic (issuing copies is what limits this kernel: a ring stage costs each
-//     thread 5-8 cp.async, and with the index math inline gate/up at 32 tokens took 86 us
-//     instead of 66).
-// The host picks splits so that the tiles spread evenly over the clusters that fit
-// (init_cluster_linear measures how many clusters of each size do).
+//     sum order is fixed, so results are deterministic.
+// Filling a stage with per-thread cp.async instead cost 5-8 copies per thread and bound the
+// kernel on issuing them (docs/results/linear_cluster_h200_2026-12-03_s9.txt). The host picks
+// splits so that tiles x splits fill whole waves of the clusters that fit at once
+// (init_cluster_linear measures how many of each size do) and encodes the tensor maps of the
+// weights and of x per launch.
 
 #include <cooperative_groups.h>
+#include <cudaTypedefs.h>
 
 #include <algorithm>
 
-#include "backends/cuda/attention_tc.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/linear_cluster.cuh"
+#include "backends/cuda/tma.cuh"
 #include "backends/cuda/wgmma.cuh"
 
 namespace inferscale::backends::cuda {
@@ -33,198 +33,127 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kRows = 128;  // weight rows per CTA tile
-constexpr int kThreads = 256;  // two warpgroups, 64 weight rows each
-constexpr int kKBlock = 64;  // k elements per ring stage
+constexpr int kRows = 128;                 // weight rows per CTA tile
+constexpr int kConsumers = 256;            // two warpgroups, 64 weight rows each
+constexpr int kThreads = kConsumers + 32;  // and the producer warp
+constexpr int kKBlock = 64;                // k elements per ring stage: 128-byte rows
 constexpr int kRowBytes = kKBlock * 2;
-constexpr int kChunks = kRowBytes / 16;         // 16-byte copies per row per stage
-constexpr int kCopyRows = kThreads / kChunks;  // rows one pass of the CTA's copies covers
 
 template <int kTokens, int kStages>
 struct Layout {
     static constexpr int kWBytes = kRows * kRowBytes;
     static constexpr int kStageBytes = kWBytes + kTokens * kRowBytes;
-    static constexpr int kRingBytes = kStages * kStageBytes;
-    static constexpr int kElems = kRows * kTokens;  // f32 partials of a tile, after the ring
-    static constexpr int kRegs = kElems / kThreads;  // accumulators per thread
-    static constexpr int kSmemBytes = 1024 + kRingBytes + kElems * 4;  // ring 1024-aligned
-    static_assert(kTokens % kCopyRows == 0);
+    static constexpr int kRingBytes = kStages * kStageBytes;   // 1024-aligned in smem
+    static constexpr int kElems = kRows * kTokens;             // f32 partials of the tile
+    static constexpr int kRegs = kElems / kConsumers;          // accumulators per thread
+    static constexpr int kBarriers = kRingBytes + kElems * 4;  // full[kStages], empty[kStages]
+    static constexpr int kSmemBytes = 1024 + kBarriers + 2 * kStages * 8;
 };
-
-// Byte offset of 16-byte chunk `chunk` of `row` in a swizzled stage matrix.
-__device__ __forceinline__ unsigned swizzled(int row, int chunk) {
-    return static_cast<unsigned>(row * kRowBytes + ((chunk ^ (row & 7)) << 4));
-}
 
 struct Params {
-    const bf16* x;
+    CUtensorMap w[kSmallLinearMaxTargets];  // [out, in] per target, boxes of kRows x kKBlock
+    CUtensorMap x;                          // [n, in], boxes of kTokens x kKBlock
     int n, in;
     LinearTargets targets;  // units: tiles of kRows rows
-    int tiles;
-};
-
-// Where the next ring stage comes from, advanced one stage at a time so that copies do no
-// index arithmetic: the k block, the ring slot and, per tile, the tile's target and this
-// thread's weight rows (rows past the target's end re-read its last row; never stored).
-struct Cursor {
-    static constexpr int kCopies = kRows / kCopyRows;  // weight rows per thread per stage
-    int left;                                          // stages still to go
-    int tile;                                          // tile index in the launch
-    int kb, kb_begin, kb_end;                          // k block in this CTA's k range
-    int slot = 0;                                      // ring slot
-    int target = 0, row0 = 0;
-    const bf16* rows[kCopies] = {};                    // at k = 0, this thread's chunk
-
-    __device__ void locate(const LinearTargets& targets, int in, int copy_row, int copy_chunk) {
-        target = targets.find(tile, kRows, row0);
-        const int out = targets.out[target];
-#pragma unroll
-        for (int r = 0; r < kCopies; ++r) {
-            const int row = min(row0 + copy_row + r * kCopyRows, out - 1);
-            rows[r] = targets.w[target] + static_cast<std::int64_t>(row) * in + copy_chunk * 8;
-        }
-    }
-    __device__ void advance(const LinearTargets& targets, int clusters, int stages, int in,
-                            int copy_row, int copy_chunk) {
-        --left;
-        slot = slot + 1 == stages ? 0 : slot + 1;
-        if (++kb == kb_end) {
-            kb = kb_begin;
-            tile += clusters;
-            if (left > 0) locate(targets, in, copy_row, copy_chunk);
-        }
-    }
 };
 
 template <int kTokens, int kStages>
-__global__ void __launch_bounds__(kThreads, 1) cluster_linear_kernel(Params p) {
+__global__ void __launch_bounds__(kThreads, 1)
+    cluster_linear_kernel(const __grid_constant__ Params p) {
     using L = Layout<kTokens, kStages>;
     extern __shared__ __align__(128) unsigned char smem[];
     allow_next_launch();
     cg::cluster_group cluster = cg::this_cluster();
     const int splits = static_cast<int>(cluster.num_blocks());
     const int split = static_cast<int>(cluster.block_rank());
-    // Persistent: cluster c takes tiles c, c + clusters, ...; its CTAs keep one ring flowing
-    // across them, so the pipeline fills once per CTA, not once per tile.
-    const int cluster_id = static_cast<int>(blockIdx.x) / splits;
-    const int clusters = static_cast<int>(gridDim.x) / splits;
-    const int my_tiles = (p.tiles - cluster_id + clusters - 1) / clusters;
+    int row0 = 0;
+    const int target = p.targets.find(static_cast<int>(blockIdx.x) / splits, kRows, row0);
     const int blocks = (p.in + kKBlock - 1) / kKBlock;
-    const int kb_begin = blocks * split / splits, kb_end = blocks * (split + 1) / splits;
-    const int iters = kb_end - kb_begin;
-
+    const int kb_begin = blocks * split / splits;
+    const int iters = blocks * (split + 1) / splits - kb_begin;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-    // Copies: thread tid moves chunk tid % kChunks of rows tid / kChunks + r * kCopyRows.
-    // Rows past `out` re-read the last row and tokens past n are zero-filled; neither is stored.
-    const int copy_chunk = tid % kChunks, copy_row = tid / kChunks;
-    const unsigned copy_dst = swizzled(copy_row, copy_chunk);
-    constexpr int kXPasses = kTokens / kCopyRows;
-    const bf16* x_src[kXPasses];
-    bool x_valid[kXPasses];
-#pragma unroll
-    for (int r = 0; r < kXPasses; ++r) {
-        const int token = copy_row + r * kCopyRows;
-        x_valid[r] = token < p.n;
-        x_src[r] = p.x + static_cast<std::int64_t>(min(token, p.n - 1)) * p.in + copy_chunk * 8;
-    }
 
-    const unsigned smem_base = tc::smem_addr(smem);
-    const unsigned ring = (smem_base + 1023) & ~1023u;
-    const auto load_w = [&](const Cursor& c) {
-        if (c.left <= 0) return;
-        const int k = c.kb * kKBlock;
-        const bool in_range = k + copy_chunk * 8 < p.in;
-        const unsigned dst = ring + c.slot * L::kStageBytes + copy_dst;
-#pragma unroll
-        for (int r = 0; r < Cursor::kCopies; ++r) {
-            tc::cp_async16(dst + r * kCopyRows * kRowBytes, c.rows[r] + k, in_range);
-        }
-    };
-    const auto load_x = [&](const Cursor& c) {
-        if (c.left <= 0) return;
-        const int k = c.kb * kKBlock;
-        const bool in_range = k + copy_chunk * 8 < p.in;
-        const unsigned dst = ring + c.slot * L::kStageBytes + L::kWBytes + copy_dst;
-#pragma unroll
-        for (int r = 0; r < kXPasses; ++r) {
-            tc::cp_async16(dst + r * kCopyRows * kRowBytes, x_src[r] + k, x_valid[r] && in_range);
-        }
-    };
-
-    // Weights are constant: the first stages' weights are requested before the inputs are
-    // ready; x follows once they are.
-    const auto advance = [&](Cursor& c) {
-        c.advance(p.targets, clusters, kStages, p.in, copy_row, copy_chunk);
-    };
-    Cursor next{my_tiles * iters, cluster_id, kb_begin, kb_begin, kb_end};
-    next.locate(p.targets, p.in, copy_row, copy_chunk);
-    const Cursor first = next;
-    Cursor ahead = next;
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-        load_w(ahead);
-        advance(ahead);
-    }
-    wait_for_inputs();
-#pragma unroll
-    for (int s = 0; s < kStages - 1; ++s) {
-        load_x(next);
-        tc::cp_async_commit();
-        advance(next);
-    }
-
+    const auto smem_base = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    const unsigned ring = (smem_base + 1023) & ~1023u;  // the 128-byte swizzle's 1024-byte unit
     float* partial = reinterpret_cast<float*>(smem + (ring - smem_base) + L::kRingBytes);
-    float acc[L::kRegs] = {};
-    Cursor now = first;
-    while (now.left > 0) {
-        tc::cp_async_wait<kStages - 2>();
-        wgmma::fence_shared_for_async();
-        __syncthreads();  // stage `now` is in, and everyone is done with the slot refilled next
-        load_w(next);
-        load_x(next);
-        tc::cp_async_commit();
-        advance(next);
-        // Warpgroup warp / 4 multiplies its 64 weight rows by all kTokens x rows.
-        const unsigned stage = ring + now.slot * L::kStageBytes;
-        const unsigned a = stage + (warp >> 2) * 64 * kRowBytes, b = stage + L::kWBytes;
-        wgmma::fence();
-#pragma unroll
-        for (int ks = 0; ks < kKBlock / 16; ++ks) {
-            wgmma::Wgmma<kTokens>::mma(acc, wgmma::descriptor(a + 32 * ks),
-                                       wgmma::descriptor(b + 32 * ks));
+    const unsigned full = ring + L::kBarriers, empty = full + kStages * 8;
+    if (tid == 0) {
+        for (int s = 0; s < kStages; ++s) {
+            tma::barrier_init(full + 8 * s, 1);
+            tma::barrier_init(empty + 8 * s, kConsumers / 32);
         }
-        wgmma::commit();
-        wgmma::wait<0>();
-        const int target = now.target, row0 = now.row0;
-        const bool tile_done = now.kb + 1 == kb_end;
-        advance(now);
-        if (!tile_done) continue;
-
-        // Tile done: partials into this CTA's shared memory in accumulator order (element e:
-        // lane e % 32 of warp e / 32 / kRegs, register e / 32 % kRegs), then every CTA of the
-        // cluster sums its share of the elements over all ranks in rank order.
-#pragma unroll
-        for (int r = 0; r < L::kRegs; ++r) {
-            partial[(warp * L::kRegs + r) * 32 + lane] = acc[r];
-            acc[r] = 0.0f;
-        }
-        cluster.sync();
-        const int out = p.targets.out[target];
-        const int e_end = L::kElems * (split + 1) / splits;
-        for (int e = L::kElems * split / splits + tid; e < e_end; e += kThreads) {
-            float v = 0.0f;
-            for (int q = 0; q < splits; ++q) v += cluster.map_shared_rank(partial, q)[e];
-            // Register 4 j + i of lane 4 g + t in warp w holds weight row 16 w + g + 8 (i / 2),
-            // token 8 j + 2 t + i % 2 (wgmma's accumulator layout).
-            const int l = e & 31, r = (e >> 5) % L::kRegs, wp = (e >> 5) / L::kRegs;
-            const int i = r & 3;
-            const int row = row0 + 16 * wp + (l >> 2) + 8 * (i >> 1);
-            const int token = 8 * (r >> 2) + 2 * (l & 3) + (i & 1);
-            if (token < p.n && row < out) p.targets.store(target, token, row, v);
-        }
-        cluster.sync();  // the partials are read everywhere before the next tile's replace them
+        tma::fence_barrier_init();
     }
-    tc::cp_async_wait<0>();
+    __syncthreads();
+
+    if (warp == kConsumers / 32) {
+        if (lane == 0) {
+            // Weights are constant: the first stages' weights are requested before the inputs
+            // are ready; x follows once they are.
+            const CUtensorMap* w = &p.w[target];
+            const int first = min(kStages, iters);
+            for (int s = 0; s < first; ++s) {
+                tma::arrive_expect(full + 8 * s, L::kStageBytes);
+                tma::load_2d(ring + s * L::kStageBytes, w, (kb_begin + s) * kKBlock, row0,
+                             full + 8 * s);
+            }
+            wait_for_inputs();
+            for (int s = 0; s < first; ++s) {
+                tma::load_2d(ring + s * L::kStageBytes + L::kWBytes, &p.x,
+                             (kb_begin + s) * kKBlock, 0, full + 8 * s);
+            }
+            for (int g = kStages; g < iters; ++g) {
+                const int slot = g % kStages;
+                tma::wait(empty + 8 * slot, (g / kStages - 1) & 1);
+                tma::arrive_expect(full + 8 * slot, L::kStageBytes);
+                const unsigned stage = ring + slot * L::kStageBytes;
+                const int k = (kb_begin + g) * kKBlock;
+                tma::load_2d(stage, w, k, row0, full + 8 * slot);
+                tma::load_2d(stage + L::kWBytes, &p.x, k, 0, full + 8 * slot);
+            }
+        }
+    } else {
+        wait_for_inputs();
+        float acc[L::kRegs] = {};
+        for (int g = 0; g < iters; ++g) {
+            const int slot = g % kStages;
+            tma::wait(full + 8 * slot, (g / kStages) & 1);
+            // Warpgroup warp / 4 multiplies its 64 weight rows by all kTokens x rows.
+            const unsigned stage = ring + slot * L::kStageBytes;
+            const unsigned a = stage + (warp >> 2) * 64 * kRowBytes, b = stage + L::kWBytes;
+            wgmma::fence();
+#pragma unroll
+            for (int ks = 0; ks < kKBlock / 16; ++ks) {
+                wgmma::Wgmma<kTokens>::mma(acc, wgmma::descriptor(a + 32 * ks),
+                                           wgmma::descriptor(b + 32 * ks));
+            }
+            wgmma::commit();
+            wgmma::wait<0>();
+            __syncwarp();
+            if (lane == 0) tma::arrive(empty + 8 * slot);
+        }
+        // Partials into this CTA's shared memory in accumulator order (element e: lane e % 32
+        // of warp e / 32 / kRegs, register e / 32 % kRegs).
+#pragma unroll
+        for (int r = 0; r < L::kRegs; ++r) partial[(warp * L::kRegs + r) * 32 + lane] = acc[r];
+    }
+
+    // Every CTA of the cluster sums its share of the elements over all ranks in rank order.
+    cluster.sync();
+    const int out = p.targets.out[target];
+    const int e_end = L::kElems * (split + 1) / splits;
+    for (int e = L::kElems * split / splits + tid; e < e_end; e += kThreads) {
+        float v = 0.0f;
+        for (int q = 0; q < splits; ++q) v += cluster.map_shared_rank(partial, q)[e];
+        // Register 4 j + i of lane 4 g + t in warp w holds weight row 16 w + g + 8 (i / 2),
+        // token 8 j + 2 t + i % 2 (wgmma's accumulator layout).
+        const int l = e & 31, r = (e >> 5) % L::kRegs, wp = (e >> 5) / L::kRegs;
+        const int i = r & 3;
+        const int row = row0 + 16 * wp + (l >> 2) + 8 * (i >> 1);
+        const int token = 8 * (r >> 2) + 2 * (l & 3) + (i & 1);
+        if (token < p.n && row < out) p.targets.store(target, token, row, v);
+    }
+    cluster.sync();  // no CTA leaves while another still reads its shared memory
 }
 
 template <int kTokens, int kStages>
@@ -256,18 +185,16 @@ cudaLaunchConfig_t cluster_config(dim3 grid, std::size_t smem, cudaStream_t stre
     return config;
 }
 
-// The split count that spreads the tiles most evenly over the clusters that fit at once:
-// each CTA streams the same bytes per tile whatever the split, so the time goes as the
-// busiest cluster's tiles / splits, plus a little per extra rank for the partial sums. Each
-// CTA keeps at least kStages k blocks per tile so its ring stays full.
+// The split count whose waves of clusters waste the least of the device: a wave streams the
+// same bytes per SM whatever the split, so the cost is waves / splits, plus a little per extra
+// rank for the partial sums. Each CTA keeps at least kStages k blocks so its ring fills.
 int choose_splits(int tiles, int blocks, int stages, const ClusterLinearLimits& limits) {
     int best = 1;
     double best_cost = 0.0;
     for (int s = 1; s <= kMaxClusterSplits; ++s) {
-        const int clusters = limits.ctas[s] / s;
-        if (clusters < 1 || (s > 1 && blocks / s < stages)) continue;
-        const int per_cluster = (tiles + clusters - 1) / clusters;
-        const double cost = static_cast<double>(per_cluster) / s * (1.0 + 0.03 * (s - 1));
+        if (limits.ctas[s] < s || (s > 1 && blocks / s < stages)) continue;
+        const int waves = (tiles * s + limits.ctas[s] - 1) / limits.ctas[s];
+        const double cost = static_cast<double>(waves) / s * (1.0 + 0.03 * (s - 1));
         if (s == 1 || cost < best_cost) {
             best = s;
             best_cost = cost;
@@ -276,16 +203,49 @@ int choose_splits(int tiles, int blocks, int stages, const ClusterLinearLimits& 
     return best;
 }
 
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+    static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult found{};
+        IS_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                       cudaEnableDefault, &found));
+        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    }();
+    return encode;
+}
+
+// A map of a row-major bf16 [rows, inner] matrix in boxes of box_rows x kKBlock, swizzled
+// 128 bytes; rows past the end arrive as zeros.
+bool encode_rows(CUtensorMap* map, const void* base, int inner, int rows, int box_rows) {
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(rows)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(inner) * 2};
+    const cuuint32_t box[2] = {kKBlock, static_cast<cuuint32_t>(box_rows)};
+    const cuuint32_t element_strides[2] = {1, 1};
+    return tensor_map_encoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                                const_cast<void*>(base), dims, strides, box, element_strides,
+                                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <int kTokens, int kStages>
-void launch(const Params& p, const ClusterLinearLimits& limits, cudaStream_t stream) {
-    const int blocks = (p.in + kKBlock - 1) / kKBlock;
-    const int splits = choose_splits(p.tiles, blocks, kStages, limits);
-    const int clusters = std::min(p.tiles, limits.ctas[splits] / splits);
+bool launch(const bf16* x, int n, int in, const LinearTargets& targets, int tiles,
+            const ClusterLinearLimits& limits, cudaStream_t stream) {
+    Params p{};
+    for (int i = 0; i < targets.count; ++i) {
+        if (!encode_rows(&p.w[i], targets.w[i], in, targets.out[i], kRows)) return false;
+    }
+    if (!encode_rows(&p.x, x, in, n, kTokens)) return false;
+    p.n = n;
+    p.in = in;
+    p.targets = targets;
+    const int splits = choose_splits(tiles, (in + kKBlock - 1) / kKBlock, kStages, limits);
     cudaLaunchAttribute attributes[2];
     const cudaLaunchConfig_t config =
-        cluster_config(dim3(static_cast<unsigned>(clusters * splits)),
+        cluster_config(dim3(static_cast<unsigned>(tiles * splits)),
                        Layout<kTokens, kStages>::kSmemBytes, stream, attributes, splits);
     IS_CUDA_CHECK(cudaLaunchKernelEx(&config, kKernel<kTokens, kStages>, p));
+    return true;
 }
 
 }  // namespace
@@ -304,8 +264,9 @@ ClusterLinearLimits init_cluster_linear() {
     ClusterLinearLimits limits;
     for (int s = 1; s <= kMaxClusterSplits; ++s) {
         cudaLaunchAttribute attributes[2];
-        const cudaLaunchConfig_t config =
-            cluster_config(dim3(static_cast<unsigned>(s), 1), largest, nullptr, attributes, s);
+        cudaLaunchConfig_t config =
+            cluster_config(dim3(static_cast<unsigned>(s)), largest, nullptr, attributes, s);
+        config.numAttrs = 1;  // the cluster shape only
         int clusters = 0;
         IS_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, measured, &config));
         limits.ctas[s] = clusters * s;
@@ -316,16 +277,10 @@ ClusterLinearLimits init_cluster_linear() {
 bool launch_cluster_linear(const bf16* x, int n, int in, LinearTargets targets,
                            const ClusterLinearLimits& limits, cudaStream_t stream) {
     if (n < 1 || n > 128 || limits.ctas[1] < 1) return false;
-    Params p{x, n, in, targets, 0};
-    p.tiles = p.targets.cut(kRows);
-    if (n <= 32) {
-        launch<32, 8>(p, limits, stream);
-    } else if (n <= 64) {
-        launch<64, 7>(p, limits, stream);
-    } else {
-        launch<128, 5>(p, limits, stream);
-    }
-    return true;
+    const int tiles = targets.cut(kRows);
+    if (n <= 32) return launch<32, 8>(x, n, in, targets, tiles, limits, stream);
+    if (n <= 64) return launch<64, 7>(x, n, in, targets, tiles, limits, stream);
+    return launch<128, 5>(x, n, in, targets, tiles, limits, stream);
 }
 
 }  // namespace inferscale::backends::cuda

@@ -7,9 +7,9 @@
 // reads 16 contiguous bytes of a weight row per k step straight into registers and split-K
 // partials are summed in split order by the last CTA of a tile (no atomics on data); one token
 // may instead take a GEMV (linear_gemv.cu) that reads longer runs of each row. From 17 tokens
-// (linear_cluster.cu) weights and x stream through a shared-memory ring and k splits across
-// the CTAs of a thread-block cluster, reduced through distributed shared memory. Only enqueues
-// work: legal inside graph capture.
+// (linear_cluster.cu) TMA streams weights and x through a shared-memory ring for wgmma and k
+// splits across the CTAs of a thread-block cluster, reduced through distributed shared
+// memory. Only enqueues work: legal inside graph capture.
 
 #include <cuda_runtime_api.h>
 
