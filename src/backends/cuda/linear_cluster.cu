@@ -43,11 +43,11 @@ template <int kTokens, int kStages>
 struct Layout {
     static constexpr int kWBytes = kRows * kRowBytes;
     static constexpr int kStageBytes = kWBytes + kTokens * kRowBytes;
-    static constexpr int kRingBytes = kStages * kStageBytes;   // 1024-aligned in smem
-    static constexpr int kElems = kRows * kTokens;             // f32 partials of the tile
-    static constexpr int kRegs = kElems / kConsumers;          // accumulators per thread
-    static constexpr int kBarriers = kRingBytes + kElems * 4;  // full[kStages], empty[kStages]
-    static constexpr int kSmemBytes = 1024 + kBarriers + 2 * kStages * 8;
+    static constexpr int kRingBytes = kStages * kStageBytes;        // 1024-aligned in smem
+    static constexpr int kElems = kRows * kTokens;                  // f32 partials of the tile
+    static constexpr int kRegs = kElems / kConsumers;               // accumulators per thread
+    static constexpr int kBarrierOffset = kRingBytes + kElems * 4;  // full[], empty[]
+    static constexpr int kSmemBytes = 1024 + kBarrierOffset + 2 * kStages * 8;
 };
 
 struct Params {
@@ -76,7 +76,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const auto smem_base = static_cast<unsigned>(__cvta_generic_to_shared(smem));
     const unsigned ring = (smem_base + 1023) & ~1023u;  // the 128-byte swizzle's 1024-byte unit
     float* partial = reinterpret_cast<float*>(smem + (ring - smem_base) + L::kRingBytes);
-    const unsigned full = ring + L::kBarriers, empty = full + kStages * 8;
+    const unsigned full = ring + L::kBarrierOffset, empty = full + kStages * 8;
     if (tid == 0) {
         for (int s = 0; s < kStages; ++s) {
             tma::barrier_init(full + 8 * s, 1);

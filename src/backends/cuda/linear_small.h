@@ -2,8 +2,8 @@
 // Small-batch linear: y[n, out] = x[n, in] W^T (+ bias) for n <= kSmallLinearMaxRows, for up to
 // kSmallLinearMaxTargets weights that share x, in one launch (q/k/v, gate/up). At these sizes
 // the op mostly streams weights, so the kernels are shaped around that: the weights are the M
-// operand of mma.sync m16n8k16 and x the N operand, and the reduction order over k is the same
-// on every run, so results are deterministic. Up to 16 tokens (linear_small.cu) each thread
+// operand of the tensor-core MMA and x the N operand, and the reduction order over k is the
+// same on every run, so results are deterministic. Up to 16 tokens (linear_small.cu) each thread
 // reads 16 contiguous bytes of a weight row per k step straight into registers and split-K
 // partials are summed in split order by the last CTA of a tile (no atomics on data); one token
 // may instead take a GEMV (linear_gemv.cu) that reads longer runs of each row. From 17 tokens

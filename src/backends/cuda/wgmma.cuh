@@ -30,10 +30,6 @@ template <int kPending>
 __device__ __forceinline__ void wait() {
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
-// Makes this CTA's generic-proxy shared-memory writes (cp.async included) visible to wgmma.
-__device__ __forceinline__ void fence_shared_for_async() {
-    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 
 template <int kN>
 struct Wgmma;

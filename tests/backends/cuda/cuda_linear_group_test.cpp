@@ -2,9 +2,9 @@
 // token, linear_cluster.cu from 17 tokens) against the CPU backend's linear per target: 1..128
 // tokens, odd output sizes and k not a multiple of the kernels' steps, bf16 and f32 biases,
 // groups of up to three weights, shapes that split k across CTAs and across the CTAs of a
-// cluster, and the same launches replayed from a CUDA graph. Targets
-// stacked in memory (as the model stores q/k/v, model::upload_stacked) on the stacked path: one
-// cuBLASLt GEMM over all their rows, its output columns split into the targets.
+// cluster, and the same launches replayed from a CUDA graph. Targets stacked in memory (as the
+// model stores q/k/v, model::upload_stacked) on the stacked path: one cuBLASLt GEMM over all
+// their rows, its output columns split into the targets.
 
 #include <string>
 
