@@ -96,7 +96,7 @@ Status CudaBackend::init() {
                                          options_.autotune_matmul);
     init_prefill_attention();
     decode_tc_limits_ = init_decode_tc_attention();
-    cluster_linear_limits_ = init_cluster_linear();
+    cluster_linear_limits_ = init_small_linear();
     return {};
 }
 

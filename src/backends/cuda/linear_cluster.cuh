@@ -7,6 +7,10 @@
 
 namespace inferscale::backends::cuda {
 
+// Sets the kernel's shared-memory limits and measures how many clusters of each size fit at
+// once; once per device, outside graph capture.
+ClusterLinearLimits init_cluster_linear();
+
 // y = x W^T (+ bias) for every target; x [n, in] bf16 with n <= 128, in a multiple of 8.
 // Enqueues one launch; false (nothing enqueued) when the limits are unmeasured.
 bool launch_cluster_linear(const bf16* x, int n, int in, LinearTargets targets,

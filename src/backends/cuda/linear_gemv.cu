@@ -1,77 +1,149 @@
-// The one-token linear as a GEMV: one warp owns one weight row over the whole of k. Each load
-// instruction of a warp reads 512 contiguous bytes of its row (16 bytes a lane) and a batch of
-// kU of them reads kU * 512 contiguous bytes, while the next batch is in flight: long runs,
-// where the mma kernel's quads read 64 bytes of each of 8 rows per instruction. The H200 streams
-// gate/up at 4.0 TB/s this way against 3.9 on the mma kernel, and the o projection at 3.4
-// against 3.1 (docs/results/linear_gemv_h200_2026-12-03_s8.txt). Each warp sums its lanes with
-// a fixed butterfly and no two warps share a row: no partials, no atomics, and the result does
-// not depend on timing.
+// The one-token linear as a GEMV fed by bulk copies. Each warp owns weight rows (round robin over
+// a persistent grid) and a private ring of 4 KB slots in shared memory; its lane 0 asks the TMA
+// unit for the next 2048-element piece of a row with one cp.async.bulk per slot, so a warp keeps
+// ring-depth pieces in flight without holding them in registers (two CTAs an SM keep ~190 KB
+// of weights in flight). The weights do not depend on earlier kernels: each warp fills its ring
+// before waiting for its inputs, so under programmatic dependent launch the next linear's
+// weights stream while the kernels before it (norms, attention) finish. x is copied once per
+// CTA into shared memory. Lane l sums elements 256 j + 8 l .. + 7 of a row in order and the warp
+// adds its lanes with a fixed butterfly: no partials, no atomics, results independent of timing.
 
+#include <algorithm>
+
+#include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/linear_gemv.cuh"
+#include "backends/cuda/tma.cuh"
 
 namespace inferscale::backends::cuda {
 namespace {
 
 constexpr int kWarps = 4;
-constexpr int kStep = 32 * 8;  // k elements of one warp load: 8 a lane
-constexpr int kU = 4;          // loads per batch
+constexpr int kThreads = kWarps * 32;
+constexpr int kChunk = 2048;  // k elements of one ring slot
+constexpr int kChunkBytes = kChunk * 2;
+constexpr int kLaneStep = 32 * 8;  // k elements of one warp-wide 16-byte read
+constexpr int kCtasPerSm = 2;
+constexpr int kMinDepth = 2, kMaxDepth = 8;
+// Shared memory of a CTA (x, the warps' rings and their barriers): two fit an SM. Measured on
+// the H200 against 1, 3 and 4 CTAs an SM and a shallower ring (depth 4): those lose 2-11% of
+// the graph decode step (docs/results/linear_gemv_bulk_h200_2026-12-03_s10.txt).
+constexpr int kSmemBytes = 110 * 1024;
 
 struct GemvParams {
     const bf16* x;
     int in;
-    LinearTargets targets;  // units: one row, one per warp
+    int chunks;   // ring slots per weight row
+    int depth;    // ring slots per warp
+    int x_bytes;  // x's share of shared memory, a multiple of 128
+    LinearTargets targets;  // units: one row
 };
 
-__global__ void __launch_bounds__(kWarps * 32) gemv_kernel(GemvParams p) {
-    allow_next_launch();
-    const int lane = threadIdx.x & 31;
-    const int unit = blockIdx.x * kWarps + (threadIdx.x >> 5);
-    if (unit >= p.targets.unit_end[p.targets.count - 1]) return;
-    int row = 0;
-    const int target = p.targets.find(unit, 1, row);
-    const bf16* wrow = p.targets.w[target] + static_cast<std::int64_t>(row) * p.in + lane * 8;
-    const int steps = (p.in + kStep - 1) / kStep;
-    const auto load = [&](int s, uint4(&a)[kU]) {
-#pragma unroll
-        for (int u = 0; u < kU; ++u) {
-            const bool ok = (s + u) * kStep + lane * 8 < p.in;
-            a[u] = ok ? load_once16(wrow + (s + u) * kStep) : make_uint4(0, 0, 0, 0);
-        }
-    };
-
-    float acc = 0.0f;
-    uint4 a[kU];
-    load(0, a);  // weights are constant: requested before the input is ready
-    wait_for_inputs();
-    const bf16* xlane = p.x + lane * 8;
-    for (int s = 0; s < steps; s += kU) {
-        uint4 next[kU];
-        load(s + kU, next);
-#pragma unroll
-        for (int u = 0; u < kU; ++u) {
-            const int k = (s + u) * kStep;
-            if (k + lane * 8 >= p.in) continue;  // zeros past the end: no math
-            float w[8], xv[8];
-            unpack8(a[u], w);
-            unpack8(__ldg(reinterpret_cast<const uint4*>(xlane + k)), xv);
-#pragma unroll
-            for (int e = 0; e < 8; ++e) acc = fmaf(w[e], xv[e], acc);
-        }
-#pragma unroll
-        for (int u = 0; u < kU; ++u) a[u] = next[u];
-    }
-    acc = warp_sum(acc);
-    if (lane == 0) p.targets.store(target, 0, row, acc);
+__host__ __device__ constexpr int barriers_offset(int x_bytes, int depth) {
+    return x_bytes + kWarps * depth * kChunkBytes;
 }
+
+__global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
+    extern __shared__ __align__(128) unsigned char smem[];
+    allow_next_launch();
+    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+    const auto base = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    const unsigned bars = base + barriers_offset(p.x_bytes, p.depth);  // x's, then per warp
+    const unsigned x_bar = bars;
+    const unsigned warp_bars = bars + 8 * (1 + warp * p.depth);
+    const unsigned ring = base + p.x_bytes + warp * p.depth * kChunkBytes;
+    if (threadIdx.x == 0) {
+        for (int b = 0; b < 1 + kWarps * p.depth; ++b) tma::barrier_init(bars + 8 * b, 1);
+        tma::fence_barrier_init();
+    }
+    __syncthreads();
+
+    const int units = p.targets.unit_end[p.targets.count - 1];
+    const int stride = static_cast<int>(gridDim.x) * kWarps;
+    const int first = static_cast<int>(blockIdx.x) * kWarps + warp;  // < units for warp 0
+    const int items = first < units ? (units - first + stride - 1) / stride * p.chunks : 0;
+
+    // Lane 0's copy cursor: item `issued` is piece `piece` of the warp's row `unit`.
+    int issued = 0, unit = first, piece = 0, slot = 0;
+    const auto issue = [&] {
+        if (issued == items) return;
+        int row = 0;
+        const int target = p.targets.find(unit, 1, row);
+        const int k0 = piece * kChunk;
+        const bf16* src = p.targets.w[target] + static_cast<std::int64_t>(row) * p.in + k0;
+        const auto bytes = static_cast<unsigned>(min(kChunk, p.in - k0) * 2);
+        tma::arrive_expect(warp_bars + 8 * slot, bytes);
+        tma::load_1d(ring + slot * kChunkBytes, src, bytes, warp_bars + 8 * slot);
+        ++issued;
+        if (++piece == p.chunks) piece = 0, unit += stride;
+        if (++slot == p.depth) slot = 0;
+    };
+    if (lane == 0) {
+        for (int d = 0; d < p.depth; ++d) issue();  // weights only: before the inputs are ready
+    }
+    wait_for_inputs();
+    if (threadIdx.x == 0) {
+        tma::arrive_expect(x_bar, static_cast<unsigned>(p.in * 2));
+        tma::load_1d(base, p.x, static_cast<unsigned>(p.in * 2), x_bar);
+    }
+    if (items == 0) return;
+    tma::wait(x_bar, 0);
+
+    const auto* xs = reinterpret_cast<const bf16*>(smem);
+    const unsigned char* my_ring = smem + p.x_bytes + warp * p.depth * kChunkBytes;
+    float acc = 0.0f;
+    int row_unit = first, at = 0, phase = 0, chunk = 0;
+    for (int i = 0; i < items; ++i) {
+        tma::wait(warp_bars + 8 * at, static_cast<unsigned>(phase));
+        const int k0 = chunk * kChunk;
+        const int len = min(kChunk, p.in - k0);
+        const auto* w = reinterpret_cast<const bf16*>(my_ring + at * kChunkBytes);
+#pragma unroll
+        for (int j = 0; j < kChunk / kLaneStep; ++j) {
+            const int e = j * kLaneStep + lane * 8;
+            if (e >= len) break;
+            float wf[8], xf[8];
+            unpack8(*reinterpret_cast<const uint4*>(w + e), wf);
+            unpack8(*reinterpret_cast<const uint4*>(xs + k0 + e), xf);
+#pragma unroll
+            for (int q = 0; q < 8; ++q) acc = fmaf(wf[q], xf[q], acc);
+        }
+        __syncwarp();  // the slot is read: lane 0 may refill it
+        if (lane == 0) issue();
+        if (++at == p.depth) at = 0, phase ^= 1;
+        if (++chunk < p.chunks) continue;
+        chunk = 0;
+        acc = warp_sum(acc);
+        if (lane == 0) {
+            int row = 0;
+            const int target = p.targets.find(row_unit, 1, row);
+            p.targets.store(target, 0, row, acc);
+        }
+        acc = 0.0f;
+        row_unit += stride;
+    }
+}
+
+int x_share(int in) { return (in * 2 + 127) / 128 * 128; }
 
 }  // namespace
 
-void launch_gemv(const bf16* x, int in, LinearTargets targets, cudaStream_t stream) {
-    GemvParams p{x, in, targets};
+void init_gemv() {
+    IS_CUDA_CHECK(
+        cudaFuncSetAttribute(gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+}
+
+bool launch_gemv(const bf16* x, int in, LinearTargets targets, int num_sms, cudaStream_t stream) {
+    const int ring_bytes = kSmemBytes - x_share(in) - 8 * (1 + kWarps * kMaxDepth);
+    const int depth = std::min(kMaxDepth, ring_bytes / (kWarps * kChunkBytes));
+    if (depth < kMinDepth) return false;
+    GemvParams p{x, in, (in + kChunk - 1) / kChunk, depth, x_share(in), targets};
     const int units = p.targets.cut(1);
-    launch_dependent(gemv_kernel, dim3(static_cast<unsigned>((units + kWarps - 1) / kWarps)),
-                     kWarps * 32, 0, stream, p);
+    const int ctas = std::min(kCtasPerSm * num_sms, (units + kWarps - 1) / kWarps);
+    const int smem = barriers_offset(p.x_bytes, depth) + 8 * (1 + kWarps * depth);
+    launch_dependent(gemv_kernel, dim3(static_cast<unsigned>(ctas)), kThreads,
+                     static_cast<std::size_t>(smem), stream, p);
+    return true;
 }
 
 }  // namespace inferscale::backends::cuda

@@ -7,7 +7,12 @@
 
 namespace inferscale::backends::cuda {
 
-// y = x W^T (+ bias) for every target; x [1, in] bf16, in a multiple of 8. Enqueues one launch.
-void launch_gemv(const bf16* x, int in, LinearTargets targets, cudaStream_t stream);
+// Sets the GEMV's shared-memory limit; once per device, outside graph capture.
+void init_gemv();
+
+// y = x W^T (+ bias) for every target; x [1, in] bf16, in a multiple of 8. Enqueues one launch
+// sized for num_sms; false (nothing enqueued) when x does not fit in shared memory beside the
+// ring (in over ~40K).
+bool launch_gemv(const bf16* x, int in, LinearTargets targets, int num_sms, cudaStream_t stream);
 
 }  // namespace inferscale::backends::cuda

@@ -213,6 +213,11 @@ bool launch(Params& p, const SmallLinearScratch& scratch, cudaStream_t stream) {
 
 }  // namespace
 
+ClusterLinearLimits init_small_linear() {
+    init_gemv();
+    return init_cluster_linear();
+}
+
 bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
                          std::span<const SmallLinearTarget> targets, bool y_f32,
                          bool gemv, const SmallLinearScratch& scratch, cudaStream_t stream) {
@@ -225,10 +230,7 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
     p.n = static_cast<int>(n);
     p.in = static_cast<int>(in);
     if (!p.targets.set(targets, y_f32)) return false;
-    if (n == 1 && gemv) {
-        launch_gemv(p.x, p.in, p.targets, stream);
-        return true;
-    }
+    if (n == 1 && gemv && launch_gemv(p.x, p.in, p.targets, scratch.num_sms, stream)) return true;
     if (n <= 8) return launch<1, 1, 4, 4>(p, scratch, stream);
     if (n <= 16) return launch<1, 2, 4, 4>(p, scratch, stream);
     return launch_cluster_linear(p.x, p.n, p.in, p.targets, scratch.cluster, stream);

@@ -6,7 +6,7 @@
 // same on every run, so results are deterministic. Up to 16 tokens (linear_small.cu) each thread
 // reads 16 contiguous bytes of a weight row per k step straight into registers and split-K
 // partials are summed in split order by the last CTA of a tile (no atomics on data); one token
-// may instead take a GEMV (linear_gemv.cu) that reads longer runs of each row. From 17 tokens
+// may instead take a GEMV (linear_gemv.cu) fed by bulk copies of whole row pieces. From 17 tokens
 // (linear_cluster.cu) TMA streams weights and x through a shared-memory ring for wgmma and k
 // splits across the CTAs of a thread-block cluster, reduced through distributed shared
 // memory. Only enqueues work: legal inside graph capture.
@@ -30,15 +30,15 @@ struct SmallLinearTarget {
 };
 
 // How many CTAs of the cluster kernel run at once, per cluster size (ctas[s] for s CTAs per
-// cluster; index 0 unused), measured by init_cluster_linear. All zero: the kernel is not used.
+// cluster; index 0 unused), measured by init_small_linear. All zero: the kernel is not used.
 inline constexpr int kMaxClusterSplits = 8;
 struct ClusterLinearLimits {
     int ctas[kMaxClusterSplits + 1] = {};
 };
 
-// Sets the cluster kernel's shared-memory limits and measures its ClusterLinearLimits; once
-// per device, outside graph capture.
-ClusterLinearLimits init_cluster_linear();
+// Sets the kernels' shared-memory limits and measures the cluster kernel's
+// ClusterLinearLimits; once per device, outside graph capture.
+ClusterLinearLimits init_small_linear();
 
 // What the backend owns for these launches. Split-K scratch of the register-fed kernel:
 // partials [tiles * splits * tile elements] f32 and one arrival counter per tile, zero at
@@ -56,8 +56,8 @@ struct SmallLinearScratch {
 // False (nothing enqueued) when the kernels do not take the problem: n outside
 // 1..kSmallLinearMaxRows, in not a multiple of 8, x or a weight not 16-byte aligned, or more
 // than kSmallLinearMaxTargets targets. x [n, in] bf16. One token with `gemv` runs on the GEMV
-// (linear_gemv.cu: one warp per weight row), up to 16 tokens on the register-fed mma kernel,
-// more on the cluster kernel.
+// (linear_gemv.cu: a warp per weight row) where x fits its shared memory, up to 16 tokens on
+// the register-fed mma kernel, more on the cluster kernel.
 bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
                          std::span<const SmallLinearTarget> targets, bool y_f32, bool gemv,
                          const SmallLinearScratch& scratch, cudaStream_t stream);

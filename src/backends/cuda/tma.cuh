@@ -1,8 +1,9 @@
 #pragma once
 // Hopper tensor-memory-accelerator copies and the shared-memory barriers that track them. One
-// thread asks the TMA unit for a whole 2D box of a tensor (cp.async.bulk.tensor) and the bytes'
-// arrival completes a transaction count on an mbarrier that consumers wait on, so filling a
-// ring stage costs one instruction instead of a copy per thread.
+// thread asks the TMA unit for a contiguous run of bytes (cp.async.bulk) or a whole 2D box of a
+// tensor (cp.async.bulk.tensor) and the bytes' arrival completes a transaction count on an
+// mbarrier that consumers wait on, so filling a ring stage costs one instruction instead of a
+// copy per thread.
 
 #include <cuda.h>
 
@@ -38,6 +39,16 @@ __device__ __forceinline__ void wait(unsigned bar, unsigned parity) {
             : "r"(bar), "r"(parity)
             : "memory");
     } while (done == 0);
+}
+
+// `bytes` (a multiple of 16) from global `src` into shared memory at `dst`, both 16-byte
+// aligned; the bytes count against `bar`.
+__device__ __forceinline__ void load_1d(unsigned dst, const void* src, unsigned bytes,
+                                        unsigned bar) {
+    asm volatile(
+        "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n"
+        ::"r"(dst), "l"(reinterpret_cast<std::uint64_t>(src)), "r"(bytes), "r"(bar)
+        : "memory");
 }
 
 // The box of `map` at element coordinates (inner, outer) into shared memory at `dst`; its

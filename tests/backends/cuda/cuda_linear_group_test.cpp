@@ -124,7 +124,13 @@ INSTANTIATE_TEST_SUITE_P(
                       GroupCase{64, 14336, {1024}, false, DType::BF16},  // down-like k
                       GroupCase{100, 896, {128, 32, 32}, true, DType::F32},
                       GroupCase{5, 128, {777}, true, DType::F32},    // logits
-                      GroupCase{1, 4096, {1001}, false, DType::F32}),
+                      GroupCase{1, 4096, {1001}, false, DType::F32},
+                      // One token, GEMV ring: several pieces a row, a short last piece, rows
+                      // shorter than one warp-wide read, many rows a warp.
+                      GroupCase{1, 14336, {4096}, false, DType::BF16},
+                      GroupCase{1, 3000, {5000, 3}, true, DType::BF16},
+                      GroupCase{1, 200, {301, 77, 5}, true, DType::BF16},
+                      GroupCase{1, 1024, {20000, 9000}, false, DType::BF16}),
     case_name);
 
 // Captured and replayed (twice, new inputs each time) a split-k launch gives the eager result:
@@ -160,7 +166,8 @@ TEST_P(CudaLinearGraphTest, ReplaysFromGraph) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaLinearGraphTest,
-                         ::testing::Values(GroupCase{5, 4096, {1024, 100}, true, DType::BF16},
+                         ::testing::Values(GroupCase{1, 4096, {1024, 100}, true, DType::BF16},
+                                           GroupCase{5, 4096, {1024, 100}, true, DType::BF16},
                                            GroupCase{40, 4096, {1024, 100}, true, DType::BF16}),
                          case_name);
 
