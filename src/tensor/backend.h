@@ -107,6 +107,14 @@ class Backend {
     // out = silu(gate) * up.  gate, up, out [n, ffn]; out may alias gate.
     virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor out) = 0;
 
+    // The gated MLP's first half: linear_group(x, gate_up), then swiglu(gate, up, gate), with
+    // exactly their results (this default runs the two); a backend may fuse them and then need
+    // not write up's output.  gate_up: the gate target, then up's, of one shape.
+    virtual void linear_swiglu(const Tensor& x, std::span<const LinearTarget> gate_up) {
+        linear_group(x, gate_up);
+        swiglu(gate_up[0].y, gate_up[1].y, gate_up[0].y);
+    }
+
     // Rotates x in place by the angles of `positions` (HF rotate_half pairing: dim i with
     // dim i + d/2). Positions beyond the tables are a bug.
     //   x [n, heads, d], positions [n] i32

@@ -149,6 +149,9 @@ class CudaBackend final : public tensor::Backend {
     // In linear.cpp: the small-batch kernel for few tokens, cuBLASLt otherwise.
     void linear_group(const tensor::Tensor& x,
                       std::span<const tensor::LinearTarget> targets) override;
+    // In linear.cpp: one token runs both on the GEMV.
+    void linear_swiglu(const tensor::Tensor& x,
+                       std::span<const tensor::LinearTarget> gate_up) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up,
                 tensor::Tensor out) override;
@@ -219,6 +222,10 @@ class CudaBackend final : public tensor::Backend {
     PinnedHostCache pinned_;               // allocate_host / free_host
     // The small-batch linear kernel for `targets` when it takes them; false enqueues nothing.
     bool small_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
+    SmallLinearScratch small_linear_scratch() const;
+    // linear_swiglu as one GEMV launch, where one token's group takes the small-batch kernel
+    // anyway; false enqueues nothing.
+    bool gated_gemv(const tensor::Tensor& x, std::span<const tensor::LinearTarget> gate_up);
     // Whether LinearPath::Stacked can run `targets` on x: weights (and biases) adjoin, one
     // output dtype, 16-byte output rows, and the stacked output fits the scratch.
     bool stackable(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets) const;

@@ -26,6 +26,16 @@ __device__ __forceinline__ float from_f32<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ bf16 from_f32<bf16>(float x) { return __float2bfloat16_rn(x); }
 
+// v rounded to T, as storing it and reading it back would.
+template <class T>
+__device__ __forceinline__ float rounded(float v) {
+    return to_f32(from_f32<T>(v));
+}
+
+// silu(g) * u, SwiGLU's product. expf rather than __expf: the silu of large negative gates must
+// still go to 0 cleanly.
+__device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;

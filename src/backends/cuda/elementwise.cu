@@ -58,7 +58,7 @@ __global__ void swiglu_vec_kernel(const T* gate, const T* up, T* out, std::int64
         load8(gate + g * 8, a);
         load8(up + g * 8, b);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) a[e] = a[e] / (1.0f + expf(-a[e])) * b[e];
+        for (int e = 0; e < 8; ++e) a[e] = silu_mul(a[e], b[e]);
         store8(out + g * 8, a);
     }
 }
@@ -68,9 +68,7 @@ __global__ void swiglu_kernel(const T* gate, const T* up, T* out, std::int64_t c
     allow_next_launch();
     wait_for_inputs();
     for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
-        const float g = to_f32(gate[i]);
-        // expf rather than __expf: the silu of large negative gates must still go to 0 cleanly.
-        out[i] = from_f32<T>(g / (1.0f + expf(-g)) * to_f32(up[i]));
+        out[i] = from_f32<T>(silu_mul(to_f32(gate[i]), to_f32(up[i])));
     }
 }
 

@@ -165,23 +165,55 @@ void CudaBackend::stacked_linear(const Tensor& x, std::span<const tensor::Linear
     launch_split_columns(stack.y.data, n, parts, stream_);
 }
 
-bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
+namespace {
+
+// The targets as the small-batch launches take them; false when they differ in output dtype
+// (one launch writes one) or are too many.
+bool to_small_targets(std::span<const tensor::LinearTarget> targets,
+                      SmallLinearTarget (&small)[kSmallLinearMaxTargets]) {
     if (targets.empty() || targets.size() > kSmallLinearMaxTargets) return false;
-    SmallLinearTarget small[kSmallLinearMaxTargets];
-    const DType y_dtype = targets[0].y.dtype;
     for (std::size_t i = 0; i < targets.size(); ++i) {
         const tensor::LinearTarget& t = targets[i];
-        if (t.y.dtype != y_dtype) return false;  // one launch writes one output dtype
+        if (t.y.dtype != targets[0].y.dtype) return false;
         small[i] = {t.w.data, t.bias.empty() ? nullptr : t.bias.data,
                     !t.bias.empty() && t.bias.dtype == DType::F32, t.y.data, t.w.shape[0]};
     }
-    const SmallLinearScratch scratch{linear_partials_,
-                                     options_.small_linear_scratch_bytes / sizeof(float),
-                                     linear_counters_, kSmallLinearCounters, num_sms_,
-                                     cluster_linear_limits_};
+    return true;
+}
+
+}  // namespace
+
+SmallLinearScratch CudaBackend::small_linear_scratch() const {
+    return {linear_partials_, options_.small_linear_scratch_bytes / sizeof(float),
+            linear_counters_, kSmallLinearCounters, num_sms_, cluster_linear_limits_};
+}
+
+bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
+    SmallLinearTarget small[kSmallLinearMaxTargets];
+    if (!to_small_targets(targets, small)) return false;
     return launch_small_linear(x.data, x.shape[0], x.shape[1], {small, targets.size()},
-                               y_dtype == DType::F32, options_.linear_paths.gemv, scratch,
-                               stream_);
+                               targets[0].y.dtype == DType::F32, options_.linear_paths.gemv,
+                               small_linear_scratch(), stream_);
+}
+
+void CudaBackend::linear_swiglu(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
+    if (!gated_gemv(x, gate_up)) Backend::linear_swiglu(x, gate_up);
+}
+
+bool CudaBackend::gated_gemv(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
+    if (x.shape[0] != 1 || !options_.linear_paths.gemv || gate_up.size() != 2) return false;
+    check_device(x, DType::BF16, 2, "linear_swiglu x");
+    for (const tensor::LinearTarget& t : gate_up) check_target(x, t);
+    IS_CHECK(gate_up[0].y.shape == gate_up[1].y.shape) << "linear_swiglu: gate and up differ";
+    SmallLinearTarget small[kSmallLinearMaxTargets];
+    if (gate_up[0].y.dtype != DType::BF16 || !to_small_targets(gate_up, small)) return false;
+    activate();
+    const bool stacked_ok = options_.linear_paths.stacked && stackable(x, gate_up);
+    const bool small_ok = options_.linear_paths.small_max_rows >= 1;
+    if (choose_linear_path(x, gate_up, small_ok, stacked_ok) != LinearPath::SmallKernel) {
+        return false;
+    }
+    return launch_gated_gemv(x.data, x.shape[1], {small, 2}, small_linear_scratch(), stream_);
 }
 
 void CudaBackend::lt_linear(const Tensor& x, const tensor::LinearTarget& t) {

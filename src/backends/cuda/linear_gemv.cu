@@ -7,6 +7,9 @@
 // weights stream while the kernels before it (norms, attention) finish. x is copied once per
 // CTA into shared memory. Lane l sums elements 256 j + 8 l .. + 7 of a row in order and the warp
 // adds its lanes with a fixed butterfly: no partials, no atomics, results independent of timing.
+// Gated (the MLP's gate and up projections), a warp's unit is a gate row and the up row of the
+// same index, and it stores silu(gate) * up from the two outputs rounded as stored: the swiglu
+// kernel's bits, without its launch and without writing up.
 
 #include <algorithm>
 
@@ -36,14 +39,17 @@ struct GemvParams {
     int chunks;   // ring slots per weight row
     int depth;    // ring slots per warp
     int x_bytes;  // x's share of shared memory, a multiple of 128
-    LinearTargets targets;  // units: one row
+    int units;    // rows; gated: gate rows, each with its up row
+    LinearTargets targets;
 };
 
 __host__ __device__ constexpr int barriers_offset(int x_bytes, int depth) {
     return x_bytes + kWarps * depth * kChunkBytes;
 }
 
+template <bool kGated>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
+    constexpr int kParts = kGated ? 2 : 1;  // weight rows per unit
     extern __shared__ __align__(128) unsigned char smem[];
     allow_next_launch();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -58,24 +64,35 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
     }
     __syncthreads();
 
-    const int units = p.targets.unit_end[p.targets.count - 1];
     const int stride = static_cast<int>(gridDim.x) * kWarps;
     const int first = static_cast<int>(blockIdx.x) * kWarps + warp;  // < units for warp 0
-    const int items = first < units ? (units - first + stride - 1) / stride * p.chunks : 0;
+    const int items =
+        first < p.units ? (p.units - first + stride - 1) / stride * kParts * p.chunks : 0;
+    // The target and weight row of part `part` of `unit`.
+    const auto locate = [&](int unit, int part, int& row) {
+        if (kGated) {
+            row = unit;
+            return part;
+        }
+        return p.targets.find(unit, 1, row);
+    };
 
-    // Lane 0's copy cursor: item `issued` is piece `piece` of the warp's row `unit`.
-    int issued = 0, unit = first, piece = 0, slot = 0;
+    // Lane 0's copy cursor: item `issued` is piece `piece` of part `part` of the warp's `unit`.
+    int issued = 0, unit = first, part = 0, piece = 0, slot = 0;
     const auto issue = [&] {
         if (issued == items) return;
         int row = 0;
-        const int target = p.targets.find(unit, 1, row);
+        const int target = locate(unit, part, row);
         const int k0 = piece * kChunk;
         const bf16* src = p.targets.w[target] + static_cast<std::int64_t>(row) * p.in + k0;
         const auto bytes = static_cast<unsigned>(min(kChunk, p.in - k0) * 2);
         tma::arrive_expect(warp_bars + 8 * slot, bytes);
         tma::load_1d(ring + slot * kChunkBytes, src, bytes, warp_bars + 8 * slot);
         ++issued;
-        if (++piece == p.chunks) piece = 0, unit += stride;
+        if (++piece == p.chunks) {
+            piece = 0;
+            if (++part == kParts) part = 0, unit += stride;
+        }
         if (++slot == p.depth) slot = 0;
     };
     if (lane == 0) {
@@ -91,8 +108,8 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
 
     const auto* xs = reinterpret_cast<const bf16*>(smem);
     const unsigned char* my_ring = smem + p.x_bytes + warp * p.depth * kChunkBytes;
-    float acc = 0.0f;
-    int row_unit = first, at = 0, phase = 0, chunk = 0;
+    float acc = 0.0f, gate = 0.0f;
+    int row_unit = first, at = 0, phase = 0, chunk = 0, row_part = 0;
     for (int i = 0; i < items; ++i) {
         tma::wait(warp_bars + 8 * at, static_cast<unsigned>(phase));
         const int k0 = chunk * kChunk;
@@ -113,13 +130,25 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
         if (++at == p.depth) at = 0, phase ^= 1;
         if (++chunk < p.chunks) continue;
         chunk = 0;
-        acc = warp_sum(acc);
+        const float sum = warp_sum(acc);
+        acc = 0.0f;
+        if (kGated && row_part == 0) {
+            gate = sum;
+            row_part = 1;
+            continue;
+        }
         if (lane == 0) {
             int row = 0;
-            const int target = p.targets.find(row_unit, 1, row);
-            p.targets.store(target, 0, row, acc);
+            const int target = locate(row_unit, 0, row);
+            if (kGated) {
+                const float g = rounded<bf16>(p.targets.with_bias(0, row, gate));
+                const float u = rounded<bf16>(p.targets.with_bias(1, row, sum));
+                static_cast<bf16*>(p.targets.y[0])[row] = from_f32<bf16>(silu_mul(g, u));
+            } else {
+                p.targets.store(target, 0, row, sum);
+            }
         }
-        acc = 0.0f;
+        row_part = 0;
         row_unit += stride;
     }
 }
@@ -129,20 +158,28 @@ int x_share(int in) { return (in * 2 + 127) / 128 * 128; }
 }  // namespace
 
 void init_gemv() {
-    IS_CUDA_CHECK(
-        cudaFuncSetAttribute(gemv_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes));
+    for (const auto kernel : {gemv_kernel<false>, gemv_kernel<true>}) {
+        IS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                           kSmemBytes));
+    }
 }
 
-bool launch_gemv(const bf16* x, int in, LinearTargets targets, int num_sms, cudaStream_t stream) {
+bool launch_gemv(const bf16* x, int in, LinearTargets targets, bool gated, int num_sms,
+                 cudaStream_t stream) {
     const int ring_bytes = kSmemBytes - x_share(in) - 8 * (1 + kWarps * kMaxDepth);
     const int depth = std::min(kMaxDepth, ring_bytes / (kWarps * kChunkBytes));
     if (depth < kMinDepth) return false;
-    GemvParams p{x, in, (in + kChunk - 1) / kChunk, depth, x_share(in), targets};
-    const int units = p.targets.cut(1);
-    const int ctas = std::min(kCtasPerSm * num_sms, (units + kWarps - 1) / kWarps);
+    if (gated &&
+        (targets.count != 2 || targets.out[0] != targets.out[1] || targets.y_f32)) {
+        return false;
+    }
+    GemvParams p{x, in, (in + kChunk - 1) / kChunk, depth, x_share(in), 0, targets};
+    p.units = gated ? p.targets.out[0] : p.targets.cut(1);
+    const int ctas = std::min(kCtasPerSm * num_sms, (p.units + kWarps - 1) / kWarps);
     const int smem = barriers_offset(p.x_bytes, depth) + 8 * (1 + kWarps * depth);
-    launch_dependent(gemv_kernel, dim3(static_cast<unsigned>(ctas)), kThreads,
-                     static_cast<std::size_t>(smem), stream, p);
+    launch_dependent(gated ? gemv_kernel<true> : gemv_kernel<false>,
+                     dim3(static_cast<unsigned>(ctas)), kThreads, static_cast<std::size_t>(smem),
+                     stream, p);
     return true;
 }
 

@@ -62,4 +62,12 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
                          std::span<const SmallLinearTarget> targets, bool y_f32, bool gemv,
                          const SmallLinearScratch& scratch, cudaStream_t stream);
 
+// One token of the gated MLP: gate = silu(x W_gate^T) * (x W_up^T) on the GEMV in one launch,
+// bit for bit as the linears and the swiglu kernel make it; up's output is not written. The
+// targets are gate then up, bf16 outputs of one size. False (nothing enqueued) when the GEMV
+// does not take the problem.
+bool launch_gated_gemv(const void* x, std::int64_t in,
+                       std::span<const SmallLinearTarget> gate_up,
+                       const SmallLinearScratch& scratch, cudaStream_t stream);
+
 }  // namespace inferscale::backends::cuda

@@ -53,12 +53,18 @@ struct LinearTargets {
         return target;
     }
 
-    // y[token, row] of `target` = v + bias[row].
-    __device__ __forceinline__ void store(int target, int token, int row, float v) const {
+    // v + bias[row] of `target`: what store writes, before rounding.
+    __device__ __forceinline__ float with_bias(int target, int row, float v) const {
         if (bias[target] != nullptr) {
             v += bias_f32[target] ? static_cast<const float*>(bias[target])[row]
                                   : to_f32(static_cast<const bf16*>(bias[target])[row]);
         }
+        return v;
+    }
+
+    // y[token, row] of `target` = v + bias[row].
+    __device__ __forceinline__ void store(int target, int token, int row, float v) const {
+        v = with_bias(target, row, v);
         const std::int64_t at = static_cast<std::int64_t>(token) * out[target] + row;
         if (y_f32) {
             static_cast<float*>(y[target])[at] = v;

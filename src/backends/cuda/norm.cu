@@ -23,12 +23,6 @@
 namespace inferscale::backends::cuda {
 namespace {
 
-// v rounded to T, as storing it and reading it back would.
-template <class T>
-__device__ __forceinline__ float rounded(float v) {
-    return to_f32(from_f32<T>(v));
-}
-
 // residual == nullptr: plain RMSNorm of x. Otherwise x += residual first (stored in x).
 template <class T, class W, int kPer>
 __global__ void __launch_bounds__(1024)

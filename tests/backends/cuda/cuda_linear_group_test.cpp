@@ -2,10 +2,12 @@
 // token, linear_cluster.cu from 17 tokens) against the CPU backend's linear per target: 1..128
 // tokens, odd output sizes and k not a multiple of the kernels' steps, bf16 and f32 biases,
 // groups of up to three weights, shapes that split k across CTAs and across the CTAs of a
-// cluster, and the same launches replayed from a CUDA graph. Targets stacked in memory (as the
-// model stores q/k/v, model::upload_stacked) on the stacked path: one cuBLASLt GEMM over all
-// their rows, its output columns split into the targets.
+// cluster, the same launches replayed from a CUDA graph, and the one-token gated MLP
+// (linear_swiglu) in one GEMV launch. Targets stacked in memory (as the model stores q/k/v,
+// model::upload_stacked) on the stacked path: one cuBLASLt GEMM over all their rows, its output
+// columns split into the targets.
 
+#include <cmath>
 #include <string>
 
 #include "cuda_test_util.h"
@@ -132,6 +134,37 @@ INSTANTIATE_TEST_SUITE_P(
                       GroupCase{1, 200, {301, 77, 5}, true, DType::BF16},
                       GroupCase{1, 1024, {20000, 9000}, false, DType::BF16}),
     case_name);
+
+// One token of the gated MLP (linear_swiglu): the GEMV's gated launch against the same op as
+// separate launches (Backend::linear_swiglu: linear_group, then swiglu) bit for bit, and
+// against the CPU. The gated launch leaves up unwritten, which shows it ran.
+class CudaGatedLinearTest : public CudaLinearGroupTest {};
+
+TEST_P(CudaGatedLinearTest, EqualsLinearsThenSwiglu) {
+    const GroupCase c = GetParam();
+    ASSERT_EQ(c.outs.size(), 2u);
+    std::vector<float> x = random_bf16(c.in, rng_);
+    Group g = make_group(c, x);
+    DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {1, c.in});
+    gpu_->linear_swiglu(dx.tensor, g.targets);
+    const std::vector<float> fused = download(*gpu_, g.ys[0].tensor);
+    std::size_t up_written = 0;
+    for (float v : download(*gpu_, g.ys[1].tensor)) up_written += std::isnan(v) ? 0 : 1;
+    EXPECT_EQ(up_written, 0u);
+    gpu_->tensor::Backend::linear_swiglu(dx.tensor, g.targets);
+    EXPECT_EQ(fused, download(*gpu_, g.ys[0].tensor));
+    std::vector<float> ref(c.outs[0]);
+    cpu_.swiglu(host_view(g.refs[0], {1, c.outs[0]}), host_view(g.refs[1], {1, c.outs[0]}),
+                host_view(ref, {1, c.outs[0]}));
+    EXPECT_LT(rel_error(fused, ref), kBf16Tolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaGatedLinearTest,
+                         ::testing::Values(GroupCase{1, 4096, {3000, 3000}, false, DType::BF16},
+                                           GroupCase{1, 576, {1536, 1536}, true, DType::BF16},
+                                           GroupCase{1, 14336, {100, 100}, false, DType::BF16},
+                                           GroupCase{1, 200, {77, 77}, true, DType::BF16}),
+                         case_name);
 
 // Captured and replayed (twice, new inputs each time) a split-k launch gives the eager result:
 // the register-fed kernel's arrival counters are back at zero after every launch, and the
