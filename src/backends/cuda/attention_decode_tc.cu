@@ -71,7 +71,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
     const tc::Lane<kD> ln(lane);
     const tc::StageOffsets<kD> so(ln);
-    const unsigned ring = tc::smem_addr(smem + warp * S::kRingBytes);
+    const unsigned ring = smem_addr(smem + warp * S::kRingBytes);
     const int group = batch.num_heads / kv.kv_heads;
     const float scale_log2 = batch.scale * kLog2e;
     const int items = launch.num_splits * launch.grid_rows * kv.kv_heads;
@@ -250,7 +250,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const tc::Lane<kD> ln(lane);
     const tc::StageOffsets<kD> so(ln);
     unsigned char* ring = smem + warp * Shape::kWarpBytes;
-    const unsigned ring_addr = tc::smem_addr(ring);
+    const unsigned ring_addr = smem_addr(ring);
     const int group = batch.num_heads / kv.kv_heads;
     const float scale_log2 = batch.scale * kLog2e;
     const std::int64_t items =

@@ -148,7 +148,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int head0 = kv_head * group;  // row r holds query head head0 + r % group
 
     extern __shared__ __align__(128) unsigned char smem[];
-    const unsigned q_addr = tc::smem_addr(smem);
+    const unsigned q_addr = smem_addr(smem);
     const unsigned kv_addr = q_addr + P::kQBytes;
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const tc::Lane<D> ln(lane);

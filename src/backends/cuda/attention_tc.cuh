@@ -33,10 +33,6 @@ struct Shape {
     static constexpr int kNTiles = kD / 8;                      // 8-dim output tiles
 };
 
-__device__ __forceinline__ unsigned smem_addr(const void* p) {
-    return static_cast<unsigned>(__cvta_generic_to_shared(p));
-}
-
 // 16 bytes global -> shared, bypassing L1; zero-filled when !valid (nothing is read then).
 __device__ __forceinline__ void cp_async16(unsigned dst, const void* src, bool valid) {
     const int bytes = valid ? 16 : 0;

@@ -70,6 +70,12 @@ inline unsigned grid_for(std::int64_t count, int threads) {
     return static_cast<unsigned>(blocks < kMaxBlocks ? blocks : kMaxBlocks);
 }
 
+// The shared-state-space address of a pointer into shared memory, as the PTX copy, barrier and
+// matrix instructions take it.
+__device__ __forceinline__ unsigned smem_addr(const void* p) {
+    return static_cast<unsigned>(__cvta_generic_to_shared(p));
+}
+
 // 16 bytes that a launch reads once (weights): not kept in L1, so what is reused stays there.
 __device__ __forceinline__ uint4 load_once16(const void* p) {
     uint4 v;

@@ -73,7 +73,7 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int iters = blocks * (split + 1) / splits - kb_begin;
     const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
 
-    const auto smem_base = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    const auto smem_base = smem_addr(smem);
     const unsigned ring = (smem_base + 1023) & ~1023u;  // the 128-byte swizzle's 1024-byte unit
     float* partial = reinterpret_cast<float*>(smem + (ring - smem_base) + L::kRingBytes);
     const unsigned full = ring + L::kBarrierOffset, empty = full + kStages * 8;

@@ -53,7 +53,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
     extern __shared__ __align__(128) unsigned char smem[];
     allow_next_launch();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const auto base = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+    const auto base = smem_addr(smem);
     const unsigned bars = base + barriers_offset(p.x_bytes, p.depth);  // x's, then per warp
     const unsigned x_bar = bars;
     const unsigned warp_bars = bars + 8 * (1 + warp * p.depth);
