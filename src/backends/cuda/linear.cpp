@@ -201,10 +201,11 @@ void CudaBackend::linear_swiglu(const Tensor& x, std::span<const tensor::LinearT
 }
 
 bool CudaBackend::gated_gemv(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
-    if (x.shape[0] != 1 || !options_.linear_paths.gemv || gate_up.size() != 2) return false;
     check_device(x, DType::BF16, 2, "linear_swiglu x");
+    IS_CHECK(gate_up.size() == 2 && gate_up[0].y.shape == gate_up[1].y.shape)
+        << "linear_swiglu takes a gate and an up target of one shape";
     for (const tensor::LinearTarget& t : gate_up) check_target(x, t);
-    IS_CHECK(gate_up[0].y.shape == gate_up[1].y.shape) << "linear_swiglu: gate and up differ";
+    if (x.shape[0] != 1 || !options_.linear_paths.gemv) return false;
     SmallLinearTarget small[kSmallLinearMaxTargets];
     if (gate_up[0].y.dtype != DType::BF16 || !to_small_targets(gate_up, small)) return false;
     activate();

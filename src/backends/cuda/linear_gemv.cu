@@ -169,8 +169,7 @@ bool launch_gemv(const bf16* x, int in, LinearTargets targets, bool gated, int n
     const int ring_bytes = kSmemBytes - x_share(in) - 8 * (1 + kWarps * kMaxDepth);
     const int depth = std::min(kMaxDepth, ring_bytes / (kWarps * kChunkBytes));
     if (depth < kMinDepth) return false;
-    if (gated &&
-        (targets.count != 2 || targets.out[0] != targets.out[1] || targets.y_f32)) {
+    if (gated && (targets.count != 2 || targets.out[0] != targets.out[1] || targets.y_f32)) {
         return false;
     }
     GemvParams p{x, in, (in + kChunk - 1) / kChunk, depth, x_share(in), 0, targets};
