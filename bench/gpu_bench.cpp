@@ -24,6 +24,11 @@
 //
 //   gpu_bench --config configs/llama-3.1-8b.json [--json out.json] [--rows decode1,ttft]
 //   gpu_bench --config configs/llama-3.1-8b.json --profile [--json profile.json]
+// --timeline runs decode b=1, TTFT and each --decode-batches batch as measured (graphs and
+// all) under CUPTI's kernel records and prints, per kernel, its time and how much of the step
+// it did not overlap (kernel_timeline.h).
+//
+//   gpu_bench --config configs/llama-3.1-8b.json --timeline [--decode-batches 64]
 // --backend cpu runs the same logic on the CPU backend (a dry run for small configs).
 
 #include <CLI/CLI.hpp>
@@ -40,6 +45,7 @@
 #include "backends/cuda/cuda_backend.h"
 #include "bench/bench_support.h"
 #include "bench/device_bench.h"
+#include "bench/kernel_timeline.h"
 #include "bench/linear_bench.h"
 #include "bench/model_bench.h"
 #include "bench/profiling_backend.h"
@@ -61,6 +67,7 @@ struct Args {
     std::int64_t copy_mib = 2048;
     std::int64_t d2h_mib = 256;
     bool profile = false;
+    bool timeline = false;
     bool graphs = true;
     int small_linear_max_rows = -1;  // -1: the backend's default
     bool gemv = true;
@@ -95,19 +102,30 @@ double roofline_ms(const Measurement& m, const DeviceRates& r) {
     return 1e3 * std::max(m.bytes / r.copy_bytes_per_s, m.flops / r.gemm_flops_per_s);
 }
 
+// The model of --profile and --timeline on `backend` (pinned logits); null after printing why
+// it could not be made.
+std::unique_ptr<ModelBench> device_model(const Args& a, const model::ModelConfig& config,
+                                         tensor::Backend& backend, StepTimer& timer,
+                                         Progress& progress) {
+    ModelBenchOptions mo = a.model;
+    mo.pinned_logits = true;
+    auto created = ModelBench::create(backend, timer, config, mo, progress);
+    if (!created.ok()) {
+        std::fprintf(stderr, "gpu_bench: model: %s\n", created.error().message.c_str());
+        return nullptr;
+    }
+    return std::move(created.value());
+}
+
 // --profile: the model on a ProfilingBackend, three scenarios, one table each.
 int run_profile(const Args& a, const model::ModelConfig& config,
                 backends::cuda::CudaBackend& cuda, Progress& progress, json& out) {
     ProfilingBackend prof(cuda, cuda.stream());
     StepTimer timer(prof, cuda.stream(), true);
-    ModelBenchOptions mo = a.model;
-    mo.pinned_logits = true;
-    auto created = ModelBench::create(prof, timer, config, mo, progress);
-    if (!created.ok()) {
-        std::fprintf(stderr, "gpu_bench: model: %s\n", created.error().message.c_str());
-        return 1;
-    }
-    ModelBench& mb = *created.value();
+    const std::unique_ptr<ModelBench> model = device_model(a, config, prof, timer, progress);
+    if (model == nullptr) return 1;
+    ModelBench& mb = *model;
+    const ModelBenchOptions& mo = a.model;
     mb.set_step_hooks([&prof] { prof.begin_step(); }, [&prof] { prof.end_step(); });
     const auto fail = [](const char* what, const Error& e) {
         std::fprintf(stderr, "gpu_bench: profile %s: %s\n", what, e.message.c_str());
@@ -142,6 +160,72 @@ int run_profile(const Args& a, const model::ModelConfig& config,
     };
     if (const int rc = profile_prefill(1, mo.prefill_len, 0); rc != 0) return rc;
     return profile_prefill(mo.prefill_seqs, mo.prefill_seq_len, mo.prefill_context);
+}
+
+void print_timeline(const std::string& title, const TimelineTable& t, json& out) {
+    std::printf("\n== timeline: %s: %d steps, %.1f us from first start to last end ==\n",
+                title.c_str(), t.steps, t.step_us);
+    std::printf("%-44s %10s %10s %12s %7s\n", "kernel", "calls/step", "busy us", "exposed us",
+                "% step");
+    json rows = json::array();
+    for (const TimelineRow& r : t.rows) {
+        std::printf("%-44.44s %10.1f %10.1f %12.1f %6.1f%%\n", r.kernel.c_str(), r.calls,
+                    r.busy_us, r.exposed_us, 100.0 * r.exposed_us / t.step_us);
+        rows.push_back({{"kernel", r.kernel},
+                        {"calls", r.calls},
+                        {"busy_us", r.busy_us},
+                        {"exposed_us", r.exposed_us}});
+    }
+    out["timeline"][title] = {{"steps", t.steps}, {"step_us", t.step_us}, {"kernels", rows}};
+}
+
+// --timeline: decode b=1, TTFT and the --decode-batches as they run (graphs, programmatic
+// dependent launch), each kernel charged with what it adds to the step (kernel_timeline.h).
+int run_timeline(const Args& a, const model::ModelConfig& config, tensor::Backend& backend,
+                 StepTimer& timer, Progress& progress, json& out) {
+    const std::unique_ptr<ModelBench> model = device_model(a, config, backend, timer, progress);
+    if (model == nullptr) return 1;
+    ModelBench& mb = *model;
+    const ModelBenchOptions& mo = a.model;
+    const auto measure = [&](const std::string& title, auto&& run_steps) {
+        Result<KernelTimeline> t = KernelTimeline::start();
+        if (!t.ok()) {
+            std::fprintf(stderr, "gpu_bench: timeline: %s\n", t.error().message.c_str());
+            return 1;
+        }
+        mb.set_step_hooks([&t] { t->begin_step(); }, [&t] { t->end_step(); });
+        progress("timeline: %s", title.c_str());
+        const Status ran = run_steps();
+        mb.set_step_hooks({}, {});
+        Result<TimelineTable> table = t->finish();
+        if (!ran.ok() || !table.ok()) {
+            std::fprintf(stderr, "gpu_bench: timeline %s: %s\n", title.c_str(),
+                         (!ran.ok() ? ran.error() : table.error()).message.c_str());
+            return 1;
+        }
+        print_timeline(title, *table, out);
+        return 0;
+    };
+    const std::string ctx = std::to_string(mo.context);
+    int rc = measure("decode b=1 @" + ctx, [&]() -> Status {
+        double prefill_ms = 0.0;
+        IS_RETURN_IF_ERROR(mb.decode_single(&prefill_ms));
+        return {};
+    });
+    if (rc == 0) {
+        rc = measure("TTFT " + std::to_string(mo.prompt) + " tok", [&]() -> Status {
+            IS_RETURN_IF_ERROR(mb.ttft());
+            return {};
+        });
+    }
+    for (const std::int64_t b : mo.decode_batches) {
+        if (rc != 0) break;
+        rc = measure("decode b=" + std::to_string(b) + " @" + ctx, [&]() -> Status {
+            IS_RETURN_IF_ERROR(mb.decode_batch(b));
+            return {};
+        });
+    }
+    return rc;
 }
 
 int run(const Args& a) {
@@ -191,6 +275,17 @@ int run(const Args& a) {
         const int rc = run_profile(a, config,
                                    static_cast<backends::cuda::CudaBackend&>(*backend), progress,
                                    out);
+        if (rc == 0 && !a.json_path.empty() && !write_json(out, a.json_path, "gpu_bench", progress))
+            return 1;
+        return rc;
+    }
+
+    if (a.timeline) {
+        if (!cuda) {
+            std::fprintf(stderr, "gpu_bench: --timeline needs the cuda backend\n");
+            return 2;
+        }
+        const int rc = run_timeline(a, config, *backend, timer, progress, out);
         if (rc == 0 && !a.json_path.empty() && !write_json(out, a.json_path, "gpu_bench", progress))
             return 1;
         return rc;
@@ -402,6 +497,9 @@ int main(int argc, char** argv) {
     app.add_option("--decode-batches", a.model.decode_batches, "e.g. 64,128,256")
         ->delimiter(',');
     app.add_option("--seed", a.model.seed, "weight seed");
+    app.add_flag("--timeline", a.timeline,
+                 "kernel timeline (CUPTI) of decode b=1, TTFT and the --decode-batches: what each "
+                 "kernel adds to the step as it runs");
     app.add_flag("--profile", a.profile,
                  "per-op profile of decode b=1, the --decode-batches and both prefills");
     app.add_option("--decode-max-kv", a.model.decode_max_kv_len,
