@@ -195,7 +195,7 @@ int run_timeline(const Args& a, const model::ModelConfig& config, tensor::Backen
         }
         mb.set_step_hooks([&t] { t->begin_step(); }, [&t] { t->end_step(); });
         progress("timeline: %s", title.c_str());
-        const Status ran = run_steps();
+        const Result<Measurement> ran = run_steps();
         mb.set_step_hooks({}, {});
         Result<TimelineTable> table = t->finish();
         if (!ran.ok() || !table.ok()) {
@@ -207,23 +207,15 @@ int run_timeline(const Args& a, const model::ModelConfig& config, tensor::Backen
         return 0;
     };
     const std::string ctx = std::to_string(mo.context);
-    int rc = measure("decode b=1 @" + ctx, [&]() -> Status {
-        double prefill_ms = 0.0;
-        IS_RETURN_IF_ERROR(mb.decode_single(&prefill_ms));
-        return {};
-    });
+    double prefill_ms = 0.0;
+    int rc = measure("decode b=1 @" + ctx, [&] { return mb.decode_single(&prefill_ms); });
     if (rc == 0) {
-        rc = measure("TTFT " + std::to_string(mo.prompt) + " tok", [&]() -> Status {
-            IS_RETURN_IF_ERROR(mb.ttft());
-            return {};
-        });
+        rc = measure("TTFT " + std::to_string(mo.prompt) + " tok", [&] { return mb.ttft(); });
     }
     for (const std::int64_t b : mo.decode_batches) {
         if (rc != 0) break;
-        rc = measure("decode b=" + std::to_string(b) + " @" + ctx, [&]() -> Status {
-            IS_RETURN_IF_ERROR(mb.decode_batch(b));
-            return {};
-        });
+        rc = measure("decode b=" + std::to_string(b) + " @" + ctx,
+                     [&] { return mb.decode_batch(b); });
     }
     return rc;
 }

@@ -231,10 +231,10 @@ class CudaBackend final : public tensor::Backend {
     bool stackable(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets) const;
     // LinearPath::Stacked (stackable must hold).
     void stacked_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
-    // The path for this group: measured once per shape and bucket among those allowed.
+    // The path for this group: measured once per shape and bucket among those the options and
+    // the group allow (the small kernel up to small_max_rows tokens, the stack where stackable).
     LinearPath choose_linear_path(const tensor::Tensor& x,
-                                  std::span<const tensor::LinearTarget> targets, bool small_ok,
-                                  bool stacked_ok);
+                                  std::span<const tensor::LinearTarget> targets);
     // One target through cuBLASLt (the bias fused in its epilogue when it can be).
     void lt_linear(const tensor::Tensor& x, const tensor::LinearTarget& target);
 

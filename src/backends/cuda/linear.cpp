@@ -52,10 +52,7 @@ void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTa
     for (const tensor::LinearTarget& t : targets) check_target(x, t);
     if (x.shape[0] == 0 || targets.empty()) return;
     activate();
-    const LinearPathOptions& o = options_.linear_paths;
-    const bool small_ok = x.shape[0] <= o.small_max_rows;
-    const bool stacked_ok = o.stacked && stackable(x, targets);
-    switch (choose_linear_path(x, targets, small_ok, stacked_ok)) {
+    switch (choose_linear_path(x, targets)) {
         case LinearPath::SmallKernel:
             if (small_linear(x, targets)) return;
             break;  // the kernel refused the problem: per target
@@ -66,8 +63,10 @@ void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTa
 }
 
 LinearPath CudaBackend::choose_linear_path(const Tensor& x,
-                                           std::span<const tensor::LinearTarget> targets,
-                                           bool small_ok, bool stacked_ok) {
+                                           std::span<const tensor::LinearTarget> targets) {
+    const LinearPathOptions& o = options_.linear_paths;
+    const bool small_ok = x.shape[0] <= o.small_max_rows;
+    const bool stacked_ok = o.stacked && stackable(x, targets);
     if (!small_ok && !stacked_ok) return LinearPath::PerTarget;
     const LinearPath untimed = small_ok ? LinearPath::SmallKernel : LinearPath::Stacked;
     if (!options_.linear_paths.autotune) return untimed;
@@ -209,11 +208,7 @@ bool CudaBackend::gated_gemv(const Tensor& x, std::span<const tensor::LinearTarg
     SmallLinearTarget small[kSmallLinearMaxTargets];
     if (gate_up[0].y.dtype != DType::BF16 || !to_small_targets(gate_up, small)) return false;
     activate();
-    const bool stacked_ok = options_.linear_paths.stacked && stackable(x, gate_up);
-    const bool small_ok = options_.linear_paths.small_max_rows >= 1;
-    if (choose_linear_path(x, gate_up, small_ok, stacked_ok) != LinearPath::SmallKernel) {
-        return false;
-    }
+    if (choose_linear_path(x, gate_up) != LinearPath::SmallKernel) return false;
     return launch_gated_gemv(x.data, x.shape[1], {small, 2}, small_linear_scratch(), stream_);
 }
 

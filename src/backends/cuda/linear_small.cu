@@ -211,6 +211,12 @@ bool launch(Params& p, const SmallLinearScratch& scratch, cudaStream_t stream) {
     return true;
 }
 
+// What every launch here needs of x and the targets.
+bool takes(const void* x, std::int64_t in, std::size_t targets) {
+    return in % 8 == 0 && in <= (1 << 30) && targets >= 1 && targets <= kSmallLinearMaxTargets &&
+           reinterpret_cast<std::uintptr_t>(x) % 16 == 0;
+}
+
 }  // namespace
 
 ClusterLinearLimits init_small_linear() {
@@ -221,10 +227,7 @@ ClusterLinearLimits init_small_linear() {
 bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
                          std::span<const SmallLinearTarget> targets, bool y_f32,
                          bool gemv, const SmallLinearScratch& scratch, cudaStream_t stream) {
-    if (n < 1 || n > kSmallLinearMaxRows || in % 8 != 0 || in > (1 << 30) || targets.empty() ||
-        targets.size() > kSmallLinearMaxTargets || reinterpret_cast<std::uintptr_t>(x) % 16 != 0) {
-        return false;
-    }
+    if (n < 1 || n > kSmallLinearMaxRows || !takes(x, in, targets.size())) return false;
     Params p{};
     p.x = static_cast<const bf16*>(x);
     p.n = static_cast<int>(n);
@@ -241,10 +244,7 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
 bool launch_gated_gemv(const void* x, std::int64_t in,
                        std::span<const SmallLinearTarget> gate_up,
                        const SmallLinearScratch& scratch, cudaStream_t stream) {
-    if (in % 8 != 0 || in > (1 << 30) || gate_up.size() != 2 ||
-        reinterpret_cast<std::uintptr_t>(x) % 16 != 0) {
-        return false;
-    }
+    if (gate_up.size() != 2 || !takes(x, in, gate_up.size())) return false;
     LinearTargets targets;
     if (!targets.set(gate_up, false)) return false;
     return launch_gemv(static_cast<const bf16*>(x), static_cast<int>(in), targets, true,
