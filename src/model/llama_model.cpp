@@ -329,8 +329,8 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     const Tensor k3 = reshaped(k, {n, c.num_kv_heads, c.head_dim});
     const Tensor v3 = reshaped(v, {n, c.num_kv_heads, c.head_dim});
     const tensor::KvPages pages = kv.pages(layer);
-    be.rope_write_kv(q3, k3, v3, positions, rope_, meta(l.slots, n), pages);
-    be.paged_attention(q3, pages, attn_args, reshaped(attn, {n, c.num_heads, c.head_dim}));
+    be.rope_attention(q3, k3, v3, positions, rope_, meta(l.slots, n), pages, attn_args,
+                      reshaped(attn, {n, c.num_heads, c.head_dim}));
 
     be.linear(attn, w.o.tensor, Tensor(), normed);
     be.add_rms_norm(hidden, normed, w.post_norm.tensor, c.rms_norm_eps, normed);

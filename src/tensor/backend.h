@@ -147,6 +147,18 @@ class Backend {
     virtual void paged_attention(const Tensor& q, const KvPages& pages,
                                  const PagedAttentionArgs& args, Tensor out) = 0;
 
+    // A layer's attention from its projections: rope_write_kv(q, k, v, positions, tables,
+    // slots, pages), then paged_attention(q, pages, args, out), which is what this default
+    // does. A backend may fuse them (a decode step rotating inside its attention kernel), and
+    // then need not rotate q and k in place: only out and the pages are results.
+    virtual void rope_attention(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
+                                const RopeTables& tables, const Tensor& slots,
+                                const KvPages& pages, const PagedAttentionArgs& args,
+                                Tensor out) {
+        rope_write_kv(q, k, v, positions, tables, slots, pages);
+        paged_attention(q, pages, args, out);
+    }
+
     // Memory injection, all layers in one op: for every token i of `args` and layer l, reads
     // row src_row[i] of chunk src_chunk[i], rotates its K to positions[i] (the same math as
     // `rope`, f32) and writes K and V to slot slots[i] of layer l's pages. Indices outside the

@@ -1,6 +1,6 @@
 // Decode attention: one query row per sequence against its paged KV, split over the KV so
-// that the GPU has enough blocks, with a second kernel merging the splits' partial softmax
-// states (max, sum, unnormalized output) exactly.
+// that the GPU has enough blocks; the splits' partial softmax states (max, sum, unnormalized
+// output) are merged exactly by a second kernel, or by the fast kernel's last split to finish.
 //
 // Batched decode rows at head dims 64 and 128 (every model config we ship) run the tensor-core
 // kernels of attention_decode_tc.cu instead; this file keeps two kernels for the rest (small
@@ -15,6 +15,11 @@
 //   and warps through shared memory once at the end. No shared memory in the main loop, no
 //   block barrier until the end. Graph-safe: the grid is (num_seqs, kv_heads, num_splits)
 //   from the host plan (or fixed_max_kv_len), splits past a sequence's end exit at once.
+//   With DecodeLaunch::split_arrivals the splits of a (sequence, kv head) count themselves in
+//   after writing their partials and the last one merges them (no merge launch); with
+//   DecodeLaunch::rope each block rotates its q rows and the block holding the newest token
+//   writes that token's K and V to the pages first (no rope_write_kv launch). K/V pages are
+//   read through L2 (ld.cg), so the token a block wrote is what it reads back.
 // - decode_attention_kernel (generic): any head_dim up to kMaxDecodeHeadDim (the tiny test
 //   models), groups up to kMaxDecodeGroup, and the all-rows fallback when the prefill kernel
 //   has no instantiation for head_dim. Per KV tile of kTile tokens: warps score tokens against
@@ -211,13 +216,65 @@ struct FastShape {
     static constexpr int kTokens = kSteps * kSlots;  // tokens per warp per iteration
 };
 
-__device__ __forceinline__ void bf16x8_to_float(const uint4& v, float (&f)[8]) {
-    const unsigned w[4] = {v.x, v.y, v.z, v.w};
+// This lane's 8 dims of a head row (16-byte chunk `part` of kLanes) turned by RoPE at `pos`
+// as rope_write_kv turns them and rounded to bf16 as it stores them: dim i pairs with dim
+// i + head_dim / 2, which lane part ^ kLanes / 2 of the same token slot holds. Every lane of the
+// warp must take part (shuffles).
+template <int kLanes>
+__device__ __forceinline__ void rope_lane8(float (&x)[8], int part, std::int32_t pos,
+                                           const DecodeLaunch::Rope& r) {
+    constexpr int kHalfLanes = kLanes / 2;
+    constexpr int kHalf = kLanes * 4;  // head_dim / 2
+    const bool first = part < kHalfLanes;
+    const std::int64_t col = static_cast<std::int64_t>(pos) * kHalf + (part % kHalfLanes) * 8;
+    float c[8], sn[8];
+    load8(r.cos + col, c);
+    load8(r.sin + col, sn);
 #pragma unroll
-    for (int i = 0; i < 4; ++i) {
-        f[2 * i] = __uint_as_float(w[i] << 16);
-        f[2 * i + 1] = __uint_as_float(w[i] & 0xffff0000u);
+    for (int e = 0; e < 8; ++e) {
+        const float other = __shfl_xor_sync(0xffffffffu, x[e], kHalfLanes);
+        float r0, r1;
+        rope_rotate(first ? x[e] : other, first ? other : x[e], c[e], sn[e], r0, r1);
+        x[e] = rounded<bf16>(first ? r0 : r1);
     }
+}
+
+// Head `head` of sequence `seq` (decode row `row`): its `live` split partials merged into out
+// by one warp, lanes over 4-dim groups. The partials are read through L2: the fast kernel's
+// last split merges what other blocks of the same launch wrote.
+__device__ __forceinline__ void merge_head_splits(const DecodeLaunch& launch, int num_heads,
+                                                  int d, int seq, int head, int row, int live,
+                                                  int lane, bf16* __restrict__ out) {
+    const std::int64_t first = (static_cast<std::int64_t>(seq) * num_heads + head) * launch.num_splits;
+    const float* ml = launch.partial_ml + first * 2;
+    const float* po = launch.partial_o + first * d;
+    float global_max = -INFINITY;
+    for (int i = 0; i < live; ++i) global_max = fmaxf(global_max, __ldcg(ml + 2 * i));
+    float total = 0.0f;
+    for (int i = 0; i < live; ++i) total += __ldcg(ml + 2 * i + 1) * exp2f(__ldcg(ml + 2 * i) - global_max);
+    const float inv = 1.0f / total;  // split 0 holds KV token 0, so total > 0
+    bf16* dst = out + (static_cast<std::int64_t>(row) * num_heads + head) * d;
+    for (int c = lane * 4; c < d; c += 32 * 4) {
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int i = 0; i < live; ++i) {
+            const float w = exp2f(__ldcg(ml + 2 * i) - global_max);
+            const float4 v =
+                __ldcg(reinterpret_cast<const float4*>(po + static_cast<std::int64_t>(i) * d + c));
+            acc.x += v.x * w;
+            acc.y += v.y * w;
+            acc.z += v.z * w;
+            acc.w += v.w * w;
+        }
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
+        *reinterpret_cast<__nv_bfloat162*>(dst + c) = lo;
+        *reinterpret_cast<__nv_bfloat162*>(dst + c + 2) = hi;
+    }
+}
+
+// Splits of a sequence's KV that hold some of it (the others exit at once).
+__device__ __forceinline__ int live_splits(const DecodeLaunch& launch, int kv_len) {
+    return min(launch.num_splits, (kv_len + launch.split_tokens - 1) / launch.split_tokens);
 }
 
 template <int kD, int kG>
@@ -246,6 +303,10 @@ __global__ void __launch_bounds__(kFastThreads)
     const int slot = lane / kLanes, part = lane % kLanes;  // token slot, 8-dim chunk
     const float scale_log2 = batch.scale * kLog2e;
 
+    const DecodeLaunch::Rope& rope = launch.rope;
+    const bool rotate = rope.positions != nullptr;
+    const std::int32_t pos = rotate ? rope.positions[row] : 0;
+    if (pos < 0 || (rotate && pos >= rope.max_positions)) __trap();  // beyond the tables: a bug
     float qf[kG][8];
 #pragma unroll
     for (int g = 0; g < kG; ++g) {
@@ -254,9 +315,32 @@ __global__ void __launch_bounds__(kFastThreads)
             raw = __ldg(reinterpret_cast<const uint4*>(
                 q + (static_cast<std::int64_t>(row) * batch.num_heads + head0 + g) * kD) + part);
         }
-        bf16x8_to_float(raw, qf[g]);
+        unpack8(raw, qf[g]);
+        if (rotate) rope_lane8<kLanes>(qf[g], part, pos, rope);
 #pragma unroll
         for (int i = 0; i < 8; ++i) qf[g][i] *= scale_log2;
+    }
+    if (rotate && end == s.kv_len) {
+        // This block holds the sequence's newest KV token: it writes it before reading it back.
+        const std::int32_t kv_slot = rope.slots[row];
+        if (kv_slot != -1 && warp == 0) {
+            if (kv_slot < 0 || kv_slot >= kv.num_blocks * kv.block_size) __trap();  // a bug
+            const std::int64_t src =
+                (static_cast<std::int64_t>(row) * kv.kv_heads + kv_head) * kD + part * 8;
+            float kf[8];
+            unpack8(__ldg(reinterpret_cast<const uint4*>(static_cast<const bf16*>(rope.k) + src)),
+                    kf);
+            rope_lane8<kLanes>(kf, part, pos, rope);
+            const uint4 v_raw =
+                __ldg(reinterpret_cast<const uint4*>(static_cast<const bf16*>(rope.v) + src));
+            if (slot == 0) {
+                const std::int64_t dst =
+                    (static_cast<std::int64_t>(kv_slot) * kv.kv_heads + kv_head) * kD + part * 8;
+                store8(static_cast<bf16*>(kv.k) + dst, kf);
+                *reinterpret_cast<uint4*>(static_cast<bf16*>(kv.v) + dst) = v_raw;
+            }
+        }
+        __syncthreads();
     }
     float m[kG], l[kG], o[kG][8];
 #pragma unroll
@@ -281,11 +365,11 @@ __global__ void __launch_bounds__(kFastThreads)
         }
 #pragma unroll
         for (int u = 0; u < kSteps; ++u) {
-            k_raw[u] = off[u] >= 0 ? __ldg(k_pages + off[u]) : make_uint4(0u, 0u, 0u, 0u);
+            k_raw[u] = off[u] >= 0 ? __ldcg(k_pages + off[u]) : make_uint4(0u, 0u, 0u, 0u);
         }
 #pragma unroll
         for (int u = 0; u < kSteps; ++u) {
-            v_raw[u] = off[u] >= 0 ? __ldg(v_pages + off[u]) : make_uint4(0u, 0u, 0u, 0u);
+            v_raw[u] = off[u] >= 0 ? __ldcg(v_pages + off[u]) : make_uint4(0u, 0u, 0u, 0u);
         }
 
         // Scores of this lane's tokens against every head, reduced over the token's lanes.
@@ -293,7 +377,7 @@ __global__ void __launch_bounds__(kFastThreads)
 #pragma unroll
         for (int u = 0; u < kSteps; ++u) {
             float kf[8];
-            bf16x8_to_float(k_raw[u], kf);
+            unpack8(k_raw[u], kf);
 #pragma unroll
             for (int g = 0; g < kG; ++g) {
                 float acc = 0.0f;
@@ -338,7 +422,7 @@ __global__ void __launch_bounds__(kFastThreads)
 #pragma unroll
         for (int u = 0; u < kSteps; ++u) {
             float vf[8];
-            bf16x8_to_float(v_raw[u], vf);
+            unpack8(v_raw[u], vf);
 #pragma unroll
             for (int g = 0; g < kG; ++g) {
 #pragma unroll
@@ -408,6 +492,24 @@ __global__ void __launch_bounds__(kFastThreads)
             }
         }
     }
+    if (single || launch.split_arrivals == nullptr) return;
+
+    // The last split of (sequence, kv head) to finish merges them all.
+    __shared__ bool last_in;
+    __threadfence();  // this block's partials are visible device-wide before it counts itself
+    __syncthreads();
+    if (tid == 0) {
+        int* count = launch.split_arrivals + static_cast<std::int64_t>(seq) * kv.kv_heads + kv_head;
+        last_in = atomicAdd(count, 1) == live_splits(launch, s.kv_len) - 1;
+        if (last_in) *count = 0;  // every split has arrived: ready for the next launch
+    }
+    __syncthreads();
+    if (!last_in) return;
+    __threadfence();
+    const int live = live_splits(launch, s.kv_len);
+    for (int g = warp; g < group; g += kFastWarps) {
+        merge_head_splits(launch, batch.num_heads, kD, seq, head0 + g, row, live, lane, out);
+    }
 }
 
 // One warp per (sequence, head), lanes over 4-dim groups. Only the splits that hold some of
@@ -425,36 +527,9 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
     if (head >= batch.num_heads) return;
     const SeqInfo s = load_seq(batch, seq, kv);
     if (s.q_len != 1) return;
-    const int live =
-        min(launch.num_splits, (s.kv_len + launch.split_tokens - 1) / launch.split_tokens);
+    const int live = live_splits(launch, s.kv_len);
     if (live <= 1) return;
-    const int d = kv.head_dim;
-    const std::int64_t first =
-        (static_cast<std::int64_t>(seq) * batch.num_heads + head) * launch.num_splits;
-    const float* __restrict__ ml = launch.partial_ml + first * 2;
-    const float* __restrict__ po = launch.partial_o + first * d;
-    float global_max = -INFINITY;
-    for (int i = 0; i < live; ++i) global_max = fmaxf(global_max, ml[2 * i]);
-    float total = 0.0f;
-    for (int i = 0; i < live; ++i) total += ml[2 * i + 1] * exp2f(ml[2 * i] - global_max);
-    const float inv = 1.0f / total;  // split 0 holds KV token 0, so total > 0
-    bf16* dst = out + (static_cast<std::int64_t>(s.q_start) * batch.num_heads + head) * d;
-    for (int c = lane * 4; c < d; c += 32 * 4) {
-        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        for (int i = 0; i < live; ++i) {
-            const float w = exp2f(ml[2 * i] - global_max);
-            const float4 v =
-                *reinterpret_cast<const float4*>(po + static_cast<std::int64_t>(i) * d + c);
-            acc.x += v.x * w;
-            acc.y += v.y * w;
-            acc.z += v.z * w;
-            acc.w += v.w * w;
-        }
-        const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
-        const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
-        *reinterpret_cast<__nv_bfloat162*>(dst + c) = lo;
-        *reinterpret_cast<__nv_bfloat162*>(dst + c + 2) = hi;
-    }
+    merge_head_splits(launch, batch.num_heads, kv.head_dim, seq, head, s.q_start, live, lane, out);
 }
 
 template <int kMaxD>
@@ -498,6 +573,10 @@ void launch_fast_for_group(int group, const void* q, const PagedKvView& pages,
 
 int decode_tile_tokens() { return kTile; }
 
+bool decode_fast_supports(int head_dim, int group) {
+    return group <= 8 && (head_dim == 64 || head_dim == 128 || head_dim == 256);
+}
+
 void launch_decode_attention(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
                              const DecodeLaunch& launch, void* out, cudaStream_t stream) {
     if (launch.grid_rows <= 0) return;
@@ -511,11 +590,15 @@ void launch_decode_attention(const void* q, const PagedKvView& pages, const Atte
     IS_CHECK(pages.kv_heads <= 65535 && launch.num_splits <= 65535) << "decode grid";
     const int group = batch.num_heads / pages.kv_heads;
     const int d = pages.head_dim;
-    if (launch.per_sequence && launch.max_ctas > 0 && decode_tc_supports(d, group)) {
+    const bool tensor_cores = launch.per_sequence && launch.max_ctas > 0 && decode_tc_supports(d, group);
+    const bool fast = !tensor_cores && launch.per_sequence && decode_fast_supports(d, group);
+    IS_CHECK(fast || (launch.split_arrivals == nullptr && launch.rope.positions == nullptr))
+        << "only the fast decode kernel merges its own splits or rotates";
+    if (tensor_cores) {
         launch_decode_tc_attention(q, pages, batch, launch, out, stream);
         return;
     }
-    if (launch.per_sequence && group <= 8 && (d == 64 || d == 128 || d == 256)) {
+    if (fast) {
         if (d == 64) {
             launch_fast_for_group<64>(group, q, pages, batch, launch, out, stream);
         } else if (d == 128) {
@@ -536,7 +619,7 @@ void launch_decode_attention(const void* q, const PagedKvView& pages, const Atte
 
 void launch_merge_splits(const PagedKvView& pages, const AttentionBatch& batch,
                          const DecodeLaunch& launch, void* out, cudaStream_t stream) {
-    if (launch.num_splits <= 1 || launch.grid_rows <= 0) return;
+    if (launch.num_splits <= 1 || launch.grid_rows <= 0 || launch.split_arrivals != nullptr) return;
     IS_CHECK(pages.head_dim % 4 == 0 && launch.split_tokens > 0) << "decode merge";
     const dim3 grid(static_cast<unsigned>(launch.grid_rows),
                     static_cast<unsigned>((batch.num_heads + kMergeWarps - 1) / kMergeWarps));

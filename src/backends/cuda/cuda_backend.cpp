@@ -83,6 +83,9 @@ Status CudaBackend::init() {
     IS_RETURN_IF_ERROR(
         allocate_scratch(&decode_item_counter_, 2 * sizeof(int), "decode item counters"));
     IS_CUDA_CHECK(cudaMemset(decode_item_counter_, 0, 2 * sizeof(int)));
+    IS_RETURN_IF_ERROR(
+        allocate_scratch(&split_arrivals_, kSplitArrivals * sizeof(int), "split arrivals"));
+    IS_CUDA_CHECK(cudaMemset(split_arrivals_, 0, kSplitArrivals * sizeof(int)));
     IS_RETURN_IF_ERROR(allocate_scratch(&linear_partials_, options_.small_linear_scratch_bytes,
                                         "small linear scratch"));
     IS_RETURN_IF_ERROR(allocate_scratch(&linear_counters_, kSmallLinearCounters * sizeof(int),
@@ -110,6 +113,7 @@ CudaBackend::~CudaBackend() {
     if (attention_workspace_ != nullptr) cudaFree(attention_workspace_);
     if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);
     if (decode_item_counter_ != nullptr) cudaFree(decode_item_counter_);
+    if (split_arrivals_ != nullptr) cudaFree(split_arrivals_);
     if (linear_partials_ != nullptr) cudaFree(linear_partials_);
     if (linear_counters_ != nullptr) cudaFree(linear_counters_);
     if (stacked_output_ != nullptr) cudaFree(stacked_output_);

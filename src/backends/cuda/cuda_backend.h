@@ -17,6 +17,7 @@
 #include <cuda_runtime_api.h>
 
 #include <memory>
+#include <optional>
 #include <span>
 #include <vector>
 
@@ -32,6 +33,16 @@
 namespace inferscale::backends::cuda {
 
 class LtMatmul;
+
+// paged_attention's launches for one batch, planned from the host metadata (paged_attention.cpp).
+struct AttentionPlan {
+    PagedKvView view;
+    AttentionBatch batch;
+    std::optional<PrefillLaunch> prefill;  // sequences of more than one query row
+    // Sequences of one query row (every row where the prefill kernel has no head_dim).
+    std::optional<DecodeLaunch> decode;
+    bool fast_decode = false;  // decode runs the fast kernel (decode_fast_supports)
+};
 
 // How paged_attention runs chunks of more than one query row.
 struct PrefillAttentionOptions {
@@ -166,6 +177,12 @@ class CudaBackend final : public tensor::Backend {
                   const tensor::KvPages& pages) override;
     void paged_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
                          const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
+    // One launch where the batch is decode rows on the fast kernel (small batches), which
+    // then leaves q and k unrotated.
+    void rope_attention(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
+                        const tensor::Tensor& positions, const tensor::RopeTables& tables,
+                        const tensor::Tensor& slots, const tensor::KvPages& pages,
+                        const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
     // In inject.cu.
     void inject_chunks(const tensor::InjectArgs& args,
                        const tensor::RopeTables& tables) override;
@@ -219,6 +236,19 @@ class CudaBackend final : public tensor::Backend {
     void* attention_workspace_ = nullptr;  // options_.attention_workspace_bytes
     void* cublas_workspace_ = nullptr;     // options_.cublas_workspace_bytes
     int* decode_item_counter_ = nullptr;   // DecodeLaunch::item_counter (two ints)
+    // DecodeLaunch::split_arrivals: (sequence, kv head) pairs the fast decode kernel can merge
+    // itself; larger batches (which a fast-kernel step rarely is) take the merge kernel.
+    static constexpr std::int64_t kSplitArrivals = 4096;
+    int* split_arrivals_ = nullptr;
+    // paged_attention's checks and plan (no launch), and its launches.
+    AttentionPlan plan_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
+                                 const tensor::PagedAttentionArgs& args,
+                                 const tensor::Tensor& out) const;
+    void launch_attention(const tensor::Tensor& q, const AttentionPlan& plan, tensor::Tensor out);
+    // rope_write_kv's launches, operands checked.
+    void enqueue_rope_write_kv(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
+                               const tensor::Tensor& positions, const tensor::RopeTables& tables,
+                               const tensor::Tensor& slots, const PagedKvView& view);
     PinnedHostCache pinned_;               // allocate_host / free_host
     // The small-batch linear kernel for `targets` when it takes them; false enqueues nothing.
     bool small_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);

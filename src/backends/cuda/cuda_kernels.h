@@ -161,14 +161,35 @@ struct DecodeLaunch {
     // (two device ints, zero before the first). false: a CTA's warps share each item.
     bool warp_items = false;
     int* item_counter = nullptr;
+    // Fast kernel (decode_fast_supports): the splits of a (sequence, kv head) count themselves
+    // in split_arrivals[sequence * kv_heads + kv_head] and the last one in merges them and
+    // zeroes its count (device ints, zero before the first launch), so launch_merge_splits
+    // has nothing left to do. Null: the merge kernel merges.
+    int* split_arrivals = nullptr;
+    // Fast kernel: rope_write_kv fused in. With rope.positions set, q holds the rows
+    // unrotated; each block rotates its heads' rows, and the block holding a sequence's newest
+    // KV token first writes that token's K (rotated) and V, rows rope.k / rope.v [num_tokens,
+    // kv_heads, head_dim], to slot rope.slots[row] (-1: padding, nothing written).
+    struct Rope {
+        const std::int32_t* positions = nullptr;  // [num_tokens]
+        const float* cos = nullptr;               // [max_positions, head_dim / 2]
+        const float* sin = nullptr;
+        std::int64_t max_positions = 0;
+        const std::int32_t* slots = nullptr;  // [num_tokens]
+        const void* k = nullptr;  // bf16
+        const void* v = nullptr;  // bf16
+    } rope;
 };
+// The bandwidth kernel of small decode batches, which can take DecodeLaunch::split_arrivals
+// and DecodeLaunch::rope: per-sequence rows, head_dim 64/128/256, GQA groups up to 8.
+bool decode_fast_supports(int head_dim, int group);
 // A sequence whose KV fits in split 0 (kv_len <= split_tokens) gets its output from the decode
 // kernel directly; splits past a sequence's end are neither written nor merged.
 int decode_tile_tokens();
 void launch_decode_attention(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
                              const DecodeLaunch& launch, void* out, cudaStream_t stream);
 // Combines the split partials of every single-row sequence whose KV spans more than one
-// split into out (bf16).
+// split into out (bf16); a no-op where the decode kernel merged them (split_arrivals).
 void launch_merge_splits(const PagedKvView& pages, const AttentionBatch& batch,
                          const DecodeLaunch& launch, void* out, cudaStream_t stream);
 

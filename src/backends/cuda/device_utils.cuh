@@ -32,6 +32,15 @@ __device__ __forceinline__ float rounded(float v) {
     return to_f32(from_f32<T>(v));
 }
 
+// RoPE's rotate_half pair (x0: dim i, x1: dim i + d/2) turned by the angle of cosine c and
+// sine s. The products are rounded before the sum (no fused multiply-add), so every kernel that
+// rotates (rope, the fused decode attention, injection) gets the same bits as the CPU backend.
+__device__ __forceinline__ void rope_rotate(float x0, float x1, float c, float s, float& r0,
+                                            float& r1) {
+    r0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
+    r1 = __fadd_rn(__fmul_rn(x1, c), __fmul_rn(x0, s));
+}
+
 // silu(g) * u, SwiGLU's product. expf rather than __expf: the silu of large negative gates must
 // still go to 0 cleanly.
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }

@@ -128,10 +128,7 @@ __global__ void inject_kernel(InjectKernelArgs a) {
     }
     float y1[kVec], y2[kVec];
 #pragma unroll
-    for (int i = 0; i < kVec; ++i) {
-        y1[i] = x1[i] * c[i] - x2[i] * s[i];
-        y2[i] = x2[i] * c[i] + x1[i] * s[i];
-    }
+    for (int i = 0; i < kVec; ++i) rope_rotate(x1[i], x2[i], c[i], s[i], y1[i], y2[i]);
     Pack<kVec>::store(kd, y1);
     Pack<kVec>::store(kd + a.half, y2);
     Pack<kVec>::copy(vd, vs);

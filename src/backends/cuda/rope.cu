@@ -56,10 +56,7 @@ __device__ __forceinline__ void rotate8(const T* x, int i, int half, std::int32_
     load8(x + i, x0);
     load8(x + i + half, x1);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) {
-        r0[e] = x0[e] * c[e] - x1[e] * sn[e];
-        r1[e] = x1[e] * c[e] + x0[e] * sn[e];
-    }
+    for (int e = 0; e < 8; ++e) rope_rotate(x0[e], x1[e], c[e], sn[e], r0[e], r1[e]);
 }
 
 template <class T>
@@ -100,10 +97,10 @@ __global__ void rope_kernel(RopeRows<T> a, RopeRows<T> b, std::int64_t n, std::i
         if (pos < 0 || pos >= max_positions) __trap();  // beyond the tables: a bug upstream
         const float c = cos_table[pos * half + i];
         const float s = sin_table[pos * half + i];
-        const float x0 = to_f32(v[i]);
-        const float x1 = to_f32(v[i + half]);
-        v[i] = from_f32<T>(x0 * c - x1 * s);
-        v[i + half] = from_f32<T>(x1 * c + x0 * s);
+        float r0, r1;
+        rope_rotate(to_f32(v[i]), to_f32(v[i + half]), c, s, r0, r1);
+        v[i] = from_f32<T>(r0);
+        v[i + half] = from_f32<T>(r1);
     }
 }
 

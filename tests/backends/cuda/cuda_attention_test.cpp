@@ -2,7 +2,7 @@
 // starting mid-sequence) and decode rows, page tables that are shuffled and non-contiguous,
 // stale random data past each sequence's end, head dims with and without a tensor-core
 // prefill kernel, narrow and wide prefill tiles, long contexts for the split-KV decode path,
-// and graph capture.
+// graph capture, and rope_attention against the ops it fuses.
 
 #include <algorithm>
 #include <cmath>
@@ -378,6 +378,141 @@ TEST_F(CudaAttentionFixedBoundTest, ManySplitsFromBound) {
     const std::vector<float> got = download(*gpu_, p.dout.tensor);
     const std::vector<float> ref = cpu_reference(cpu_, p, c, scale);
     EXPECT_LT(worst_row_error(got, ref, p.n, 8 * 128), 2 * kBf16Tolerance);
+}
+
+// rope_attention against its definition, rope_write_kv then paged_attention, from the same
+// unrotated projections: decode batches that the fast kernel takes in one launch (one long
+// split sequence, mixed lengths with a padding row, head_dim 64 and 256, a group rounded up),
+// and batches that compose (a prefill row; the tensor-core decode kernel). Output and pages
+// must be bit-identical, a second fused launch must repeat the first (the split arrival counts
+// start from zero again), and the fused launch must leave q unrotated where the composed ops
+// rotate it in place.
+struct RopeCase {
+    AttnCase attn;
+    bool fused;
+    std::vector<int> padding;  // sequences whose row writes nothing (slot -1)
+};
+
+// The rope_attention operands of problem p: unrotated q and new K/V rows, positions (KV index
+// plus 3), slots of each row's KV token, and HF rotary tables.
+struct RopeOperands {
+    std::vector<float> k, v, cos, sin;
+    std::vector<std::int32_t> positions, slots;
+    std::int64_t max_positions = 0;
+};
+
+RopeOperands rope_operands(const Problem& p, const RopeCase& rc, std::mt19937& rng) {
+    const AttnCase& c = rc.attn;
+    RopeOperands r;
+    r.k = random_bf16(p.n * c.kv_heads * c.head_dim, rng);
+    r.v = random_bf16(p.n * c.kv_heads * c.head_dim, rng);
+    int max_kv = 0;
+    for (std::size_t s = 0; s < c.seqs.size(); ++s) {
+        const Seq& seq = c.seqs[s];
+        max_kv = std::max(max_kv, seq.kv_len);
+        const bool pad = std::find(rc.padding.begin(), rc.padding.end(), s) != rc.padding.end();
+        for (int j = seq.kv_len - seq.q_len; j < seq.kv_len; ++j) {
+            const std::int32_t page = p.indices[p.indptr[s] + j / c.block_size];
+            r.slots.push_back(pad ? -1 : page * c.block_size + j % c.block_size);
+            r.positions.push_back(j + 3);
+        }
+    }
+    const int half = c.head_dim / 2;
+    r.max_positions = max_kv + 3;
+    for (std::int64_t pos = 0; pos < r.max_positions; ++pos) {
+        for (int i = 0; i < half; ++i) {
+            const double angle = pos * std::pow(10000.0, -2.0 * i / c.head_dim);
+            r.cos.push_back(static_cast<float>(std::cos(angle)));
+            r.sin.push_back(static_cast<float>(std::sin(angle)));
+        }
+    }
+    return r;
+}
+
+struct RopeResult {
+    std::vector<float> out, k_pages, v_pages, q;
+};
+
+RopeResult run_rope_attention(CudaBackend& gpu, const Problem& p, const RopeCase& rc,
+                              const RopeOperands& r, bool composed) {
+    const AttnCase& c = rc.attn;
+    const std::int64_t n = p.n, kvh = c.kv_heads, d = c.head_dim, bs = c.block_size;
+    DeviceTensor q = device_from(gpu, p.q, DType::BF16, {n, c.heads, d});
+    DeviceTensor k = device_from(gpu, r.k, DType::BF16, {n, kvh, d});
+    DeviceTensor v = device_from(gpu, r.v, DType::BF16, {n, kvh, d});
+    DeviceTensor kp = device_from(gpu, p.k_pages, DType::BF16, {p.blocks, bs, kvh, d});
+    DeviceTensor vp = device_from(gpu, p.v_pages, DType::BF16, {p.blocks, bs, kvh, d});
+    DeviceTensor cos = device_from(gpu, r.cos, DType::F32, {r.max_positions, d / 2});
+    DeviceTensor sin = device_from(gpu, r.sin, DType::F32, {r.max_positions, d / 2});
+    DeviceTensor positions = device_ints(gpu, r.positions);
+    DeviceTensor slots = device_ints(gpu, r.slots);
+    const tensor::RopeTables tables{cos.tensor, sin.tensor};
+    const tensor::KvPages pages{kp.tensor, vp.tensor};
+    const auto args = device_args(p, static_cast<int>(c.seqs.size()),
+                                  1.0f / std::sqrt(static_cast<float>(d)));
+    poison(gpu, p.dout.tensor);
+    if (composed) {
+        gpu.rope_write_kv(q.tensor, k.tensor, v.tensor, positions.tensor, tables, slots.tensor,
+                          pages);
+        gpu.paged_attention(q.tensor, pages, args, p.dout.tensor);
+    } else {
+        gpu.rope_attention(q.tensor, k.tensor, v.tensor, positions.tensor, tables, slots.tensor,
+                           pages, args, p.dout.tensor);
+    }
+    return {download(gpu, p.dout.tensor), download(gpu, kp.tensor), download(gpu, vp.tensor),
+            download(gpu, q.tensor)};
+}
+
+void check_rope_attention(CudaBackend& gpu, CpuBackend& cpu, const RopeCase& rc,
+                          std::mt19937& rng) {
+    const AttnCase& c = rc.attn;
+    Problem p = make_problem(gpu, c, rng);
+    const RopeOperands r = rope_operands(p, rc, rng);
+    const RopeResult want = run_rope_attention(gpu, p, rc, r, true);
+    for (int launch = 0; launch < 2; ++launch) {
+        const RopeResult got = run_rope_attention(gpu, p, rc, r, false);
+        EXPECT_EQ(got.out, want.out) << c.name << " launch " << launch;
+        EXPECT_EQ(got.k_pages, want.k_pages) << c.name << " launch " << launch;
+        EXPECT_EQ(got.v_pages, want.v_pages) << c.name << " launch " << launch;
+        EXPECT_EQ(got.q == p.q, rc.fused) << c.name << ": q rotated in place iff composed";
+    }
+    EXPECT_NE(want.k_pages, p.k_pages) << c.name << ": the new tokens were written";
+    // The composed result itself against the CPU on what it attended to.
+    p.q = want.q;
+    p.k_pages = want.k_pages;
+    p.v_pages = want.v_pages;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    EXPECT_LT(worst_row_error(want.out, cpu_reference(cpu, p, c, scale), p.n,
+                              std::int64_t{c.heads} * c.head_dim),
+              2 * kBf16Tolerance)
+        << c.name;
+}
+
+class CudaRopeAttentionTest : public CudaTest {};
+
+TEST_F(CudaRopeAttentionTest, FusedDecodeMatchesComposedOps) {
+    for (const RopeCase& rc :
+         {RopeCase{{"b1_long_split", 32, 8, 128, 16, {{1, 1100}}}, true, {}},
+          RopeCase{{"mixed_with_padding", 32, 8, 128, 16,
+                    {{1, 700}, {1, 1}, {1, 65}, {1, 64}, {1, 3000}}},
+                   true,
+                   {1}},
+          RopeCase{{"d64_gqa8_bs32", 16, 2, 64, 32, {{1, 2000}, {1, 33}}}, true, {}},
+          RopeCase{{"d256_gqa2", 4, 2, 256, 16, {{1, 1500}, {1, 9}}}, true, {}},
+          RopeCase{{"gqa3_rounded_up", 6, 2, 64, 16, {{1, 500}, {1, 17}}}, true, {}},
+          RopeCase{{"prefill_row_composes", 32, 8, 128, 16, {{1, 900}, {20, 300}}}, false, {}},
+          RopeCase{{"generic_kernel_composes", 32, 2, 128, 16, {{1, 900}}}, false, {}}}) {
+        check_rope_attention(*gpu_, cpu_, rc, rng_);
+    }
+}
+
+TEST_F(CudaRopeAttentionTest, TensorCoreDecodeComposes) {
+    backends::cuda::DecodeAttentionOptions o;
+    o.tensor_core_min_pairs = 1;
+    gpu_->set_decode_options(o);
+    check_rope_attention(
+        *gpu_, cpu_, RopeCase{{"tensor_cores", 32, 8, 128, 16, {{1, 900}, {1, 50}}}, false, {}},
+        rng_);
 }
 
 }  // namespace
