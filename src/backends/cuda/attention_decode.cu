@@ -18,8 +18,10 @@
 //   With DecodeLaunch::split_arrivals the splits of a (sequence, kv head) count themselves in
 //   after writing their partials and the last one merges them (no merge launch); with
 //   DecodeLaunch::rope each block rotates its q rows and the block holding the newest token
-//   writes that token's K and V to the pages first (no rope_write_kv launch). K/V pages are
-//   read through L2 (ld.cg), so the token a block wrote is what it reads back.
+//   writes that token's K and V to the pages and hands them to its lanes through shared
+//   memory (no rope_write_kv launch). The metadata, the rotary angles and the first
+//   iteration's K/V rows (all but the newest token) are read before waiting for the kernel
+//   before: they are in memory before the launch.
 // - decode_attention_kernel (generic): any head_dim up to kMaxDecodeHeadDim (the tiny test
 //   models), groups up to kMaxDecodeGroup, and the all-rows fallback when the prefill kernel
 //   has no instantiation for head_dim. Per KV tile of kTile tokens: warps score tokens against
@@ -216,20 +218,27 @@ struct FastShape {
     static constexpr int kTokens = kSteps * kSlots;  // tokens per warp per iteration
 };
 
-// This lane's 8 dims of a head row (16-byte chunk `part` of kLanes) turned by RoPE at `pos`
-// as rope_write_kv turns them and rounded to bf16 as it stores them: dim i pairs with dim
-// i + head_dim / 2, which lane part ^ kLanes / 2 of the same token slot holds. Every lane of the
-// warp must take part (shuffles).
+// The cosines and sines this lane's 8 dims (16-byte chunk `part` of kLanes) turn by at `pos`.
 template <int kLanes>
-__device__ __forceinline__ void rope_lane8(float (&x)[8], int part, std::int32_t pos,
-                                           const DecodeLaunch::Rope& r) {
+__device__ __forceinline__ void rope_angles8(int part, std::int32_t pos,
+                                             const DecodeLaunch::Rope& r, float (&c)[8],
+                                             float (&sn)[8]) {
     constexpr int kHalfLanes = kLanes / 2;
     constexpr int kHalf = kLanes * 4;  // head_dim / 2
-    const bool first = part < kHalfLanes;
     const std::int64_t col = static_cast<std::int64_t>(pos) * kHalf + (part % kHalfLanes) * 8;
-    float c[8], sn[8];
     load8(r.cos + col, c);
     load8(r.sin + col, sn);
+}
+
+// This lane's 8 dims of a head row turned by those angles as rope_write_kv turns them, and
+// rounded to bf16 as it stores them: dim i pairs with dim i + head_dim / 2, which lane
+// part ^ kLanes / 2 of the same token slot holds. Every lane of the warp must take part
+// (shuffles).
+template <int kLanes>
+__device__ __forceinline__ void rope_lane8(float (&x)[8], int part, const float (&c)[8],
+                                           const float (&sn)[8]) {
+    constexpr int kHalfLanes = kLanes / 2;
+    const bool first = part < kHalfLanes;
 #pragma unroll
     for (int e = 0; e < 8; ++e) {
         const float other = __shfl_xor_sync(0xffffffffu, x[e], kHalfLanes);
@@ -245,13 +254,16 @@ __device__ __forceinline__ void rope_lane8(float (&x)[8], int part, std::int32_t
 __device__ __forceinline__ void merge_head_splits(const DecodeLaunch& launch, int num_heads,
                                                   int d, int seq, int head, int row, int live,
                                                   int lane, bf16* __restrict__ out) {
-    const std::int64_t first = (static_cast<std::int64_t>(seq) * num_heads + head) * launch.num_splits;
+    const std::int64_t first =
+        (static_cast<std::int64_t>(seq) * num_heads + head) * launch.num_splits;
     const float* ml = launch.partial_ml + first * 2;
     const float* po = launch.partial_o + first * d;
     float global_max = -INFINITY;
     for (int i = 0; i < live; ++i) global_max = fmaxf(global_max, __ldcg(ml + 2 * i));
     float total = 0.0f;
-    for (int i = 0; i < live; ++i) total += __ldcg(ml + 2 * i + 1) * exp2f(__ldcg(ml + 2 * i) - global_max);
+    for (int i = 0; i < live; ++i) {
+        total += __ldcg(ml + 2 * i + 1) * exp2f(__ldcg(ml + 2 * i) - global_max);
+    }
     const float inv = 1.0f / total;  // split 0 holds KV token 0, so total > 0
     bf16* dst = out + (static_cast<std::int64_t>(row) * num_heads + head) * d;
     for (int c = lane * 4; c < d; c += 32 * 4) {
@@ -277,36 +289,90 @@ __device__ __forceinline__ int live_splits(const DecodeLaunch& launch, int kv_le
     return min(launch.num_splits, (kv_len + launch.split_tokens - 1) / launch.split_tokens);
 }
 
+// Counts a finished split of (sequence, kv head) in (DecodeLaunch::split_arrivals); call once
+// its partials are visible device-wide. True for the last split in, which also zeroes the count
+// for the next launch and then merges.
+__device__ __forceinline__ bool count_split_in(const DecodeLaunch& launch, int kv_heads, int seq,
+                                               int kv_head, int kv_len) {
+    int* count = launch.split_arrivals + static_cast<std::int64_t>(seq) * kv_heads + kv_head;
+    const bool last = atomicAdd(count, 1) == live_splits(launch, kv_len) - 1;
+    if (last) *count = 0;
+    return last;
+}
+
 template <int kD, int kG>
 __global__ void __launch_bounds__(kFastThreads)
     decode_fast_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                        DecodeLaunch launch, bf16* __restrict__ out) {
     allow_next_launch();
-    wait_for_inputs();
     using Shape = FastShape<kD, kG>;
     constexpr int kLanes = Shape::kLanes, kSteps = Shape::kSteps, kSlots = Shape::kSlots;
     __shared__ float o_s[kFastWarps][kG][kD];
     __shared__ float m_s[kFastWarps][kG], l_s[kFastWarps][kG];
 
+    // The batch metadata and every KV token but each sequence's newest (which the launch before,
+    // rope_write_kv, or this block writes) are in memory before this launch: they are read
+    // before waiting for the inputs.
     const int seq = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
     const SeqInfo s = load_seq(batch, seq, kv);
-    if (s.q_len != 1) return;  // prefill rows belong to the prefill kernel
+    const int begin = split * launch.split_tokens;
+    if (s.q_len != 1 || begin >= s.kv_len) {
+        // Prefill rows belong to the prefill kernel; past the sequence's end the merge skips
+        // this split.
+        wait_for_inputs();
+        return;
+    }
     const int row = s.q_start;
     const int group = batch.num_heads / kv.kv_heads;
     const int head0 = kv_head * group;
-    const int begin = split * launch.split_tokens;
-    if (begin >= s.kv_len) return;  // past the sequence's end: the merge skips this split
     const bool single = launch.num_splits == 1 || s.kv_len <= launch.split_tokens;
     const int end = single ? s.kv_len : min(s.kv_len, begin + launch.split_tokens);
+    const int newest = s.kv_len - 1;
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const int slot = lane / kLanes, part = lane % kLanes;  // token slot, 8-dim chunk
     const float scale_log2 = batch.scale * kLog2e;
 
+    // The warp's K/V rows of one iteration: this lane's 16-byte chunks of tokens
+    // t0 + u * kSlots + slot (off -1: past the split, zeros).
+    const uint4* k_pages = static_cast<const uint4*>(kv.k);
+    const uint4* v_pages = static_cast<const uint4*>(kv.v);
+    const PagedRows kv_rows(s, kv, kv_head, 8);
+    uint4 k_raw[kSteps], v_raw[kSteps];
+    std::int64_t off[kSteps];
+    const auto locate_rows = [&](int t0) {
+#pragma unroll
+        for (int u = 0; u < kSteps; ++u) {
+            const int j = t0 + u * kSlots + slot;
+            off[u] = j < end ? kv_rows(j) + part : -1;
+            k_raw[u] = v_raw[u] = make_uint4(0u, 0u, 0u, 0u);
+        }
+    };
+    // Loads the rows located, the newest token's only (`newest_only`) or all but it.
+    const auto load_rows = [&](int t0, bool newest_only) {
+#pragma unroll
+        for (int u = 0; u < kSteps; ++u) {
+            if (off[u] >= 0 && (t0 + u * kSlots + slot == newest) == newest_only) {
+                k_raw[u] = __ldg(k_pages + off[u]);
+                v_raw[u] = __ldg(v_pages + off[u]);
+            }
+        }
+    };
+    const int first_t0 = begin + warp * Shape::kTokens;
+    if (first_t0 < end) {
+        locate_rows(first_t0);
+        load_rows(first_t0, false);
+    }
+
     const DecodeLaunch::Rope& rope = launch.rope;
     const bool rotate = rope.positions != nullptr;
-    const std::int32_t pos = rotate ? rope.positions[row] : 0;
-    if (pos < 0 || (rotate && pos >= rope.max_positions)) __trap();  // beyond the tables: a bug
+    float cos8[8], sin8[8];
+    if (rotate) {
+        const std::int32_t pos = rope.positions[row];
+        if (pos < 0 || pos >= rope.max_positions) __trap();  // beyond the tables: a bug
+        rope_angles8<kLanes>(part, pos, rope, cos8, sin8);
+    }
+    wait_for_inputs();
     float qf[kG][8];
 #pragma unroll
     for (int g = 0; g < kG; ++g) {
@@ -316,27 +382,32 @@ __global__ void __launch_bounds__(kFastThreads)
                 q + (static_cast<std::int64_t>(row) * batch.num_heads + head0 + g) * kD) + part);
         }
         unpack8(raw, qf[g]);
-        if (rotate) rope_lane8<kLanes>(qf[g], part, pos, rope);
+        if (rotate) rope_lane8<kLanes>(qf[g], part, cos8, sin8);
 #pragma unroll
         for (int i = 0; i < 8; ++i) qf[g][i] *= scale_log2;
     }
-    if (rotate && end == s.kv_len) {
-        // This block holds the sequence's newest KV token: it writes it before reading it back.
+    // This block holds the sequence's newest KV token: it writes it to the pages and hands it
+    // to the lanes that attend to it through shared memory.
+    __shared__ uint4 newest_k[kLanes], newest_v[kLanes];
+    const bool newest_here = rotate && end == s.kv_len && rope.slots[row] != -1;
+    if (newest_here) {
         const std::int32_t kv_slot = rope.slots[row];
-        if (kv_slot != -1 && warp == 0) {
-            if (kv_slot < 0 || kv_slot >= kv.num_blocks * kv.block_size) __trap();  // a bug
+        if (kv_slot < 0 || kv_slot >= kv.num_blocks * kv.block_size) __trap();  // a bug
+        if (warp == 0) {
             const std::int64_t src =
                 (static_cast<std::int64_t>(row) * kv.kv_heads + kv_head) * kD + part * 8;
             float kf[8];
             unpack8(__ldg(reinterpret_cast<const uint4*>(static_cast<const bf16*>(rope.k) + src)),
                     kf);
-            rope_lane8<kLanes>(kf, part, pos, rope);
+            rope_lane8<kLanes>(kf, part, cos8, sin8);
             const uint4 v_raw =
                 __ldg(reinterpret_cast<const uint4*>(static_cast<const bf16*>(rope.v) + src));
             if (slot == 0) {
                 const std::int64_t dst =
                     (static_cast<std::int64_t>(kv_slot) * kv.kv_heads + kv_head) * kD + part * 8;
-                store8(static_cast<bf16*>(kv.k) + dst, kf);
+                newest_k[part] = pack8(kf);
+                newest_v[part] = v_raw;
+                *reinterpret_cast<uint4*>(static_cast<bf16*>(kv.k) + dst) = newest_k[part];
                 *reinterpret_cast<uint4*>(static_cast<bf16*>(kv.v) + dst) = v_raw;
             }
         }
@@ -351,25 +422,21 @@ __global__ void __launch_bounds__(kFastThreads)
         for (int i = 0; i < 8; ++i) o[g][i] = 0.0f;
     }
 
-    const uint4* k_pages = static_cast<const uint4*>(kv.k);
-    const uint4* v_pages = static_cast<const uint4*>(kv.v);
-    const PagedRows kv_rows(s, kv, kv_head, 8);
-    for (int t0 = begin + warp * Shape::kTokens; t0 < end; t0 += kFastWarps * Shape::kTokens) {
-        uint4 k_raw[kSteps], v_raw[kSteps];
-        std::int64_t off[kSteps];
-#pragma unroll
-        for (int u = 0; u < kSteps; ++u) {
-            const int j = t0 + u * kSlots + slot;
-            off[u] = -1;
-            if (j < end) off[u] = kv_rows(j) + part;
+    for (int t0 = first_t0; t0 < end; t0 += kFastWarps * Shape::kTokens) {
+        if (t0 != first_t0) {
+            locate_rows(t0);
+            load_rows(t0, false);
         }
+        if (newest_here) {
 #pragma unroll
-        for (int u = 0; u < kSteps; ++u) {
-            k_raw[u] = off[u] >= 0 ? __ldcg(k_pages + off[u]) : make_uint4(0u, 0u, 0u, 0u);
-        }
-#pragma unroll
-        for (int u = 0; u < kSteps; ++u) {
-            v_raw[u] = off[u] >= 0 ? __ldcg(v_pages + off[u]) : make_uint4(0u, 0u, 0u, 0u);
+            for (int u = 0; u < kSteps; ++u) {
+                if (off[u] >= 0 && t0 + u * kSlots + slot == newest) {
+                    k_raw[u] = newest_k[part];
+                    v_raw[u] = newest_v[part];
+                }
+            }
+        } else {
+            load_rows(t0, true);
         }
 
         // Scores of this lane's tokens against every head, reduced over the token's lanes.
@@ -498,11 +565,7 @@ __global__ void __launch_bounds__(kFastThreads)
     __shared__ bool last_in;
     __threadfence();  // this block's partials are visible device-wide before it counts itself
     __syncthreads();
-    if (tid == 0) {
-        int* count = launch.split_arrivals + static_cast<std::int64_t>(seq) * kv.kv_heads + kv_head;
-        last_in = atomicAdd(count, 1) == live_splits(launch, s.kv_len) - 1;
-        if (last_in) *count = 0;  // every split has arrived: ready for the next launch
-    }
+    if (tid == 0) last_in = count_split_in(launch, kv.kv_heads, seq, kv_head, s.kv_len);
     __syncthreads();
     if (!last_in) return;
     __threadfence();
@@ -590,7 +653,8 @@ void launch_decode_attention(const void* q, const PagedKvView& pages, const Atte
     IS_CHECK(pages.kv_heads <= 65535 && launch.num_splits <= 65535) << "decode grid";
     const int group = batch.num_heads / pages.kv_heads;
     const int d = pages.head_dim;
-    const bool tensor_cores = launch.per_sequence && launch.max_ctas > 0 && decode_tc_supports(d, group);
+    const bool tensor_cores =
+        launch.per_sequence && launch.max_ctas > 0 && decode_tc_supports(d, group);
     const bool fast = !tensor_cores && launch.per_sequence && decode_fast_supports(d, group);
     IS_CHECK(fast || (launch.split_arrivals == nullptr && launch.rope.positions == nullptr))
         << "only the fast decode kernel merges its own splits or rotates";

@@ -115,12 +115,16 @@ __device__ __forceinline__ void load8(const float* p, float (&f)[8]) {
     f[0] = a.x, f[1] = a.y, f[2] = a.z, f[3] = a.w;
     f[4] = b.x, f[5] = b.y, f[6] = b.z, f[7] = b.w;
 }
-__device__ __forceinline__ void store8(bf16* p, const float (&f)[8]) {
+// 8 f32 rounded to bf16 and packed into 16 bytes (unpack8's inverse).
+__device__ __forceinline__ uint4 pack8(const float (&f)[8]) {
     uint4 u;
     auto* h = reinterpret_cast<__nv_bfloat162*>(&u);
 #pragma unroll
     for (int i = 0; i < 4; ++i) h[i] = __floats2bfloat162_rn(f[2 * i], f[2 * i + 1]);
-    *reinterpret_cast<uint4*>(p) = u;
+    return u;
+}
+__device__ __forceinline__ void store8(bf16* p, const float (&f)[8]) {
+    *reinterpret_cast<uint4*>(p) = pack8(f);
 }
 __device__ __forceinline__ void store8(float* p, const float (&f)[8]) {
     *reinterpret_cast<float4*>(p) = make_float4(f[0], f[1], f[2], f[3]);

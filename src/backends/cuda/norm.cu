@@ -29,17 +29,22 @@ __global__ void __launch_bounds__(1024)
     rms_norm_vec_kernel(T* x, const T* residual, const W* weight, float eps, int hidden, T* out) {
     __shared__ float scratch[32];
     allow_next_launch();
-    wait_for_inputs();
     const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * hidden;
     const int groups = hidden / 8;
     float v[kPer][8], w[kPer][8];
+    // The weight is no kernel's output: it loads while the kernel before finishes.
+#pragma unroll
+    for (int k = 0; k < kPer; ++k) {
+        const int g = threadIdx.x + k * blockDim.x;
+        if (g < groups) load8(weight + g * 8, w[k]);
+    }
+    wait_for_inputs();
     float sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
         const int g = threadIdx.x + k * blockDim.x;
         if (g < groups) {
             load8(x + base + g * 8, v[k]);
-            load8(weight + g * 8, w[k]);
             if (residual != nullptr) {
                 float r[8];
                 load8(residual + base + g * 8, r);

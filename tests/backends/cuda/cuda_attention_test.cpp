@@ -390,7 +390,7 @@ TEST_F(CudaAttentionFixedBoundTest, ManySplitsFromBound) {
 struct RopeCase {
     AttnCase attn;
     bool fused;
-    std::vector<int> padding;  // sequences whose row writes nothing (slot -1)
+    int padding = -1;  // a sequence whose row writes nothing (slot -1), or none
 };
 
 // The rope_attention operands of problem p: unrotated q and new K/V rows, positions (KV index
@@ -410,7 +410,7 @@ RopeOperands rope_operands(const Problem& p, const RopeCase& rc, std::mt19937& r
     for (std::size_t s = 0; s < c.seqs.size(); ++s) {
         const Seq& seq = c.seqs[s];
         max_kv = std::max(max_kv, seq.kv_len);
-        const bool pad = std::find(rc.padding.begin(), rc.padding.end(), s) != rc.padding.end();
+        const bool pad = static_cast<int>(s) == rc.padding;
         for (int j = seq.kv_len - seq.q_len; j < seq.kv_len; ++j) {
             const std::int32_t page = p.indices[p.indptr[s] + j / c.block_size];
             r.slots.push_back(pad ? -1 : page * c.block_size + j % c.block_size);
@@ -491,19 +491,17 @@ void check_rope_attention(CudaBackend& gpu, CpuBackend& cpu, const RopeCase& rc,
 class CudaRopeAttentionTest : public CudaTest {};
 
 TEST_F(CudaRopeAttentionTest, FusedDecodeMatchesComposedOps) {
-    for (const RopeCase& rc :
-         {RopeCase{{"b1_long_split", 32, 8, 128, 16, {{1, 1100}}}, true, {}},
-          RopeCase{{"mixed_with_padding", 32, 8, 128, 16,
-                    {{1, 700}, {1, 1}, {1, 65}, {1, 64}, {1, 3000}}},
-                   true,
-                   {1}},
-          RopeCase{{"d64_gqa8_bs32", 16, 2, 64, 32, {{1, 2000}, {1, 33}}}, true, {}},
-          RopeCase{{"d256_gqa2", 4, 2, 256, 16, {{1, 1500}, {1, 9}}}, true, {}},
-          RopeCase{{"gqa3_rounded_up", 6, 2, 64, 16, {{1, 500}, {1, 17}}}, true, {}},
-          RopeCase{{"prefill_row_composes", 32, 8, 128, 16, {{1, 900}, {20, 300}}}, false, {}},
-          RopeCase{{"generic_kernel_composes", 32, 2, 128, 16, {{1, 900}}}, false, {}}}) {
-        check_rope_attention(*gpu_, cpu_, rc, rng_);
-    }
+    const RopeCase cases[] = {
+        {{"b1_long_split", 32, 8, 128, 16, {{1, 1100}}}, true},
+        {{"mixed_with_padding", 32, 8, 128, 16, {{1, 700}, {1, 1}, {1, 65}, {1, 64}, {1, 3000}}},
+         true,
+         1},
+        {{"d64_gqa8_bs32", 16, 2, 64, 32, {{1, 2000}, {1, 33}}}, true},
+        {{"d256_gqa2", 4, 2, 256, 16, {{1, 1500}, {1, 9}}}, true},
+        {{"gqa3_rounded_up", 6, 2, 64, 16, {{1, 500}, {1, 17}}}, true},
+        {{"prefill_row_composes", 32, 8, 128, 16, {{1, 900}, {20, 300}}}, false},
+        {{"generic_kernel_composes", 32, 2, 128, 16, {{1, 900}}}, false}};
+    for (const RopeCase& rc : cases) check_rope_attention(*gpu_, cpu_, rc, rng_);
 }
 
 TEST_F(CudaRopeAttentionTest, TensorCoreDecodeComposes) {
@@ -511,7 +509,7 @@ TEST_F(CudaRopeAttentionTest, TensorCoreDecodeComposes) {
     o.tensor_core_min_pairs = 1;
     gpu_->set_decode_options(o);
     check_rope_attention(
-        *gpu_, cpu_, RopeCase{{"tensor_cores", 32, 8, 128, 16, {{1, 900}, {1, 50}}}, false, {}},
+        *gpu_, cpu_, RopeCase{{"tensor_cores", 32, 8, 128, 16, {{1, 900}, {1, 50}}}, false},
         rng_);
 }
 
