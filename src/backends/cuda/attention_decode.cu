@@ -400,15 +400,15 @@ __global__ void __launch_bounds__(kFastThreads)
             unpack8(__ldg(reinterpret_cast<const uint4*>(static_cast<const bf16*>(rope.k) + src)),
                     kf);
             rope_lane8<kLanes>(kf, part, cos8, sin8);
-            const uint4 v_raw =
+            const uint4 vn =
                 __ldg(reinterpret_cast<const uint4*>(static_cast<const bf16*>(rope.v) + src));
             if (slot == 0) {
                 const std::int64_t dst =
                     (static_cast<std::int64_t>(kv_slot) * kv.kv_heads + kv_head) * kD + part * 8;
                 newest_k[part] = pack8(kf);
-                newest_v[part] = v_raw;
+                newest_v[part] = vn;
                 *reinterpret_cast<uint4*>(static_cast<bf16*>(kv.k) + dst) = newest_k[part];
-                *reinterpret_cast<uint4*>(static_cast<bf16*>(kv.v) + dst) = v_raw;
+                *reinterpret_cast<uint4*>(static_cast<bf16*>(kv.v) + dst) = vn;
             }
         }
         __syncthreads();
