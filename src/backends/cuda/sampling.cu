@@ -1,5 +1,7 @@
 // Greedy sampling: a block per logits row scans it with a stride, then reduces (value, index)
-// pairs through warp shuffles and shared memory, preferring the lower index on ties.
+// pairs through warp shuffles and shared memory, preferring the lower index on ties. Rows of a
+// multiple of 4 logits at 16-byte alignment (every shipped vocabulary) are read 16 bytes a load,
+// four loads in flight a thread: one SM reads the 0.5 MB row of a 128K vocabulary.
 
 #include <climits>
 #include <cmath>
@@ -27,11 +29,26 @@ __global__ void __launch_bounds__(kThreads)
     const float* row = logits + blockIdx.x * vocab;
     float best_v = -INFINITY;
     int best_i = INT_MAX;
-    for (std::int64_t i = threadIdx.x; i < vocab; i += kThreads) {
-        const float v = row[i];
-        if (better(v, static_cast<int>(i), best_v, best_i)) {  // false for NaN
+    const auto consider = [&](float v, int i) {
+        if (better(v, i, best_v, best_i)) {  // false for NaN
             best_v = v;
-            best_i = static_cast<int>(i);
+            best_i = i;
+        }
+    };
+    if (vocab % 4 == 0 && reinterpret_cast<std::uintptr_t>(row) % 16 == 0) {
+        const auto* row4 = reinterpret_cast<const float4*>(row);
+        const int quads = static_cast<int>(vocab / 4);
+#pragma unroll 4
+        for (int i = threadIdx.x; i < quads; i += kThreads) {
+            const float4 v = row4[i];
+            consider(v.x, 4 * i);
+            consider(v.y, 4 * i + 1);
+            consider(v.z, 4 * i + 2);
+            consider(v.w, 4 * i + 3);
+        }
+    } else {
+        for (std::int64_t i = threadIdx.x; i < vocab; i += kThreads) {
+            consider(row[i], static_cast<int>(i));
         }
     }
     for (int offset = 16; offset > 0; offset >>= 1) {

@@ -227,23 +227,29 @@ TEST_F(CudaOpsTest, RopeMatchesCpu) {
   }
 }
 
+// Both scans: 16-byte loads (vocab a multiple of 4) and single floats (32003).
 TEST_F(CudaOpsTest, ArgmaxMatchesMaxElement) {
-    const std::int64_t rows = 6, vocab = 32003;
-    std::vector<float> logits = random_bf16(rows * vocab, rng_, 4.0f);
-    logits[2 * vocab + 7] = 100.0f;          // a clear winner early in a row
-    logits[3 * vocab + vocab - 1] = 100.0f;  // and at the very end
-    logits[4 * vocab + 10] = 50.0f;          // a tie: the first one wins
-    logits[4 * vocab + 20000] = 50.0f;
-    DeviceTensor dl = device_from(*gpu_, logits, DType::F32, {rows, vocab});
-    DeviceTensor ids = device_empty(*gpu_, DType::I32, {rows});
-    poison(*gpu_, ids.tensor);
-    gpu_->argmax(dl.tensor, ids.tensor);
-    std::vector<std::int32_t> got(rows);
-    gpu_->copy_to_host(got.data(), ids.tensor, rows * 4);
-    gpu_->synchronize();
-    for (std::int64_t r = 0; r < rows; ++r) {
-        const auto begin = logits.begin() + r * vocab;
-        EXPECT_EQ(got[r], std::max_element(begin, begin + vocab) - begin) << "row " << r;
+    for (const std::int64_t vocab : {std::int64_t{32003}, std::int64_t{32000}}) {
+        const std::int64_t rows = 6;
+        std::vector<float> logits = random_bf16(rows * vocab, rng_, 4.0f);
+        logits[2 * vocab + 7] = 100.0f;          // a clear winner early in a row
+        logits[3 * vocab + vocab - 1] = 100.0f;  // and at the very end
+        logits[4 * vocab + 10] = 50.0f;          // a tie: the first one wins
+        logits[4 * vocab + 20000] = 50.0f;
+        logits[5 * vocab + 13] = 60.0f;  // a tie inside one 16-byte load
+        logits[5 * vocab + 14] = 60.0f;
+        DeviceTensor dl = device_from(*gpu_, logits, DType::F32, {rows, vocab});
+        DeviceTensor ids = device_empty(*gpu_, DType::I32, {rows});
+        poison(*gpu_, ids.tensor);
+        gpu_->argmax(dl.tensor, ids.tensor);
+        std::vector<std::int32_t> got(rows);
+        gpu_->copy_to_host(got.data(), ids.tensor, rows * 4);
+        gpu_->synchronize();
+        for (std::int64_t r = 0; r < rows; ++r) {
+            const auto begin = logits.begin() + r * vocab;
+            EXPECT_EQ(got[r], std::max_element(begin, begin + vocab) - begin)
+                << "vocab " << vocab << " row " << r;
+        }
     }
 }
 
