@@ -22,6 +22,57 @@ std::string linear_shape(std::int64_t out, std::int64_t in, std::int64_t rows) {
     return buf;
 }
 
+// A linear group's cost: x and every weight, bias and output once; 2 x rows x outs x in FLOPs.
+struct GroupCost {
+    std::int64_t outs = 0;
+    double bytes = 0.0, flops = 0.0;
+};
+
+GroupCost group_cost(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
+    GroupCost c;
+    c.bytes = bytes_of(x);
+    for (const tensor::LinearTarget& t : targets) {
+        c.outs += t.w.shape[0];
+        c.bytes += bytes_of(t.w) + bytes_of(t.bias) + bytes_of(t.y);
+    }
+    c.flops = 2.0 * static_cast<double>(x.shape[0]) * static_cast<double>(c.outs) *
+              static_cast<double>(x.shape[1]);
+    return c;
+}
+
+// Paged attention's KV bytes and FLOPs from the staged host metadata (every page read once;
+// causal FLOPs), q and out included in the bytes.
+struct AttentionCost {
+    bool decode = false;
+    double bytes = 0.0, flops = 0.0;
+};
+
+AttentionCost attention_cost(const Tensor& q, const tensor::KvPages& pages,
+                             const tensor::PagedAttentionArgs& args, const Tensor& out) {
+    AttentionCost c;
+    const double page_bytes = 2.0 * static_cast<double>(pages.k.shape[1] * pages.k.shape[2] *
+                                                        pages.k.shape[3]) *
+                              static_cast<double>(tensor::dtype_size(pages.k.dtype));
+    const double bs = static_cast<double>(pages.k.shape[1]);
+    const double hd = static_cast<double>(q.shape[1] * q.shape[2]);
+    c.bytes = bytes_of(q) + bytes_of(out);
+    if (args.host_indptr != nullptr && args.host_qo_indptr != nullptr) {
+        for (int i = 0; i < args.num_seqs; ++i) {
+            const double np = args.host_indptr[i + 1] - args.host_indptr[i];
+            const double ql = args.host_qo_indptr[i + 1] - args.host_qo_indptr[i];
+            c.bytes += np * page_bytes;
+            c.flops += 4.0 * hd * ql * std::max(1.0, np * bs - ql / 2.0);
+        }
+    }
+    c.decode = q.shape[0] == args.num_seqs;
+    return c;
+}
+
+// rope_write_kv's bytes: q and k read and written, k and v written to the pages, v read.
+double rope_write_kv_bytes(const Tensor& q, const Tensor& k, const Tensor& v) {
+    return 2.0 * (bytes_of(q) + bytes_of(k)) + bytes_of(k) + 2.0 * bytes_of(v);
+}
+
 }  // namespace
 
 ProfilingBackend::ProfilingBackend(tensor::Backend& inner, cudaStream_t stream)
@@ -131,16 +182,19 @@ void ProfilingBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bi
 
 void ProfilingBackend::linear_group(const Tensor& x,
                                     std::span<const tensor::LinearTarget> targets) {
-    std::int64_t outs = 0;
-    double bytes = bytes_of(x);
-    for (const tensor::LinearTarget& t : targets) {
-        outs += t.w.shape[0];
-        bytes += bytes_of(t.w) + bytes_of(t.bias) + bytes_of(t.y);
-    }
-    const double flops = 2.0 * static_cast<double>(x.shape[0]) * static_cast<double>(outs) *
-                         static_cast<double>(x.shape[1]);
-    const int s = open("linear_group", linear_shape(outs, x.shape[1], x.shape[0]), bytes, flops);
+    const GroupCost c = group_cost(x, targets);
+    const int s = open("linear_group", linear_shape(c.outs, x.shape[1], x.shape[0]), c.bytes,
+                       c.flops);
     inner_.linear_group(x, targets);
+    close(s);
+}
+
+void ProfilingBackend::linear_swiglu(const Tensor& x,
+                                     std::span<const tensor::LinearTarget> gate_up) {
+    const GroupCost c = group_cost(x, gate_up);
+    const int s = open("linear_swiglu", linear_shape(c.outs, x.shape[1], x.shape[0]), c.bytes,
+                       c.flops);
+    inner_.linear_swiglu(x, gate_up);
     close(s);
 }
 
@@ -186,33 +240,27 @@ void ProfilingBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& 
 void ProfilingBackend::rope_write_kv(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
                                      const tensor::RopeTables& tables, const Tensor& slots,
                                      const tensor::KvPages& pages) {
-    const int s = open("rope_write_kv", "",
-                       2.0 * (bytes_of(q) + bytes_of(k)) + bytes_of(k) + 2.0 * bytes_of(v), 0.0);
+    const int s = open("rope_write_kv", "", rope_write_kv_bytes(q, k, v), 0.0);
     inner_.rope_write_kv(q, k, v, positions, tables, slots, pages);
     close(s);
 }
 
 void ProfilingBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
                                        const tensor::PagedAttentionArgs& args, Tensor out) {
-    // KV bytes and FLOPs from the staged host metadata (every page read once; causal FLOPs).
-    double kv_bytes = 0.0, flops = 0.0;
-    const double page_bytes = 2.0 * static_cast<double>(pages.k.shape[1] * pages.k.shape[2] *
-                                                        pages.k.shape[3]) *
-                              static_cast<double>(tensor::dtype_size(pages.k.dtype));
-    const double bs = static_cast<double>(pages.k.shape[1]);
-    const double hd = static_cast<double>(q.shape[1] * q.shape[2]);
-    if (args.host_indptr != nullptr && args.host_qo_indptr != nullptr) {
-        for (int i = 0; i < args.num_seqs; ++i) {
-            const double np = args.host_indptr[i + 1] - args.host_indptr[i];
-            const double ql = args.host_qo_indptr[i + 1] - args.host_qo_indptr[i];
-            kv_bytes += np * page_bytes;
-            flops += 4.0 * hd * ql * std::max(1.0, np * bs - ql / 2.0);
-        }
-    }
-    const bool decode = q.shape[0] == args.num_seqs;
-    const int s = open("paged_attention", decode ? "decode" : "prefill/mixed",
-                       bytes_of(q) + bytes_of(out) + kv_bytes, flops);
+    const AttentionCost c = attention_cost(q, pages, args, out);
+    const int s = open("paged_attention", c.decode ? "decode" : "prefill/mixed", c.bytes, c.flops);
     inner_.paged_attention(q, pages, args, out);
+    close(s);
+}
+
+void ProfilingBackend::rope_attention(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
+                                      const tensor::RopeTables& tables, const Tensor& slots,
+                                      const tensor::KvPages& pages,
+                                      const tensor::PagedAttentionArgs& args, Tensor out) {
+    const AttentionCost c = attention_cost(q, pages, args, out);
+    const int s = open("rope_attention", c.decode ? "decode" : "prefill/mixed",
+                       rope_write_kv_bytes(q, k, v) + c.bytes, c.flops);
+    inner_.rope_attention(q, k, v, positions, tables, slots, pages, args, out);
     close(s);
 }
 

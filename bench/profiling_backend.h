@@ -80,6 +80,8 @@ class ProfilingBackend final : public tensor::Backend {
     // One row per group: "[sum of outs x in] n=rows", its bytes those of all targets.
     void linear_group(const tensor::Tensor& x,
                       std::span<const tensor::LinearTarget> targets) override;
+    void linear_swiglu(const tensor::Tensor& x,
+                       std::span<const tensor::LinearTarget> gate_up) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void add_rms_norm(tensor::Tensor x, const tensor::Tensor& y, const tensor::Tensor& weight,
                       float eps, tensor::Tensor out) override;
@@ -96,6 +98,11 @@ class ProfilingBackend final : public tensor::Backend {
                        const tensor::Tensor& slots, const tensor::KvPages& pages) override;
     void paged_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
                          const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
+    // Its bytes are rope_write_kv's and paged_attention's together.
+    void rope_attention(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
+                        const tensor::Tensor& positions, const tensor::RopeTables& tables,
+                        const tensor::Tensor& slots, const tensor::KvPages& pages,
+                        const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
     void inject_chunks(const tensor::InjectArgs& args, const tensor::RopeTables& tables) override;
     void argmax(const tensor::Tensor& logits, tensor::Tensor ids) override;
 
