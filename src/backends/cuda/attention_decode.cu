@@ -389,9 +389,9 @@ __global__ void __launch_bounds__(kFastThreads)
     // This block holds the sequence's newest KV token: it writes it to the pages and hands it
     // to the lanes that attend to it through shared memory.
     __shared__ uint4 newest_k[kLanes], newest_v[kLanes];
-    const bool newest_here = rotate && end == s.kv_len && rope.slots[row] != -1;
+    const std::int32_t kv_slot = rotate && end == s.kv_len ? rope.slots[row] : -1;
+    const bool newest_here = kv_slot != -1;
     if (newest_here) {
-        const std::int32_t kv_slot = rope.slots[row];
         if (kv_slot < 0 || kv_slot >= kv.num_blocks * kv.block_size) __trap();  // a bug
         if (warp == 0) {
             const std::int64_t src =

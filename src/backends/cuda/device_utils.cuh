@@ -33,8 +33,9 @@ __device__ __forceinline__ float rounded(float v) {
 }
 
 // RoPE's rotate_half pair (x0: dim i, x1: dim i + d/2) turned by the angle of cosine c and
-// sine s. The products are rounded before the sum (no fused multiply-add), so every kernel that
-// rotates (rope, the fused decode attention, injection) gets the same bits as the CPU backend.
+// sine s. The products are rounded before the sum (no fused multiply-add, which the compiler
+// would otherwise choose per call site), so every kernel that rotates (rope, rope_write_kv, the
+// fused decode attention, injection) gets the same bits.
 __device__ __forceinline__ void rope_rotate(float x0, float x1, float c, float s, float& r0,
                                             float& r1) {
     r0 = __fsub_rn(__fmul_rn(x0, c), __fmul_rn(x1, s));
