@@ -71,6 +71,7 @@ struct Args {
     bool graphs = true;
     int small_linear_max_rows = -1;  // -1: the backend's default
     bool gemv = true;
+    bool linear_autotune = true;
     backends::cuda::DecodeAttentionOptions decode;
     backends::cuda::PrefillAttentionOptions prefill;
     ModelBenchOptions model;
@@ -248,6 +249,7 @@ int run(const Args& a) {
         backends::cuda::LinearPathOptions o = cuda_backend.linear_path_options();
         if (a.small_linear_max_rows >= 0) o.small_max_rows = a.small_linear_max_rows;
         if (!a.gemv) o.gemv = false;
+        if (!a.linear_autotune) o.autotune = false;
         cuda_backend.set_linear_path_options(o);
     }
     StepTimer timer(*backend, stream, cuda);
@@ -512,6 +514,9 @@ int main(int argc, char** argv) {
     app.add_option("--small-linear-max-rows", a.small_linear_max_rows,
                    "linears of at most this many tokens on the small-batch kernel (0: cuBLASLt)");
     app.add_flag("!--no-gemv", a.gemv, "one-token linears on the mma kernel, not the GEMV");
+    app.add_flag("!--no-linear-autotune", a.linear_autotune,
+                 "linears on the small-batch kernel wherever it takes them, the stack else (no "
+                 "timing race between the paths)");
     app.add_flag("!--no-graphs", a.graphs,
                  "decode rows as plain forwards with host logits (the first run's method)");
     CLI11_PARSE(app, argc, argv);
