@@ -513,7 +513,7 @@ int main(int argc, char** argv) {
                  "tensor-core decode: a CTA's warps share each item (instead of one per warp)");
     app.add_option("--small-linear-max-rows", a.small_linear_max_rows,
                    "linears of at most this many tokens on the small-batch kernel (0: cuBLASLt)");
-    app.add_flag("!--no-gemv", a.gemv, "one-token linears on the stream-K kernel, not the GEMV");
+    app.add_flag("!--no-gemv", a.gemv, "one-token linears on the mma kernel, not the GEMV");
     app.add_flag("!--no-linear-autotune", a.linear_autotune,
                  "linears on the small-batch kernel wherever it takes them, the stack else (no "
                  "timing race between the paths)");

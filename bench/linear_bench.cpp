@@ -54,8 +54,8 @@ Status run_linear_sweep(backends::cuda::CudaBackend& backend, StepTimer& timer,
     const std::vector<std::int64_t> rows = {1, 2, 4, 8, 16, 32, 48, 64, 96, 128};
     const std::int64_t max_rows = rows.back();
     const backends::cuda::LinearPathOptions restore = backend.linear_path_options();
-    progress("linears: cuBLASLt per target, stacked, and the small-batch kernels: stream-K mma "
-             "and, at one token, GEMV (bytes = weights + x + y)");
+    progress("linears: cuBLASLt per target, stacked, and the small-batch kernels: mma (register-"
+             "fed up to 16 tokens, cluster from 17) and GEMV (bytes = weights + x + y)");
     std::printf("%-8s %-18s %4s %12s %12s %10s %12s %10s %12s %10s\n", "group", "shape", "n",
                 "cublasLt us", "stacked us", "TB/s", "mma us", "TB/s", "gemv us", "TB/s");
     for (const Group& g : groups) {

@@ -99,7 +99,7 @@ Status CudaBackend::init() {
                                          options_.autotune_matmul);
     init_prefill_attention();
     decode_tc_limits_ = init_decode_tc_attention();
-    stream_k_limits_ = init_small_linear(num_sms_);
+    cluster_linear_limits_ = init_small_linear();
     return {};
 }
 

@@ -95,7 +95,7 @@ struct LinearPathOptions {
     // inside a capture, or with this false, takes the kernel where it may, else the stack.
     bool autotune = true;
     // One-token groups on the small-batch path run on the GEMV (one warp per weight row);
-    // false: on the stream-K kernel like larger groups. At 2 and 4 tokens the GEMV's f32 FMAs
+    // false: on the mma kernel like larger groups. At 2 and 4 tokens the GEMV's f32 FMAs
     // already cost more than its longer reads gain.
     bool gemv = true;
 };
@@ -116,9 +116,8 @@ struct CudaBackendOptions {
     // and keep the fastest; false takes the heuristic's first choice.
     bool autotune_matmul = true;
     LinearPathOptions linear_paths;
-    // The stream-K kernel's partial sums of split tiles (two tiles a CTA, 64 KB each at 128
-    // tokens on 132 SMs: 17 MB); with less room the linear goes to cuBLASLt.
-    std::size_t small_linear_scratch_bytes = std::size_t{24} << 20;
+    // The small-batch kernel's split-K partials; with less room it splits less.
+    std::size_t small_linear_scratch_bytes = std::size_t{8} << 20;
     // The stacked GEMM's output before its columns are split: [n, sum of outs] in y's dtype.
     std::size_t stacked_linear_scratch_bytes = std::size_t{16} << 20;
     DecodeAttentionOptions decode;
@@ -232,7 +231,7 @@ class CudaBackend final : public tensor::Backend {
     CudaBackendOptions options_;
     int num_sms_ = 0;
     DecodeTcLimits decode_tc_limits_;  // CTAs per SM of each tensor-core decode kernel
-    StreamKLimits stream_k_limits_;  // CTAs at once per token bucket
+    ClusterLinearLimits cluster_linear_limits_;  // CTAs at once per cluster size
     cudaStream_t stream_ = nullptr;
     void* attention_workspace_ = nullptr;  // options_.attention_workspace_bytes
     void* cublas_workspace_ = nullptr;     // options_.cublas_workspace_bytes

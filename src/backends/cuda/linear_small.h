@@ -3,11 +3,13 @@
 // kSmallLinearMaxTargets weights that share x, in one launch (q/k/v, gate/up). At these sizes
 // the op mostly streams weights, so the kernels are shaped around that: the weights are the M
 // operand of the tensor-core MMA and x the N operand, and the reduction order over k is the
-// same on every run, so results are deterministic. One token takes a GEMV (linear_gemv.cu) fed
-// by bulk copies of whole row pieces; from 2 tokens (linear_stream_k.cu) TMA streams weights and
-// x through a shared-memory ring for wgmma, and a persistent grid shares the (tile, k block)
-// units out evenly, split tiles summed through global scratch by the last CTA to finish one.
-// Only enqueues work: legal inside graph capture.
+// same on every run, so results are deterministic. Up to 16 tokens (linear_small.cu) each thread
+// reads 16 contiguous bytes of a weight row per k step straight into registers and split-K
+// partials are summed in split order by the last CTA of a tile (no atomics on data); one token
+// may instead take a GEMV (linear_gemv.cu) fed by bulk copies of whole row pieces. From 17 tokens
+// (linear_cluster.cu) TMA streams weights and x through a shared-memory ring for wgmma and k
+// splits across the CTAs of a thread-block cluster, reduced through distributed shared
+// memory. Only enqueues work: legal inside graph capture.
 
 #include <cuda_runtime_api.h>
 
@@ -27,35 +29,35 @@ struct SmallLinearTarget {
     std::int64_t out = 0;
 };
 
-// How many CTAs of the stream-K kernel run at once, per token bucket (8, 16, 32, 64, 128),
-// measured by init_small_linear. All zero: the kernel is not used.
-inline constexpr int kStreamKBuckets = 5;
-struct StreamKLimits {
-    int ctas[kStreamKBuckets] = {};
+// How many CTAs of the cluster kernel run at once, per cluster size (ctas[s] for s CTAs per
+// cluster; index 0 unused), measured by init_small_linear. All zero: the kernel is not used.
+inline constexpr int kMaxClusterSplits = 8;
+struct ClusterLinearLimits {
+    int ctas[kMaxClusterSplits + 1] = {};
 };
 
-// Sets the kernels' shared-memory limits and measures the stream-K kernel's StreamKLimits;
-// once per device, outside graph capture.
-StreamKLimits init_small_linear(int num_sms);
+// Sets the kernels' shared-memory limits and measures the cluster kernel's
+// ClusterLinearLimits; once per device, outside graph capture.
+ClusterLinearLimits init_small_linear();
 
-// What the backend owns for these launches. Scratch of the stream-K kernel's split tiles:
-// partials f32 (two tiles' sums per CTA) and one arrival counter per tile, zero at creation;
-// the last CTA of a tile puts its counter back to zero, so the scratch is ready for the next
-// launch (or graph replay) without a memset.
+// What the backend owns for these launches. Split-K scratch of the register-fed kernel:
+// partials [tiles * splits * tile elements] f32 and one arrival counter per tile, zero at
+// creation; the last CTA of a tile puts its counter back to zero, so the scratch is ready for
+// the next launch (or graph replay) without a memset. `cluster`: the cluster kernel's limits.
 struct SmallLinearScratch {
     float* partials = nullptr;
     std::size_t partial_floats = 0;
     int* counters = nullptr;
     int num_counters = 0;
     int num_sms = 0;
-    StreamKLimits stream_k;
+    ClusterLinearLimits cluster;
 };
 
 // False (nothing enqueued) when the kernels do not take the problem: n outside
 // 1..kSmallLinearMaxRows, in not a multiple of 8, x or a weight not 16-byte aligned, or more
 // than kSmallLinearMaxTargets targets. x [n, in] bf16. One token with `gemv` runs on the GEMV
-// (linear_gemv.cu: a warp per weight row) where x fits its shared memory, anything else on the
-// stream-K kernel.
+// (linear_gemv.cu: a warp per weight row) where x fits its shared memory, up to 16 tokens on
+// the register-fed mma kernel, more on the cluster kernel.
 bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
                          std::span<const SmallLinearTarget> targets, bool y_f32, bool gemv,
                          const SmallLinearScratch& scratch, cudaStream_t stream);

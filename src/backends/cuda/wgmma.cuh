@@ -35,35 +35,6 @@ template <int kN>
 struct Wgmma;
 
 template <>
-struct Wgmma<8> {
-    static constexpr int kRegs = 4;
-    __device__ __forceinline__ static void mma(float (&d)[kRegs], std::uint64_t a,
-                                               std::uint64_t b) {
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %6, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {"
-            "%0, %1, %2, %3}, %4, %5, p, 1, 1, 0, 0;\n}\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-            : "l"(a), "l"(b), "r"(1));
-    }
-};
-
-template <>
-struct Wgmma<16> {
-    static constexpr int kRegs = 8;
-    __device__ __forceinline__ static void mma(float (&d)[kRegs], std::uint64_t a,
-                                               std::uint64_t b) {
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
-            "%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-              "+f"(d[6]), "+f"(d[7])
-            : "l"(a), "l"(b), "r"(1));
-    }
-};
-
-template <>
 struct Wgmma<32> {
     static constexpr int kRegs = 16;
     __device__ __forceinline__ static void mma(float (&d)[kRegs], std::uint64_t a,

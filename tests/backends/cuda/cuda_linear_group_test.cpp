@@ -1,11 +1,11 @@
-// CudaBackend::linear_group on the small-batch kernels (linear_gemv.cu for one token,
-// linear_stream_k.cu otherwise) against the CPU backend's linear per target: 1..128 tokens, odd
-// output sizes and k not a multiple of the kernels' steps, bf16 and f32 biases, groups of up to
-// three weights, tiles whose k range several CTAs share and CTAs that cross several tiles, the
-// same launches replayed from a CUDA graph, and the one-token gated MLP (linear_swiglu) in one
-// GEMV launch. Targets stacked in memory (as the model stores q/k/v, model::upload_stacked) on
-// the stacked path: one cuBLASLt GEMM over all their rows, its output columns split into the
-// targets.
+// CudaBackend::linear_group on the small-batch kernels (linear_small.cu; linear_gemv.cu for one
+// token, linear_cluster.cu from 17 tokens) against the CPU backend's linear per target: 1..128
+// tokens, odd output sizes and k not a multiple of the kernels' steps, bf16 and f32 biases,
+// groups of up to three weights, shapes that split k across CTAs and across the CTAs of a
+// cluster, the same launches replayed from a CUDA graph, and the one-token gated MLP
+// (linear_swiglu) in one GEMV launch. Targets stacked in memory (as the model stores q/k/v,
+// model::upload_stacked) on the stacked path: one cuBLASLt GEMM over all their rows, its output
+// columns split into the targets.
 
 #include <cmath>
 #include <string>
@@ -91,7 +91,7 @@ TEST_P(CudaLinearGroupTest, MatchesCpu) {
     for (std::size_t i = 0; i < g.targets.size(); ++i) {
         EXPECT_EQ(download(*gpu_, g.ys[i].tensor), first[i]) << "target " << i;
     }
-    // One-token groups, which the GEMV took above, run once more on the stream-K kernel.
+    // One-token groups, which the GEMV took above, run once more on the mma kernel.
     if (c.n == 1) {
         backends::cuda::LinearPathOptions paths = gpu_->linear_path_options();
         paths.gemv = false;
@@ -101,7 +101,7 @@ TEST_P(CudaLinearGroupTest, MatchesCpu) {
         for (std::size_t i = 0; i < g.targets.size(); ++i) {
             EXPECT_LT(rel_error(download(*gpu_, g.ys[i].tensor), g.refs[i]),
                       c.y_dtype == DType::F32 ? 1e-3 : kBf16Tolerance)
-                << "stream-K kernel, target " << i;
+                << "mma kernel, target " << i;
         }
     }
 }
@@ -118,10 +118,8 @@ INSTANTIATE_TEST_SUITE_P(
                       GroupCase{16, 512, {777}, true, DType::BF16},
                       GroupCase{33, 72, {300, 17, 45}, true, DType::BF16},
                       GroupCase{64, 2048, {513, 1024}, false, DType::BF16},
-                      GroupCase{64, 4096, {64}, true, DType::BF16},  // one tile, many CTAs
-                      GroupCase{17, 4096, {1024, 100}, true, DType::BF16},
-                      GroupCase{12, 2048, {9000, 9000}, false, DType::BF16},  // tiles a CTA
-                      GroupCase{32, 4096, {4096, 1024, 1024}, false, DType::BF16},
+                      GroupCase{64, 4096, {64}, true, DType::BF16},  // 64 tokens, cluster splits
+                      GroupCase{17, 4096, {1024, 100}, true, DType::BF16},  // cluster splits
                       GroupCase{40, 1000, {300, 17, 45}, true, DType::BF16},
                       GroupCase{96, 2048, {513}, false, DType::BF16},
                       GroupCase{128, 4096, {4096}, true, DType::BF16},
@@ -169,7 +167,8 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaGatedLinearTest,
                          case_name);
 
 // Captured and replayed (twice, new inputs each time) a split-k launch gives the eager result:
-// the stream-K kernel's arrival counters are back at zero after every launch.
+// the register-fed kernel's arrival counters are back at zero after every launch, and the
+// cluster kernel's launch replays as recorded.
 class CudaLinearGraphTest : public CudaLinearGroupTest {};
 
 TEST_P(CudaLinearGraphTest, ReplaysFromGraph) {
