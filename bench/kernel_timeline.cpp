@@ -41,6 +41,12 @@ Error cupti_error(const char* what, CUptiResult r) {
     return make_error(std::string("CUPTI ") + what + ": " + (text != nullptr ? text : "?"));
 }
 
+// Ends the collection's claim on the records (start() makes it).
+void release() {
+    const std::lock_guard<std::mutex> lock(g_mutex);
+    g_active = false;
+}
+
 std::uint64_t now() {
     std::uint64_t t = 0;
     cuptiGetTimestamp(&t);
@@ -53,17 +59,19 @@ Result<KernelTimeline> KernelTimeline::start() {
     {
         const std::lock_guard<std::mutex> lock(g_mutex);
         if (g_active) return make_error("a kernel timeline is already collecting");
+        g_active = true;
         g_records.clear();
     }
     if (CUptiResult r = cuptiActivityRegisterCallbacks(buffer_requested, buffer_completed);
         r != CUPTI_SUCCESS) {
+        release();
         return cupti_error("register callbacks", r);
     }
     if (CUptiResult r = cuptiActivityEnable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
         r != CUPTI_SUCCESS) {
+        release();
         return cupti_error("enable kernel records", r);
     }
-    g_active = true;
     KernelTimeline t;
     t.active_ = true;
     return t;
@@ -78,7 +86,7 @@ KernelTimeline::~KernelTimeline() {
     if (!active_) return;
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     cuptiActivityFlushAll(1);
-    g_active = false;
+    release();
 }
 
 void KernelTimeline::begin_step() { begins_.push_back(now()); }
@@ -89,7 +97,7 @@ Result<TimelineTable> KernelTimeline::finish() {
     active_ = false;
     cuptiActivityDisable(CUPTI_ACTIVITY_KIND_CONCURRENT_KERNEL);
     if (CUptiResult r = cuptiActivityFlushAll(1); r != CUPTI_SUCCESS) {
-        g_active = false;
+        release();
         return cupti_error("flush", r);
     }
     std::vector<KernelSpan> records;
