@@ -249,8 +249,8 @@ __device__ __forceinline__ void rope_lane8(float (&x)[8], int part, const float 
 }
 
 // Head `head` of sequence `seq` (decode row `row`): its `live` split partials merged into out
-// by one whole warp (it shuffles), lanes over 4-dim groups. The partials are read through L2:
-// the fast kernel's last split merges what other blocks of the same launch wrote.
+// by one warp, lanes over 4-dim groups. The partials are read through L2: the fast kernel's
+// last split merges what other blocks of the same launch wrote.
 __device__ __forceinline__ void merge_head_splits(const DecodeLaunch& launch, int num_heads,
                                                   int d, int seq, int head, int row, int live,
                                                   int lane, bf16* __restrict__ out) {
@@ -258,57 +258,29 @@ __device__ __forceinline__ void merge_head_splits(const DecodeLaunch& launch, in
         (static_cast<std::int64_t>(seq) * num_heads + head) * launch.num_splits;
     const float* ml = launch.partial_ml + first * 2;
     const float* po = launch.partial_o + first * d;
-    constexpr unsigned kAll = 0xffffffffu;
-    // Lane i reads split base + i's (max, sum), so a pass costs one round trip for 32 splits;
-    // the sums still add up in split order.
     float global_max = -INFINITY;
-    for (int base = 0; base < live; base += 32) {
-        if (base + lane < live) global_max = fmaxf(global_max, __ldcg(ml + 2 * (base + lane)));
-    }
-#pragma unroll
-    for (int offset = 16; offset > 0; offset >>= 1) {
-        global_max = fmaxf(global_max, __shfl_xor_sync(kAll, global_max, offset));
-    }
-    // Split base + lane's weight; 0 past the live splits.
-    const auto weight = [&](int base) {
-        return base + lane < live ? exp2f(__ldcg(ml + 2 * (base + lane)) - global_max) : 0.0f;
-    };
+    for (int i = 0; i < live; ++i) global_max = fmaxf(global_max, __ldcg(ml + 2 * i));
     float total = 0.0f;
-    for (int base = 0; base < live; base += 32) {
-        const float part = base + lane < live ? __ldcg(ml + 2 * (base + lane) + 1) * weight(base)
-                                              : 0.0f;
-        const int n = min(32, live - base);
-        for (int j = 0; j < n; ++j) total += __shfl_sync(kAll, part, j);
+    for (int i = 0; i < live; ++i) {
+        total += __ldcg(ml + 2 * i + 1) * exp2f(__ldcg(ml + 2 * i) - global_max);
     }
     const float inv = 1.0f / total;  // split 0 holds KV token 0, so total > 0
     bf16* dst = out + (static_cast<std::int64_t>(row) * num_heads + head) * d;
-    for (int c0 = 0; c0 < d; c0 += 32 * 4) {
-        const int c = c0 + lane * 4;
-        const bool mine = c < d;  // every lane shuffles; lanes past d load and store nothing
+    for (int c = lane * 4; c < d; c += 32 * 4) {
         float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        for (int base = 0; base < live; base += 32) {
-            const float w_lane = weight(base);
-            const int n = min(32, live - base);
-            // The splits' rows do not depend on the sum: several are in flight at once.
-#pragma unroll 8
-            for (int j = 0; j < n; ++j) {
-                const float w = __shfl_sync(kAll, w_lane, j);
-                if (mine) {
-                    const float4 v = __ldcg(reinterpret_cast<const float4*>(
-                        po + static_cast<std::int64_t>(base + j) * d + c));
-                    acc.x += v.x * w;
-                    acc.y += v.y * w;
-                    acc.z += v.z * w;
-                    acc.w += v.w * w;
-                }
-            }
+        for (int i = 0; i < live; ++i) {
+            const float w = exp2f(__ldcg(ml + 2 * i) - global_max);
+            const float4 v =
+                __ldcg(reinterpret_cast<const float4*>(po + static_cast<std::int64_t>(i) * d + c));
+            acc.x += v.x * w;
+            acc.y += v.y * w;
+            acc.z += v.z * w;
+            acc.w += v.w * w;
         }
-        if (mine) {
-            const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
-            const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
-            *reinterpret_cast<__nv_bfloat162*>(dst + c) = lo;
-            *reinterpret_cast<__nv_bfloat162*>(dst + c + 2) = hi;
-        }
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
+        *reinterpret_cast<__nv_bfloat162*>(dst + c) = lo;
+        *reinterpret_cast<__nv_bfloat162*>(dst + c + 2) = hi;
     }
 }
 
