@@ -47,14 +47,9 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, T
     linear_group(x, {&target, 1});
 }
 
-void CudaBackend::check_linear_group(const Tensor& x,
-                                     std::span<const tensor::LinearTarget> targets) const {
+void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
     check_device(x, DType::BF16, 2, "linear x");
     for (const tensor::LinearTarget& t : targets) check_target(x, t);
-}
-
-void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
-    check_linear_group(x, targets);
     if (x.shape[0] == 0 || targets.empty()) return;
     activate();
     switch (choose_linear_path(x, targets)) {
@@ -150,30 +145,23 @@ bool CudaBackend::stackable(const Tensor& x, std::span<const tensor::LinearTarge
            options_.stacked_linear_scratch_bytes;
 }
 
-Tensor CudaBackend::stacked_gemm(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
-    std::int64_t outs = 0;
-    for (const tensor::LinearTarget& t : targets) outs += t.w.shape[0];
-    tensor::LinearTarget stack = targets[0];
-    stack.w.shape[0] = outs;
-    if (!stack.bias.empty()) stack.bias.shape[0] = outs;
-    stack.y = Tensor(stacked_output_, targets[0].y.dtype, {x.shape[0], outs}, tensor::Device::Cuda);
-    lt_linear(x, stack);
-    return stack.y;
-}
-
-void CudaBackend::split_stacked(const Tensor& stacked,
-                                std::span<const tensor::LinearTarget> targets) {
-    const auto elem = static_cast<std::int64_t>(tensor::dtype_size(stacked.dtype));
+void CudaBackend::stacked_linear(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
+    const std::int64_t n = x.shape[0];
+    const DType y_dtype = targets[0].y.dtype;
+    const auto elem = static_cast<std::int64_t>(tensor::dtype_size(y_dtype));
     ColumnParts parts;
+    std::int64_t outs = 0;
     for (const tensor::LinearTarget& t : targets) {
         parts.dst[parts.count] = t.y.data;
         parts.bytes[parts.count++] = t.w.shape[0] * elem;
+        outs += t.w.shape[0];
     }
-    launch_split_columns(stacked.data, stacked.shape[0], parts, stream_);
-}
-
-void CudaBackend::stacked_linear(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
-    split_stacked(stacked_gemm(x, targets), targets);
+    tensor::LinearTarget stack = targets[0];
+    stack.w.shape[0] = outs;
+    if (!stack.bias.empty()) stack.bias.shape[0] = outs;
+    stack.y = Tensor(stacked_output_, y_dtype, {n, outs}, tensor::Device::Cuda);
+    lt_linear(x, stack);
+    launch_split_columns(stack.y.data, n, parts, stream_);
 }
 
 namespace {
