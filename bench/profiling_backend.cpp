@@ -22,20 +22,23 @@ std::string linear_shape(std::int64_t out, std::int64_t in, std::int64_t rows) {
     return buf;
 }
 
-// A linear group's cost: x and every weight, bias and output once; 2 x rows x outs x in FLOPs.
+// A linear group's shape class (all targets' rows stacked) and cost: x and every weight, bias
+// and output once; 2 x rows x outs x in FLOPs.
 struct GroupCost {
-    std::int64_t outs = 0;
+    std::string shape;
     double bytes = 0.0, flops = 0.0;
 };
 
 GroupCost group_cost(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
     GroupCost c;
+    std::int64_t outs = 0;
     c.bytes = bytes_of(x);
     for (const tensor::LinearTarget& t : targets) {
-        c.outs += t.w.shape[0];
+        outs += t.w.shape[0];
         c.bytes += bytes_of(t.w) + bytes_of(t.bias) + bytes_of(t.y);
     }
-    c.flops = 2.0 * static_cast<double>(x.shape[0]) * static_cast<double>(c.outs) *
+    c.shape = linear_shape(outs, x.shape[1], x.shape[0]);
+    c.flops = 2.0 * static_cast<double>(x.shape[0]) * static_cast<double>(outs) *
               static_cast<double>(x.shape[1]);
     return c;
 }
@@ -183,8 +186,7 @@ void ProfilingBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bi
 void ProfilingBackend::linear_group(const Tensor& x,
                                     std::span<const tensor::LinearTarget> targets) {
     const GroupCost c = group_cost(x, targets);
-    const int s = open("linear_group", linear_shape(c.outs, x.shape[1], x.shape[0]), c.bytes,
-                       c.flops);
+    const int s = open("linear_group", c.shape, c.bytes, c.flops);
     inner_.linear_group(x, targets);
     close(s);
 }
@@ -192,8 +194,7 @@ void ProfilingBackend::linear_group(const Tensor& x,
 void ProfilingBackend::linear_swiglu(const Tensor& x,
                                      std::span<const tensor::LinearTarget> gate_up) {
     const GroupCost c = group_cost(x, gate_up);
-    const int s = open("linear_swiglu", linear_shape(c.outs, x.shape[1], x.shape[0]), c.bytes,
-                       c.flops);
+    const int s = open("linear_swiglu", c.shape, c.bytes, c.flops);
     inner_.linear_swiglu(x, gate_up);
     close(s);
 }
