@@ -315,22 +315,23 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     const tensor::LinearTarget qkv[] = {{w.qkv.parts[0], bias(0), q},
                                         {w.qkv.parts[1], bias(1), k},
                                         {w.qkv.parts[2], bias(2), v}};
-    be.linear_group(normed, qkv);
-
+    const tensor::KvPages pages = kv.pages(layer);
+    const Tensor attn3 = reshaped(attn, {n, c.num_heads, c.head_dim});
     if (const std::int64_t m = st.capture_rows; m > 0) {
+        be.linear_group(normed, qkv);
         // K is still unrotated here: the memory-injection chunk format wants it that way.
         const Tensor rows = meta(l.capture_rows, m);
         const std::int64_t kv_dim = c.num_kv_heads * c.head_dim;
         be.gather_rows(k, rows, reshaped(tensor::index0(st.capture_k, layer), {m, kv_dim}));
         be.gather_rows(v, rows, reshaped(tensor::index0(st.capture_v, layer), {m, kv_dim}));
+        be.rope_attention(reshaped(q, {n, c.num_heads, c.head_dim}),
+                          reshaped(k, {n, c.num_kv_heads, c.head_dim}),
+                          reshaped(v, {n, c.num_kv_heads, c.head_dim}), positions, rope_,
+                          meta(l.slots, n), pages, attn_args, attn3);
+    } else {
+        be.linear_rope_attention(normed, qkv, positions, rope_, meta(l.slots, n), pages,
+                                 attn_args, attn3);
     }
-
-    const Tensor q3 = reshaped(q, {n, c.num_heads, c.head_dim});
-    const Tensor k3 = reshaped(k, {n, c.num_kv_heads, c.head_dim});
-    const Tensor v3 = reshaped(v, {n, c.num_kv_heads, c.head_dim});
-    const tensor::KvPages pages = kv.pages(layer);
-    be.rope_attention(q3, k3, v3, positions, rope_, meta(l.slots, n), pages, attn_args,
-                      reshaped(attn, {n, c.num_heads, c.head_dim}));
 
     be.linear(attn, w.o.tensor, Tensor(), normed);
     be.add_rms_norm(hidden, normed, w.post_norm.tensor, c.rms_norm_eps, normed);

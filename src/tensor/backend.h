@@ -19,6 +19,7 @@
 #include "tensor/buffer.h"
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
+#include "tensor/views.h"
 
 namespace inferscale::tensor {
 
@@ -157,6 +158,23 @@ class Backend {
                                 Tensor out) {
         rope_write_kv(q, k, v, positions, tables, slots, pages);
         paged_attention(q, pages, args, out);
+    }
+
+    // A layer's attention from its input: linear_group(x, qkv) (the q, k and v targets, in
+    // that order), then rope_attention on their outputs seen as [n, heads, d], which is what
+    // this default does. A backend may fuse the projection's output into the rotation and then
+    // need not write the targets' outputs: only out and the pages are results.
+    //   x [n, hidden]; qkv as in linear_group; out [n, h, d]; the rest as in rope_attention
+    virtual void linear_rope_attention(const Tensor& x, std::span<const LinearTarget> qkv,
+                                       const Tensor& positions, const RopeTables& tables,
+                                       const Tensor& slots, const KvPages& pages,
+                                       const PagedAttentionArgs& args, Tensor out) {
+        IS_CHECK(qkv.size() == 3 && out.rank == 3) << "linear_rope_attention takes q, k and v";
+        linear_group(x, qkv);
+        const std::int64_t n = x.shape[0], d = out.shape[2];
+        const auto heads = [&](const Tensor& y) { return reshaped(y, {n, y.shape[1] / d, d}); };
+        rope_attention(heads(qkv[0].y), heads(qkv[1].y), heads(qkv[2].y), positions, tables,
+                       slots, pages, args, out);
     }
 
     // Memory injection, all layers in one op: for every token i of `args` and layer l, reads

@@ -183,6 +183,15 @@ class CudaBackend final : public tensor::Backend {
                         const tensor::Tensor& positions, const tensor::RopeTables& tables,
                         const tensor::Tensor& slots, const tensor::KvPages& pages,
                         const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
+    // Where q/k/v take the stacked GEMM and the attention is not the fast kernel's, the
+    // rotation and KV write read the GEMM's stacked output (no column split launch; the k and
+    // v targets stay unwritten).
+    void linear_rope_attention(const tensor::Tensor& x,
+                               std::span<const tensor::LinearTarget> qkv,
+                               const tensor::Tensor& positions, const tensor::RopeTables& tables,
+                               const tensor::Tensor& slots, const tensor::KvPages& pages,
+                               const tensor::PagedAttentionArgs& args,
+                               tensor::Tensor out) override;
     // In inject.cu.
     void inject_chunks(const tensor::InjectArgs& args,
                        const tensor::RopeTables& tables) override;
@@ -259,8 +268,19 @@ class CudaBackend final : public tensor::Backend {
     // Whether LinearPath::Stacked can run `targets` on x: weights (and biases) adjoin, one
     // output dtype, 16-byte output rows, and the stacked output fits the scratch.
     bool stackable(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets) const;
-    // LinearPath::Stacked (stackable must hold).
+    // linear_group's operand checks (x bf16 [n, in]; each target's weight, bias and output).
+    void check_linear_group(const tensor::Tensor& x,
+                            std::span<const tensor::LinearTarget> targets) const;
+    // LinearPath::Stacked (stackable must hold): stacked_gemm, then its columns split into the
+    // targets' outputs.
     void stacked_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
+    // One cuBLASLt GEMM over the targets' adjoining rows into the stacked scratch; returns that
+    // output, [n, sum of outs] in the targets' dtype.
+    tensor::Tensor stacked_gemm(const tensor::Tensor& x,
+                                std::span<const tensor::LinearTarget> targets);
+    // stacked_gemm's output split into the targets' outputs, column range by column range.
+    void split_stacked(const tensor::Tensor& stacked,
+                       std::span<const tensor::LinearTarget> targets);
     // The path for this group: measured once per shape and bucket among those the options and
     // the group allow (the small kernel up to small_max_rows tokens, the stack where stackable).
     LinearPath choose_linear_path(const tensor::Tensor& x,

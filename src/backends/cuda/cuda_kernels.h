@@ -85,13 +85,28 @@ struct PagedKvView {
 void launch_write_kv(const void* k, const void* v, DType dtype, std::int64_t n,
                      const std::int32_t* slots, const PagedKvView& pages, cudaStream_t stream);
 
+// Where launch_rope_write_kv reads each token's q, k and v rows (bf16, [heads, head_dim] each)
+// and writes the rotated q and k: the projections' own buffers, rotated in place, or the
+// stacked q/k/v projection's output (a token's row is q | k | v), q then going to its own
+// buffer and k to the pages only. Strides are elements from one token's row to the next.
+struct QkvRows {
+    const void* q = nullptr;
+    const void* k = nullptr;
+    const void* v = nullptr;
+    std::int64_t q_stride = 0, k_stride = 0, v_stride = 0;
+    void* q_out = nullptr;
+    std::int64_t q_out_stride = 0;
+    void* k_out = nullptr;  // null: k to the pages only
+    std::int64_t k_out_stride = 0;
+};
+
 // launch_rope of q and k, then launch_write_kv, in one launch (rope.cu): bf16 only, head_dim / 2
-// a multiple of 8 and 16-byte aligned rows and tables; returns false (and does nothing) else.
-bool launch_rope_write_kv(void* q, std::int64_t q_heads, void* k, const void* v,
-                          std::int64_t n, const std::int32_t* positions, const float* cos,
-                          const float* sin, std::int64_t max_positions,
-                          const std::int32_t* slots, const PagedKvView& pages,
-                          cudaStream_t stream);
+// a multiple of 8, 16-byte aligned rows, strides and tables; returns false (and does nothing)
+// else.
+bool launch_rope_write_kv(const QkvRows& rows, std::int64_t q_heads, std::int64_t n,
+                          const std::int32_t* positions, const float* cos, const float* sin,
+                          std::int64_t max_positions, const std::int32_t* slots,
+                          const PagedKvView& pages, cudaStream_t stream);
 
 // Device copies of PagedAttentionArgs plus the shapes the kernels need.
 struct AttentionBatch {

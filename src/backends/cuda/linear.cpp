@@ -54,8 +54,13 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, T
     linear_group(x, {&target, 1});
 }
 
-void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
+void CudaBackend::check_linear_group(const Tensor& x,
+                                     std::span<const tensor::LinearTarget> targets) const {
     check_group(x, targets, "linear x");
+}
+
+void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
+    check_linear_group(x, targets);
     if (x.shape[0] == 0 || targets.empty()) return;
     activate();
     switch (choose_linear_path(x, targets)) {
@@ -151,23 +156,30 @@ bool CudaBackend::stackable(const Tensor& x, std::span<const tensor::LinearTarge
            options_.stacked_linear_scratch_bytes;
 }
 
-void CudaBackend::stacked_linear(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
-    const std::int64_t n = x.shape[0];
-    const DType y_dtype = targets[0].y.dtype;
-    const auto elem = static_cast<std::int64_t>(tensor::dtype_size(y_dtype));
-    ColumnParts parts;
+Tensor CudaBackend::stacked_gemm(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
     std::int64_t outs = 0;
-    for (const tensor::LinearTarget& t : targets) {
-        parts.dst[parts.count] = t.y.data;
-        parts.bytes[parts.count++] = t.w.shape[0] * elem;
-        outs += t.w.shape[0];
-    }
+    for (const tensor::LinearTarget& t : targets) outs += t.w.shape[0];
     tensor::LinearTarget stack = targets[0];
     stack.w.shape[0] = outs;
     if (!stack.bias.empty()) stack.bias.shape[0] = outs;
-    stack.y = Tensor(stacked_output_, y_dtype, {n, outs}, tensor::Device::Cuda);
+    stack.y = Tensor(stacked_output_, targets[0].y.dtype, {x.shape[0], outs}, tensor::Device::Cuda);
     lt_linear(x, stack);
-    launch_split_columns(stack.y.data, n, parts, stream_);
+    return stack.y;
+}
+
+void CudaBackend::split_stacked(const Tensor& stacked,
+                                std::span<const tensor::LinearTarget> targets) {
+    const auto elem = static_cast<std::int64_t>(tensor::dtype_size(stacked.dtype));
+    ColumnParts parts;
+    for (const tensor::LinearTarget& t : targets) {
+        parts.dst[parts.count] = t.y.data;
+        parts.bytes[parts.count++] = t.w.shape[0] * elem;
+    }
+    launch_split_columns(stacked.data, stacked.shape[0], parts, stream_);
+}
+
+void CudaBackend::stacked_linear(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
+    split_stacked(stacked_gemm(x, targets), targets);
 }
 
 namespace {

@@ -114,9 +114,11 @@ void CudaBackend::enqueue_rope_write_kv(Tensor q, Tensor k, const Tensor& v,
     const auto* sin = tables.sin.as<float>();
     const std::int64_t n = q.shape[0], max_positions = tables.cos.shape[0];
     const auto* slot_ids = slots.as<std::int32_t>();
-    if (q.dtype == DType::BF16 &&
-        launch_rope_write_kv(q.data, q.shape[1], k.data, v.data, n, pos, cos, sin, max_positions,
-                             slot_ids, view, stream_)) {
+    const std::int64_t q_width = q.shape[1] * q.shape[2], kv_width = k.shape[1] * k.shape[2];
+    const QkvRows in_place{q.data, k.data, v.data, q_width, kv_width, kv_width,
+                           q.data, q_width, k.data, kv_width};
+    if (q.dtype == DType::BF16 && launch_rope_write_kv(in_place, q.shape[1], n, pos, cos, sin,
+                                                       max_positions, slot_ids, view, stream_)) {
         return;
     }
     launch_rope(q.data, q.shape[1], k.data, k.shape[1], q.dtype, n, q.shape[2], pos, cos, sin,
@@ -147,6 +149,42 @@ void CudaBackend::rope_attention(Tensor q, Tensor k, const Tensor& v, const Tens
         rope.k = k.data;
         rope.v = v.data;
     } else {
+        enqueue_rope_write_kv(q, k, v, positions, tables, slots, view);
+    }
+    launch_attention(q, plan, out);
+}
+
+void CudaBackend::linear_rope_attention(const Tensor& x,
+                                        std::span<const tensor::LinearTarget> qkv,
+                                        const Tensor& positions, const tensor::RopeTables& tables,
+                                        const Tensor& slots, const tensor::KvPages& pages,
+                                        const tensor::PagedAttentionArgs& args, Tensor out) {
+    IS_CHECK(qkv.size() == 3 && out.rank == 3) << "linear_rope_attention takes q, k and v";
+    check_linear_group(x, qkv);
+    const std::int64_t n = x.shape[0], d = out.shape[2];
+    const auto heads = [&](const Tensor& y) { return tensor::reshaped(y, {n, y.shape[1] / d, d}); };
+    const Tensor q = heads(qkv[0].y), k = heads(qkv[1].y), v = heads(qkv[2].y);
+    check_rope(q, k, positions, tables.cos, tables.sin);
+    const PagedKvView view = checked_write_kv(k, v, slots, pages);
+    const AttentionPlan plan = plan_attention(q, pages, args, out);
+    activate();
+    if (n == 0 || plan.fast_decode || q.dtype != DType::BF16 ||
+        choose_linear_path(x, qkv) != LinearPath::Stacked) {
+        Backend::linear_rope_attention(x, qkv, positions, tables, slots, pages, args, out);
+        return;
+    }
+    // A token's stacked row is q | k | v.
+    const Tensor stacked = stacked_gemm(x, qkv);
+    const std::int64_t row = stacked.shape[1], q_width = q.shape[1] * d, kv_width = k.shape[1] * d;
+    const auto* base = static_cast<const char*>(stacked.data);
+    const std::int64_t elem = static_cast<std::int64_t>(tensor::dtype_size(DType::BF16));
+    const QkvRows from_stack{base, base + q_width * elem, base + (q_width + kv_width) * elem,
+                             row, row, row, q.data, q_width, nullptr, 0};
+    if (!launch_rope_write_kv(from_stack, q.shape[1], n, positions.as<std::int32_t>(),
+                              tables.cos.as<float>(), tables.sin.as<float>(),
+                              tables.cos.shape[0], slots.as<std::int32_t>(), view, stream_)) {
+        // Rows the fused launch does not take: the targets' own buffers after all.
+        split_stacked(stacked, qkv);
         enqueue_rope_write_kv(q, k, v, positions, tables, slots, view);
     }
     launch_attention(q, plan, out);

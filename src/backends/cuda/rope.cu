@@ -122,26 +122,29 @@ void rope_typed(RopeRows<T> a, RopeRows<T> b, std::int64_t n, std::int64_t half,
 }
 
 // rope_vec_kernel over Q and K, and write_kv, in one pass: the index space runs token by token
-// over its Q rows, K rows and V rows, 8 pairs a thread. Q and K rotate in place with the same
-// arithmetic as rope_vec_kernel; K's rotated and V's rows also go to the token's slot (-1:
-// padding, not written).
-__global__ void rope_write_kv_kernel(bf16* q, int q_heads, bf16* k, const bf16* v, int kv_heads,
-                                     std::int64_t n, int half, const std::int32_t* positions,
+// over its Q rows, K rows and V rows, 8 pairs a thread. Q and K rotate with the same arithmetic
+// as rope_vec_kernel, from QkvRows' sources into its outputs (in place for the projections' own
+// buffers); K's rotated and V's rows also go to the token's slot (-1: padding, not written).
+__global__ void rope_write_kv_kernel(QkvRows rows, int q_heads, int kv_heads, std::int64_t n,
+                                     int half, const std::int32_t* positions,
                                      const float* cos_table, const float* sin_table,
                                      std::int64_t max_positions, const std::int32_t* slots,
                                      std::int64_t num_slots, bf16* k_pages, bf16* v_pages) {
     allow_next_launch();
     wait_for_inputs();
     const int groups = half / 8, width = 2 * half;
-    const int rows = q_heads + 2 * kv_heads;  // per token
-    const std::int64_t count = n * rows * groups;
+    const int heads = q_heads + 2 * kv_heads;  // rows per token
+    const std::int64_t count = n * heads * groups;
     const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+    const auto* q = static_cast<const bf16*>(rows.q);
+    const auto* k = static_cast<const bf16*>(rows.k);
+    const auto* v = static_cast<const bf16*>(rows.v);
     for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
          idx < count; idx += stride) {
         const int i = static_cast<int>(idx % groups) * 8;
         const std::int64_t r = idx / groups;
-        const std::int64_t t = r / rows;
-        const int h = static_cast<int>(r % rows);
+        const std::int64_t t = r / heads;
+        const int h = static_cast<int>(r % heads);
         const int kv_head = h - q_heads - (h >= q_heads + kv_heads ? kv_heads : 0);
         std::int32_t slot = -1;
         if (h >= q_heads) {
@@ -152,19 +155,28 @@ __global__ void rope_write_kv_kernel(bf16* q, int q_heads, bf16* k, const bf16* 
             (static_cast<std::int64_t>(slot) * kv_heads + kv_head) * width;
         if (h >= q_heads + kv_heads) {  // V: copied as it is
             if (slot == -1) continue;
-            const bf16* src = v + (t * kv_heads + kv_head) * width;
+            const bf16* src = v + t * rows.v_stride + kv_head * width;
             *reinterpret_cast<uint4*>(v_pages + page_row + i) =
                 *reinterpret_cast<const uint4*>(src + i);
             *reinterpret_cast<uint4*>(v_pages + page_row + i + half) =
                 *reinterpret_cast<const uint4*>(src + i + half);
             continue;
         }
-        bf16* x = h < q_heads ? q + (t * q_heads + h) * width
-                              : k + (t * kv_heads + kv_head) * width;
+        const bool is_q = h < q_heads;
+        const bf16* src = is_q ? q + t * rows.q_stride + h * width
+                               : k + t * rows.k_stride + kv_head * width;
         float r0[8], r1[8];
-        rotate8(x, i, half, positions[t], cos_table, sin_table, max_positions, r0, r1);
-        store8(x + i, r0);
-        store8(x + i + half, r1);
+        rotate8(src, i, half, positions[t], cos_table, sin_table, max_positions, r0, r1);
+        bf16* dst = nullptr;
+        if (is_q) {
+            dst = static_cast<bf16*>(rows.q_out) + t * rows.q_out_stride + h * width;
+        } else if (rows.k_out != nullptr) {
+            dst = static_cast<bf16*>(rows.k_out) + t * rows.k_out_stride + kv_head * width;
+        }
+        if (dst != nullptr) {
+            store8(dst + i, r0);
+            store8(dst + i + half, r1);
+        }
         if (slot != -1) {
             store8(k_pages + page_row + i, r0);
             store8(k_pages + page_row + i + half, r1);
@@ -174,21 +186,25 @@ __global__ void rope_write_kv_kernel(bf16* q, int q_heads, bf16* k, const bf16* 
 
 }  // namespace
 
-bool launch_rope_write_kv(void* q, std::int64_t q_heads, void* k, const void* v, std::int64_t n,
+bool launch_rope_write_kv(const QkvRows& rows, std::int64_t q_heads, std::int64_t n,
                           const std::int32_t* positions, const float* cos, const float* sin,
                           std::int64_t max_positions, const std::int32_t* slots,
                           const PagedKvView& pages, cudaStream_t stream) {
     const std::int64_t half = pages.head_dim / 2;
     const std::int64_t count = n * (q_heads + 2 * pages.kv_heads) * (half / 8);
+    const auto row_aligned = [](const void* p, std::int64_t stride) {
+        return aligned16(p) && stride % 8 == 0;
+    };
     if (half % 8 != 0 || q_heads > (1 << 20) || count > (std::int64_t{1} << 40) ||
-        !aligned16(q) || !aligned16(k) || !aligned16(v) || !aligned16(cos) || !aligned16(sin) ||
-        !aligned16(pages.k) || !aligned16(pages.v)) {
+        !row_aligned(rows.q, rows.q_stride) || !row_aligned(rows.k, rows.k_stride) ||
+        !row_aligned(rows.v, rows.v_stride) || !row_aligned(rows.q_out, rows.q_out_stride) ||
+        (rows.k_out != nullptr && !row_aligned(rows.k_out, rows.k_out_stride)) ||
+        !aligned16(cos) || !aligned16(sin) || !aligned16(pages.k) || !aligned16(pages.v)) {
         return false;
     }
     if (count == 0) return true;
     launch_dependent(rope_write_kv_kernel, grid_for(count, kVecThreads), kVecThreads, 0, stream,
-                     static_cast<bf16*>(q), static_cast<int>(q_heads), static_cast<bf16*>(k),
-                     static_cast<const bf16*>(v), pages.kv_heads, n, static_cast<int>(half),
+                     rows, static_cast<int>(q_heads), pages.kv_heads, n, static_cast<int>(half),
                      positions, cos, sin, max_positions, slots,
                      pages.num_blocks * pages.block_size, static_cast<bf16*>(pages.k),
                      static_cast<bf16*>(pages.v));

@@ -2,13 +2,15 @@
 // starting mid-sequence) and decode rows, page tables that are shuffled and non-contiguous,
 // stale random data past each sequence's end, head dims with and without a tensor-core
 // prefill kernel, narrow and wide prefill tiles, long contexts for the split-KV decode path,
-// graph capture, and rope_attention against the ops it fuses.
+// graph capture, rope_attention against the ops it fuses, and linear_rope_attention (q/k/v
+// read from the stacked projection's output) against linear_group and rope_attention.
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
 
 #include "cuda_test_util.h"
+#include "model/stacked_weight.h"
 
 namespace inferscale::cuda_test {
 namespace {
@@ -511,6 +513,110 @@ TEST_F(CudaRopeAttentionTest, TensorCoreDecodeComposes) {
     check_rope_attention(
         *gpu_, cpu_, RopeCase{{"tensor_cores", 32, 8, 128, 16, {{1, 900}, {1, 50}}}, false},
         rng_);
+}
+
+// linear_rope_attention on q/k/v weights stacked in memory (as the model uploads them): the
+// stacked GEMM's output read straight by the rotation and KV write, against linear_group (the
+// same GEMM, then its columns split) and rope_attention, bit for bit in out and the pages. The
+// fused path leaves the k and v targets unwritten, which shows it ran.
+struct LinearRopeCase {
+    AttnCase attn;
+    bool bias;
+};
+
+class CudaLinearRopeAttentionTest : public CudaTest {
+  protected:
+    CudaBackendOptions options() const override {
+        CudaBackendOptions o;
+        o.linear_paths.small_max_rows = 0;  // the stack wherever q/k/v adjoin
+        o.linear_paths.autotune = false;
+        o.decode.tensor_core_min_pairs = 1;  // decode rows off the fast kernel, which composes
+        return o;
+    }
+
+    struct Outcome {
+        std::vector<float> out, k_pages, v_pages, k_target;
+    };
+
+    Outcome run(const LinearRopeCase& lc, const Problem& p, const RopeOperands& r,
+                const std::vector<float>& x, const model::StackedWeight& w,
+                const model::StackedWeight& b, bool fused) {
+        const AttnCase& c = lc.attn;
+        const std::int64_t n = p.n, d = c.head_dim, kvh = c.kv_heads, bs = c.block_size;
+        const std::int64_t widths[] = {c.heads * d, kvh * d, kvh * d};
+        const std::int64_t heads[] = {c.heads, kvh, kvh};
+        DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {n, kHidden});
+        std::vector<DeviceTensor> ys;
+        std::vector<tensor::LinearTarget> qkv;
+        for (int i = 0; i < 3; ++i) {
+            ys.push_back(device_empty(*gpu_, DType::BF16, {n, widths[i]}));
+            poison(*gpu_, ys.back().tensor);
+            qkv.push_back({w.parts[i], lc.bias ? b.parts[i] : Tensor(), ys.back().tensor});
+        }
+        DeviceTensor kp = device_from(*gpu_, p.k_pages, DType::BF16, {p.blocks, bs, kvh, d});
+        DeviceTensor vp = device_from(*gpu_, p.v_pages, DType::BF16, {p.blocks, bs, kvh, d});
+        DeviceTensor cos = device_from(*gpu_, r.cos, DType::F32, {r.max_positions, d / 2});
+        DeviceTensor sin = device_from(*gpu_, r.sin, DType::F32, {r.max_positions, d / 2});
+        DeviceTensor positions = device_ints(*gpu_, r.positions);
+        DeviceTensor slots = device_ints(*gpu_, r.slots);
+        const tensor::RopeTables tables{cos.tensor, sin.tensor};
+        const tensor::KvPages pages{kp.tensor, vp.tensor};
+        const auto args = device_args(p, static_cast<int>(c.seqs.size()),
+                                      1.0f / std::sqrt(static_cast<float>(d)));
+        poison(*gpu_, p.dout.tensor);
+        if (fused) {
+            gpu_->linear_rope_attention(dx.tensor, qkv, positions.tensor, tables, slots.tensor,
+                                        pages, args, p.dout.tensor);
+        } else {
+            gpu_->linear_group(dx.tensor, qkv);
+            const auto view = [&](int i) { return reshaped(ys[i].tensor, {n, heads[i], d}); };
+            gpu_->rope_attention(view(0), view(1), view(2), positions.tensor, tables,
+                                 slots.tensor, pages, args, p.dout.tensor);
+        }
+        return {download(*gpu_, p.dout.tensor), download(*gpu_, kp.tensor),
+                download(*gpu_, vp.tensor), download(*gpu_, ys[1].tensor)};
+    }
+
+    static constexpr std::int64_t kHidden = 256;
+};
+
+TEST_F(CudaLinearRopeAttentionTest, StackedOutputFeedsTheRotation) {
+    const LinearRopeCase cases[] = {
+        {{"decode_tc", 32, 8, 128, 16, {{1, 300}, {1, 65}, {1, 1000}}}, false},
+        {{"prefill_and_decode", 32, 8, 128, 16, {{37, 37}, {1, 200}, {20, 300}}}, false},
+        {{"qwen_like_bias", 28, 4, 128, 16, {{1, 100}, {9, 50}}}, true},
+        {{"d64", 16, 2, 64, 32, {{1, 500}, {30, 30}}}, false}};
+    for (const LinearRopeCase& lc : cases) {
+        const AttnCase& c = lc.attn;
+        Problem p = make_problem(*gpu_, c, rng_);
+        const RopeOperands r = rope_operands(p, RopeCase{c, false}, rng_);
+        const std::vector<float> x = random_bf16(p.n * kHidden, rng_);
+        const std::int64_t d = c.head_dim;
+        const std::int64_t rows[] = {c.heads * d, c.kv_heads * d, c.kv_heads * d};
+        std::vector<std::vector<float>> w_host, b_host;
+        std::vector<Tensor> w_views, b_views;
+        for (std::int64_t out : rows) {
+            w_host.push_back(random_bf16(out * kHidden, rng_, 0.05f));
+            b_host.push_back(random_bf16(out, rng_));
+        }
+        for (int i = 0; i < 3; ++i) {
+            w_views.push_back(host_view(w_host[i], {rows[i], kHidden}));
+            b_views.push_back(host_view(b_host[i], {rows[i]}));
+        }
+        auto w = model::upload_stacked(*gpu_, w_views);
+        ASSERT_TRUE(w.ok()) << w.error().message;
+        auto b = model::upload_stacked(*gpu_, b_views);
+        ASSERT_TRUE(b.ok()) << b.error().message;
+        const Outcome want = run(lc, p, r, x, *w, *b, false);
+        const Outcome got = run(lc, p, r, x, *w, *b, true);
+        EXPECT_EQ(got.out, want.out) << c.name;
+        EXPECT_EQ(got.k_pages, want.k_pages) << c.name;
+        EXPECT_EQ(got.v_pages, want.v_pages) << c.name;
+        EXPECT_NE(want.k_pages, p.k_pages) << c.name << ": the new tokens were written";
+        std::size_t k_written = 0;
+        for (float e : got.k_target) k_written += std::isnan(e) ? 0 : 1;
+        EXPECT_EQ(k_written, 0u) << c.name << ": the fused path leaves the k target unwritten";
+    }
 }
 
 }  // namespace
