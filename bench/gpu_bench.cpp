@@ -72,6 +72,7 @@ struct Args {
     int small_linear_max_rows = -1;  // -1: the backend's default
     bool gemv = true;
     bool linear_autotune = true;
+    int concurrent_linear_max_rows = -1;  // -1: the backend's default
     backends::cuda::DecodeAttentionOptions decode;
     backends::cuda::PrefillAttentionOptions prefill;
     ModelBenchOptions model;
@@ -250,6 +251,9 @@ int run(const Args& a) {
         if (a.small_linear_max_rows >= 0) o.small_max_rows = a.small_linear_max_rows;
         if (!a.gemv) o.gemv = false;
         if (!a.linear_autotune) o.autotune = false;
+        if (a.concurrent_linear_max_rows >= 0) {
+            o.concurrent_max_rows = a.concurrent_linear_max_rows;
+        }
         cuda_backend.set_linear_path_options(o);
     }
     StepTimer timer(*backend, stream, cuda);
@@ -505,6 +509,8 @@ int main(int argc, char** argv) {
                  "decode attention on the CUDA-core kernels instead of the tensor-core one");
     app.add_option("--decode-tc-min-pairs", a.decode.tensor_core_min_pairs,
                    "tensor-core decode from this many (sequence, kv head) pairs (0: the SM count)");
+    app.add_option("--decode-min-split-tokens", a.decode.min_split_tokens,
+                   "decode attention: KV tokens per split, at least");
     app.add_option("--decode-split-tokens", a.decode.split_tokens,
                    "tensor-core decode: KV tokens per work item, at least");
     app.add_option("--decode-ctas-per-sm", a.decode.ctas_per_sm,
@@ -517,6 +523,9 @@ int main(int argc, char** argv) {
     app.add_flag("!--no-linear-autotune", a.linear_autotune,
                  "linears on the small-batch kernel wherever it takes them, the stack else (no "
                  "timing race between the paths)");
+    app.add_option("--concurrent-linear-max-rows", a.concurrent_linear_max_rows,
+                   "a group's per-target cuBLASLt GEMMs of at most this many tokens alternate "
+                   "between two streams (0: one after another on one stream)");
     app.add_flag("!--no-graphs", a.graphs,
                  "decode rows as plain forwards with host logits (the first run's method)");
     CLI11_PARSE(app, argc, argv);

@@ -38,6 +38,14 @@ Status allocate_scratch(T** p, std::size_t bytes, const std::string& what) {
     return cuda_error(what, err);
 }
 
+void check_decode_options(const DecodeAttentionOptions& o) {
+    IS_CHECK(o.split_tokens >= 1 && o.min_split_tokens >= 1 && o.ctas_per_sm >= 0 &&
+             o.tensor_core_min_pairs >= 0)
+        << "decode options: split_tokens " << o.split_tokens << ", min_split_tokens "
+        << o.min_split_tokens << ", ctas_per_sm " << o.ctas_per_sm << ", tensor_core_min_pairs "
+        << o.tensor_core_min_pairs;
+}
+
 }  // namespace
 
 Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device,
@@ -53,9 +61,7 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device,
                           std::to_string(count) + " devices)");
     }
     IS_CHECK(options.max_kv_splits >= 1) << "max_kv_splits " << options.max_kv_splits;
-    IS_CHECK(options.decode.split_tokens >= 1 && options.decode.ctas_per_sm >= 0 &&
-             options.decode.tensor_core_min_pairs >= 0)
-        << "decode options";
+    check_decode_options(options.decode);
     std::unique_ptr<CudaBackend> backend(new CudaBackend(device, options));
     IS_RETURN_IF_ERROR(backend->init());
     return backend;
@@ -65,6 +71,11 @@ Result<std::unique_ptr<tensor::Backend>> make_cuda_backend(int device,
                                                            const CudaBackendOptions& options) {
     std::unique_ptr<CudaBackend> backend = IS_TRY(CudaBackend::create(device, options));
     return std::unique_ptr<tensor::Backend>(std::move(backend));
+}
+
+void CudaBackend::set_decode_options(const DecodeAttentionOptions& o) {
+    check_decode_options(o);
+    options_.decode = o;
 }
 
 CudaBackend::CudaBackend(int device, const CudaBackendOptions& options)
@@ -93,10 +104,19 @@ Status CudaBackend::init() {
     IS_RETURN_IF_ERROR(allocate_scratch(&stacked_output_, options_.stacked_linear_scratch_bytes,
                                         "stacked linear output"));
     IS_CUDA_CHECK(cudaMemset(linear_counters_, 0, kSmallLinearCounters * sizeof(int)));
-    cublasLtHandle_t handle = nullptr;
-    IS_CUBLAS_CHECK(cublasLtCreate(&handle));
-    matmul_ = std::make_unique<LtMatmul>(handle, cublas_workspace_, options_.cublas_workspace_bytes,
-                                         options_.autotune_matmul);
+    IS_RETURN_IF_ERROR(allocate_scratch(&side_cublas_workspace_, options_.cublas_workspace_bytes,
+                                        "side cublas workspace"));
+    IS_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
+    IS_CUDA_CHECK(cudaEventCreateWithFlags(&fork_event_, cudaEventDisableTiming));
+    IS_CUDA_CHECK(cudaEventCreateWithFlags(&join_event_, cudaEventDisableTiming));
+    const auto make_matmul = [&](void* workspace) {
+        cublasLtHandle_t handle = nullptr;
+        IS_CUBLAS_CHECK(cublasLtCreate(&handle));
+        return std::make_unique<LtMatmul>(handle, workspace, options_.cublas_workspace_bytes,
+                                          options_.autotune_matmul);
+    };
+    matmul_ = make_matmul(cublas_workspace_);
+    side_matmul_ = make_matmul(side_cublas_workspace_);
     init_prefill_attention();
     decode_tc_limits_ = init_decode_tc_attention();
     cluster_linear_limits_ = init_small_linear();
@@ -109,7 +129,13 @@ CudaBackend::~CudaBackend() {
         cudaSetDevice(device_);
         cudaStreamSynchronize(stream_);
     }
+    if (side_stream_ != nullptr) cudaStreamSynchronize(side_stream_);
     matmul_.reset();
+    side_matmul_.reset();
+    if (side_cublas_workspace_ != nullptr) cudaFree(side_cublas_workspace_);
+    if (fork_event_ != nullptr) cudaEventDestroy(fork_event_);
+    if (join_event_ != nullptr) cudaEventDestroy(join_event_);
+    if (side_stream_ != nullptr) cudaStreamDestroy(side_stream_);
     if (attention_workspace_ != nullptr) cudaFree(attention_workspace_);
     if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);
     if (decode_item_counter_ != nullptr) cudaFree(decode_item_counter_);

@@ -60,6 +60,12 @@ struct DecodeAttentionOptions {
     // its one-round-trip start-up wins where every item is a few tiles.
     bool tensor_cores = true;
     int tensor_core_min_pairs = 0;
+    // A split covers at least this many KV tokens (two iterations of the CUDA-core kernels'
+    // four warps): shorter splits cost more in the merge and in per-block setup than they win
+    // in parallelism. Batch 1 at 1K context with 8 kv heads thus runs 17 splits = 136 blocks.
+    // Same-call A/B on the H200 against 64 at batch 1: 32 1.001x, 128 1.021x, 256 1.055x the
+    // step time (docs/results/tuning_levers_h200_2026-12-03_s13.txt).
+    int min_split_tokens = 64;
     // KV tokens per (split, sequence, kv head) item of the tensor-core kernel, at most (small
     // batches split finer). Measured on the H200 (Llama-3.1-8B, warp items): 1024 is within 3%
     // of the best of 256/512/1024/2048 at batch 64/128/256 x 1K and best for 100 sequences at
@@ -98,6 +104,14 @@ struct LinearPathOptions {
     // false: on the mma kernel like larger groups. At 2 and 4 tokens the GEMV's f32 FMAs
     // already cost more than its longer reads gain.
     bool gemv = true;
+    // Groups of at most this many tokens whose targets run as separate cuBLASLt GEMMs (gate
+    // and up) run every second target on a side stream, forked from and joined back into the
+    // backend's stream, so one GEMM's ramp and tail overlap the other's stream of weights; 0:
+    // never. Measured on the H200 (gate and up of 32 layers as CUDA graphs): 60.9 -> 57.2 us a
+    // pair at 32 tokens, 60.7 -> 58.6 at 64, 64.7 -> 63.1 at 128 (a 4.24 TB/s copy); in the
+    // model TTFT-32 -2.0%, decode b=64 / 128 +0.9% / +0.6%, b=256 -0.5%
+    // (docs/results/concurrent_targets_h200_2026-12-03_s13.txt).
+    int concurrent_max_rows = 128;
 };
 struct CudaBackendOptions {
     // Split-KV decode partials: [seqs, heads, splits, head_dim + 2] f32. Decode uses as many
@@ -214,7 +228,7 @@ class CudaBackend final : public tensor::Backend {
     int device_index() const { return device_; }
     // Replaces the decode attention options (benchmarks compare plans); takes effect at the
     // next paged_attention (graphs keep what they recorded).
-    void set_decode_options(const DecodeAttentionOptions& o) { options_.decode = o; }
+    void set_decode_options(const DecodeAttentionOptions& o);
     void set_prefill_options(const PrefillAttentionOptions& o) { options_.prefill = o; }
     // Replaces the linear path options (benchmarks compare the paths); graphs keep what they
     // recorded, and shapes already timed keep their measured choice.
@@ -285,8 +299,18 @@ class CudaBackend final : public tensor::Backend {
     // the group allow (the small kernel up to small_max_rows tokens, the stack where stackable).
     LinearPath choose_linear_path(const tensor::Tensor& x,
                                   std::span<const tensor::LinearTarget> targets);
+    // A stream and the cuBLASLt instance (with its own workspace) that enqueues on it.
+    struct GemmLane {
+        cudaStream_t stream;
+        LtMatmul* matmul;
+    };
+    // LinearPath::PerTarget: a cuBLASLt GEMM per target, every second one on the side lane
+    // where options_.linear_paths.concurrent_max_rows allows (graph capture records the fork
+    // and the join as two branches).
+    void per_target_linear(const tensor::Tensor& x,
+                           std::span<const tensor::LinearTarget> targets);
     // One target through cuBLASLt (the bias fused in its epilogue when it can be).
-    void lt_linear(const tensor::Tensor& x, const tensor::LinearTarget& target);
+    void lt_linear(const tensor::Tensor& x, const tensor::LinearTarget& target, GemmLane lane);
 
     static constexpr int kSmallLinearCounters = 16384;
     float* linear_partials_ = nullptr;  // options_.small_linear_scratch_bytes
@@ -297,6 +321,12 @@ class CudaBackend final : public tensor::Backend {
     BucketChoices<std::vector<std::int64_t>, LinearPath> linear_paths_;
     StreamStopwatch tune_stopwatch_;  // times the paths of a new group shape
     std::unique_ptr<LtMatmul> matmul_;
+    // The side lane of per_target_linear: its stream, cuBLASLt and workspace
+    // (options_.cublas_workspace_bytes), and the events that fork it from stream_ and join it.
+    cudaStream_t side_stream_ = nullptr;
+    void* side_cublas_workspace_ = nullptr;
+    std::unique_ptr<LtMatmul> side_matmul_;
+    cudaEvent_t fork_event_ = nullptr, join_event_ = nullptr;
     TransferQueue transfers_;  // copy_from_host_async's stream and events
 };
 

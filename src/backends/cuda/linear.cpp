@@ -70,7 +70,7 @@ void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTa
         case LinearPath::Stacked: stacked_linear(x, targets); return;
         case LinearPath::PerTarget: break;
     }
-    for (const tensor::LinearTarget& t : targets) lt_linear(x, t);
+    per_target_linear(x, targets);
 }
 
 LinearPath CudaBackend::choose_linear_path(const Tensor& x,
@@ -98,7 +98,7 @@ LinearPath CudaBackend::choose_linear_path(const Tensor& x,
     constexpr int kTimedRuns = 5, kRounds = 2;
     std::vector<LinearPath> paths{LinearPath::PerTarget};
     std::vector<std::function<bool()>> runs{[&] {
-        for (const tensor::LinearTarget& t : targets) lt_linear(x, t);
+        per_target_linear(x, targets);
         return true;
     }};
     if (small_ok) {
@@ -163,7 +163,7 @@ Tensor CudaBackend::stacked_gemm(const Tensor& x, std::span<const tensor::Linear
     stack.w.shape[0] = outs;
     if (!stack.bias.empty()) stack.bias.shape[0] = outs;
     stack.y = Tensor(stacked_output_, targets[0].y.dtype, {x.shape[0], outs}, tensor::Device::Cuda);
-    lt_linear(x, stack);
+    lt_linear(x, stack, {stream_, matmul_.get()});
     return stack.y;
 }
 
@@ -229,17 +229,34 @@ bool CudaBackend::gated_gemv(const Tensor& x, std::span<const tensor::LinearTarg
     return launch_gated_gemv(x.data, x.shape[1], {small, 2}, small_linear_scratch(), stream_);
 }
 
-void CudaBackend::lt_linear(const Tensor& x, const tensor::LinearTarget& t) {
-    const std::int64_t n = x.shape[0], in = x.shape[1], out = t.w.shape[0];
-    if (!t.bias.empty() && options_.fuse_bias && t.bias.dtype == t.y.dtype &&
-        matmul_->run(x.data, t.w.data, t.y.data, t.y.dtype, t.bias.data, n, in, out, stream_)) {
+void CudaBackend::per_target_linear(const Tensor& x,
+                                    std::span<const tensor::LinearTarget> targets) {
+    const GemmLane main{stream_, matmul_.get()};
+    if (targets.size() < 2 || x.shape[0] > options_.linear_paths.concurrent_max_rows) {
+        for (const tensor::LinearTarget& t : targets) lt_linear(x, t, main);
         return;
     }
-    IS_CHECK(matmul_->run(x.data, t.w.data, t.y.data, t.y.dtype, nullptr, n, in, out, stream_))
+    const GemmLane side{side_stream_, side_matmul_.get()};
+    IS_CUDA_CHECK(cudaEventRecord(fork_event_, stream_));
+    IS_CUDA_CHECK(cudaStreamWaitEvent(side_stream_, fork_event_));
+    for (std::size_t i = 0; i < targets.size(); ++i) lt_linear(x, targets[i], i % 2 ? side : main);
+    IS_CUDA_CHECK(cudaEventRecord(join_event_, side_stream_));
+    IS_CUDA_CHECK(cudaStreamWaitEvent(stream_, join_event_));
+}
+
+void CudaBackend::lt_linear(const Tensor& x, const tensor::LinearTarget& t, GemmLane lane) {
+    const std::int64_t n = x.shape[0], in = x.shape[1], out = t.w.shape[0];
+    if (!t.bias.empty() && options_.fuse_bias && t.bias.dtype == t.y.dtype &&
+        lane.matmul->run(x.data, t.w.data, t.y.data, t.y.dtype, t.bias.data, n, in, out,
+                         lane.stream)) {
+        return;
+    }
+    IS_CHECK(lane.matmul->run(x.data, t.w.data, t.y.data, t.y.dtype, nullptr, n, in, out,
+                              lane.stream))
         << "cuBLASLt has no algorithm for [" << n << "," << in << "] x [" << out << "," << in
         << "]^T";
     if (!t.bias.empty()) {
-        launch_add_bias(t.y.data, t.y.dtype, t.bias.data, t.bias.dtype, n, out, stream_);
+        launch_add_bias(t.y.data, t.y.dtype, t.bias.data, t.bias.dtype, n, out, lane.stream);
     }
 }
 

@@ -26,10 +26,6 @@ namespace {
 using tensor::DType;
 using tensor::Tensor;
 
-// A split should cover at least this many KV tokens (two iterations of the decode kernel's
-// four warps): shorter splits cost more in the merge and in per-block setup than they win in
-// parallelism. Batch 1 at 1K context with 8 kv heads thus runs 16 splits = 128 blocks.
-constexpr std::int64_t kMinSplitTokens = 64;
 // Decode blocks wanted per SM before splitting stops paying. Measured on the H200 (batch 64,
 // 1K context, 512 blocks): no split 100 us, 2 splits 106 us, 3 splits 109 us per call, so a
 // batch that already fills the GPU is not split; batch 1 is split by length (16 x 64 tokens).
@@ -318,10 +314,11 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
     decode.per_sequence = true;
     decode.grid_rows = num_seqs;
     const std::int64_t blocks = static_cast<std::int64_t>(decode_seqs) * view.kv_heads;
-    const std::int64_t by_length = (max_decode_kv + kMinSplitTokens - 1) / kMinSplitTokens;
+    const DecodeAttentionOptions& dopt = options_.decode;
+    const std::int64_t by_length =
+        (max_decode_kv + dopt.min_split_tokens - 1) / dopt.min_split_tokens;
     const std::int64_t by_workspace = workspace_bytes / per_split_bytes;
     std::int64_t wanted = (kBlocksPerSm * num_sms_ + blocks - 1) / blocks;
-    const DecodeAttentionOptions& dopt = options_.decode;
     const std::int64_t tc_min_pairs =
         dopt.tensor_core_min_pairs > 0 ? dopt.tensor_core_min_pairs : num_sms_;
     if (dopt.tensor_cores && blocks >= tc_min_pairs &&

@@ -5,7 +5,7 @@
 // cluster, the same launches replayed from a CUDA graph, and the one-token gated MLP
 // (linear_swiglu) in one GEMV launch. Targets stacked in memory (as the model stores q/k/v,
 // model::upload_stacked) on the stacked path: one cuBLASLt GEMM over all their rows, its output
-// columns split into the targets.
+// columns split into the targets. Separate GEMMs per target, forked onto two streams.
 
 #include <cmath>
 #include <string>
@@ -70,6 +70,18 @@ class CudaLinearGroupTest : public CudaTest, public ::testing::WithParamInterfac
         }
         return g;
     }
+
+    // Every target's output, each checked against its CPU reference.
+    std::vector<std::vector<float>> outputs_near_cpu(const GroupCase& c, const Group& g) const {
+        std::vector<std::vector<float>> ys;
+        for (std::size_t i = 0; i < g.ys.size(); ++i) {
+            ys.push_back(download(*gpu_, g.ys[i].tensor));
+            EXPECT_LT(rel_error(ys.back(), g.refs[i]),
+                      c.y_dtype == DType::F32 ? 1e-3 : kBf16Tolerance)
+                << "target " << i;
+        }
+        return ys;
+    }
 };
 
 TEST_P(CudaLinearGroupTest, MatchesCpu) {
@@ -78,13 +90,7 @@ TEST_P(CudaLinearGroupTest, MatchesCpu) {
     Group g = make_group(c, x);
     DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {c.n, c.in});
     gpu_->linear_group(dx.tensor, g.targets);
-    std::vector<std::vector<float>> first;
-    for (std::size_t i = 0; i < g.targets.size(); ++i) {
-        first.push_back(download(*gpu_, g.ys[i].tensor));
-        EXPECT_LT(rel_error(first.back(), g.refs[i]),
-                  c.y_dtype == DType::F32 ? 1e-3 : kBf16Tolerance)
-            << "target " << i;
-    }
+    const std::vector<std::vector<float>> first = outputs_near_cpu(c, g);
     // Split-k partials are summed in a fixed order: a second run gives the same bits.
     for (const DeviceTensor& y : g.ys) poison(*gpu_, y.tensor);
     gpu_->linear_group(dx.tensor, g.targets);
@@ -202,6 +208,60 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaLinearGraphTest,
                          ::testing::Values(GroupCase{1, 4096, {1024, 100}, true, DType::BF16},
                                            GroupCase{5, 4096, {1024, 100}, true, DType::BF16},
                                            GroupCase{40, 4096, {1024, 100}, true, DType::BF16}),
+                         case_name);
+
+// Targets as separate cuBLASLt GEMMs, every second one on the side stream (concurrent_max_rows):
+// the same bits as one after another on one stream (both lanes take the heuristic's first
+// algorithm here), close to the CPU, and the fork and join replayed from a CUDA graph.
+class CudaConcurrentTargetsTest : public CudaLinearGroupTest {
+  protected:
+    CudaBackendOptions options() const override {
+        CudaBackendOptions o;
+        o.autotune_matmul = false;
+        o.linear_paths.autotune = false;
+        o.linear_paths.small_max_rows = 0;
+        o.linear_paths.stacked = false;
+        return o;
+    }
+};
+
+TEST_P(CudaConcurrentTargetsTest, EqualsSerialAndReplays) {
+    const GroupCase c = GetParam();
+    std::vector<float> x = random_bf16(c.n * c.in, rng_);
+    Group g = make_group(c, x);
+    DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {c.n, c.in});
+    backends::cuda::LinearPathOptions paths = gpu_->linear_path_options();
+    const int concurrent_max_rows = paths.concurrent_max_rows;
+    ASSERT_GE(concurrent_max_rows, c.n);
+    gpu_->linear_group(dx.tensor, g.targets);
+    const std::vector<std::vector<float>> concurrent = outputs_near_cpu(c, g);
+
+    paths.concurrent_max_rows = 0;
+    gpu_->set_linear_path_options(paths);
+    for (const DeviceTensor& y : g.ys) poison(*gpu_, y.tensor);
+    gpu_->linear_group(dx.tensor, g.targets);
+    for (std::size_t i = 0; i < g.ys.size(); ++i) {
+        EXPECT_EQ(download(*gpu_, g.ys[i].tensor), concurrent[i]) << "serial, target " << i;
+    }
+
+    paths.concurrent_max_rows = concurrent_max_rows;
+    gpu_->set_linear_path_options(paths);
+    ASSERT_TRUE(gpu_->begin_capture().ok());
+    gpu_->linear_group(dx.tensor, g.targets);
+    auto graph = gpu_->end_capture();
+    ASSERT_TRUE(graph.ok()) << graph.error().message;
+    for (const DeviceTensor& y : g.ys) poison(*gpu_, y.tensor);
+    gpu_->replay(**graph);
+    for (std::size_t i = 0; i < g.ys.size(); ++i) {
+        EXPECT_EQ(download(*gpu_, g.ys[i].tensor), concurrent[i]) << "replayed, target " << i;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaConcurrentTargetsTest,
+                         ::testing::Values(GroupCase{64, 4096, {14336, 14336}, false, DType::BF16},
+                                           GroupCase{32, 896, {128, 32, 32}, true, DType::BF16},
+                                           GroupCase{3, 200, {301, 77, 5}, true, DType::F32},
+                                           GroupCase{128, 512, {1000, 24}, false, DType::BF16}),
                          case_name);
 
 class CudaStackedLinearTest : public CudaTest, public ::testing::WithParamInterface<GroupCase> {
