@@ -3,8 +3,9 @@
 // bandwidth unused (1024 x 4096 at one token measured 0.69 TB/s on the H200): the small-batch
 // kernel runs all targets of a group in one launch there. Targets stacked in memory (q/k/v) can
 // run as one cuBLASLt GEMM whose output is split into the targets' rows. Otherwise each target
-// is its own GEMM. Which one is fastest depends on the shape and the token count, so it is
-// timed once per shape and bucket.
+// is its own GEMM, every second one on a side stream at few tokens (gate beside up). Which one
+// is fastest depends on the shape and the token count, so it is timed once per shape and
+// bucket.
 
 #include <functional>
 #include <optional>
