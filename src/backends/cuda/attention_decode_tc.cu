@@ -12,10 +12,7 @@
 //   waits for the other warps, and writes its result from registers: the output when the
 //   sequence's KV fits in one split, else (unnormalized output, max, sum) for the merge kernel.
 //   Its page ids come from a tc::PageWindow read a window ahead, so issuing a tile's copies
-//   never waits on a page-table load. A warp's first item is its own index (later ones come
-//   from the counter), so its first tiles stream before the kernel ahead (the rotation and
-//   newest-token K/V write) has finished: K/V rows before a sequence's newest token were
-//   written by earlier steps, or before this forward by plain launches (injection).
+//   never waits on a page-table load.
 // - decode_tc_kernel: the 4 warps of a CTA share an item (tiles dealt in turn) and merge their
 //   states through shared memory at its end; items are dealt round-robin.
 //
@@ -64,6 +61,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     decode_tc_warp_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                           DecodeLaunch launch, bf16* __restrict__ out) {
     allow_next_launch();
+    wait_for_inputs();
     using S = tc::Shape<kD>;
     extern __shared__ __align__(128) unsigned char smem[];
     // Items this warp has issued copies for but not finished: seq, kv head, split, q row,
@@ -78,13 +76,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     const float scale_log2 = batch.scale * kLog2e;
     const int items = launch.num_splits * launch.grid_rows * kv.kv_heads;
     int* const counter = launch.item_counter;
-    const int warps = static_cast<int>(gridDim.x) * kWarps;
-    // Until wait_for_inputs the previous launch may still be claiming (programmatic launches
-    // can run ahead of a chain of kernels) and zeroes the counter last, so it is touched only
-    // once inputs_ready; until then a warp works on `first`, its own index, and a warp that
-    // would need a claim stalls.
-    int first = static_cast<int>(blockIdx.x) * kWarps + warp;
-    bool inputs_ready = false, stalled = false;
 
     // Issue side: the item whose tiles are being copied, and lane 0's claim on the next. A warp
     // claims its next item while the current one still has kClaimAheadTiles tiles to issue:
@@ -95,13 +86,13 @@ __global__ void __launch_bounds__(kThreads, 2)
     int grab = 0;
     bool claimed = false;
     const auto claim = [&]() {
-        if (lane == 0) grab = warps + atomicAdd(counter, 1);  // past the first items
+        if (lane == 0) grab = atomicAdd(counter, 1);
         claimed = true;
     };
     SeqInfo is;
     int i_head = 0, i_t0 = 0, i_end = 0, i_slot = 0, issued = 0;
     const auto claim_if_near_end = [&]() {
-        if (inputs_ready && !claimed && i_end - i_t0 <= kClaimAheadTiles * kTileTokens) claim();
+        if (!claimed && i_end - i_t0 <= kClaimAheadTiles * kTileTokens) claim();
     };
     bool i_done = false;
     const int bs = kv.block_size;
@@ -109,21 +100,14 @@ __global__ void __launch_bounds__(kThreads, 2)
     tc::PageWindow window;
     const auto next_issue_item = [&]() {
         for (;;) {
-            int index = first;
-            if (first >= 0) {
-                first = -1;
-            } else if (!inputs_ready) {
-                stalled = true;  // resumed once the inputs are ready
-                return;
-            } else {
-                if (!claimed) claim();
-                index = __shfl_sync(0xffffffffu, grab, 0);
-                claimed = false;
-            }
+            if (!claimed) claim();
+            const int index = __shfl_sync(0xffffffffu, grab, 0);
+            claimed = false;
             if (index >= items) {
                 i_done = true;
-                // Every warp ends with one index past the items; the last to get there has
+                // Every warp ends with one claim past the items; the last to get there has
                 // no claims after it and zeroes the counters for the next launch.
+                const int warps = static_cast<int>(gridDim.x) * kWarps;
                 if (lane == 0 && atomicAdd(counter + 1, 1) == warps - 1) {
                     counter[0] = 0;
                     counter[1] = 0;
@@ -228,22 +212,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
     };
 
-    // Before the inputs are ready: the first item's tiles short of its last one (which would
-    // take the next item) and of the sequence's newest token (which the kernel ahead writes).
-    int early = 0;
-    if (first < items) {
-        next_issue_item();
-        while (early < kStages - 1 && !stalled && i_t0 + kTileTokens < i_end) {
-            issue_next(early++);
-        }
-    }
-    wait_for_inputs();
-    inputs_ready = true;
-    if (stalled || first >= 0) {
-        stalled = false;
-        next_issue_item();
-    }
-    for (int i = early; i < kStages - 1; ++i) issue_next(i);
+    next_issue_item();
+#pragma unroll
+    for (int i = 0; i < kStages - 1; ++i) issue_next(i);
     if (issued > 0) start_compute_item();
     int stage = 0, computed = 0;
     while (computed < issued) {
