@@ -268,6 +268,11 @@ class CudaBackend final : public tensor::Backend {
                                  const tensor::PagedAttentionArgs& args,
                                  const tensor::Tensor& out) const;
     void launch_attention(const tensor::Tensor& q, const AttentionPlan& plan, tensor::Tensor out);
+    // rope_attention's launches, operands checked and the attention planned.
+    void enqueue_rope_attention(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
+                                const tensor::Tensor& positions,
+                                const tensor::RopeTables& tables, const tensor::Tensor& slots,
+                                const PagedKvView& view, AttentionPlan plan, tensor::Tensor out);
     // rope_write_kv's launches, operands checked.
     void enqueue_rope_write_kv(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
                                const tensor::Tensor& positions, const tensor::RopeTables& tables,
@@ -282,9 +287,11 @@ class CudaBackend final : public tensor::Backend {
     // Whether LinearPath::Stacked can run `targets` on x: weights (and biases) adjoin, one
     // output dtype, 16-byte output rows, and the stacked output fits the scratch.
     bool stackable(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets) const;
-    // linear_group's operand checks (x bf16 [n, in]; each target's weight, bias and output).
-    void check_linear_group(const tensor::Tensor& x,
-                            std::span<const tensor::LinearTarget> targets) const;
+    // linear_group's operand checks: x bf16 [n, in] (named x_name in errors), each target's
+    // weight, bias and output against it.
+    static void check_linear_group(const tensor::Tensor& x,
+                                   std::span<const tensor::LinearTarget> targets,
+                                   const char* x_name = "linear x");
     // LinearPath::Stacked (stackable must hold): stacked_gemm, then its columns split into the
     // targets' outputs.
     void stacked_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);

@@ -41,13 +41,6 @@ void check_target(const Tensor& x, const tensor::LinearTarget& t) {
     }
 }
 
-// x ([n, in] bf16, named `x_name` in errors) and every target against it.
-void check_group(const Tensor& x, std::span<const tensor::LinearTarget> targets,
-                 const char* x_name) {
-    check_device(x, DType::BF16, 2, x_name);
-    for (const tensor::LinearTarget& t : targets) check_target(x, t);
-}
-
 }  // namespace
 
 void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
@@ -56,8 +49,10 @@ void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, T
 }
 
 void CudaBackend::check_linear_group(const Tensor& x,
-                                     std::span<const tensor::LinearTarget> targets) const {
-    check_group(x, targets, "linear x");
+                                     std::span<const tensor::LinearTarget> targets,
+                                     const char* x_name) {
+    check_device(x, DType::BF16, 2, x_name);
+    for (const tensor::LinearTarget& t : targets) check_target(x, t);
 }
 
 void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
@@ -219,7 +214,7 @@ void CudaBackend::linear_swiglu(const Tensor& x, std::span<const tensor::LinearT
 }
 
 bool CudaBackend::gated_gemv(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
-    check_group(x, gate_up, "linear_swiglu x");
+    check_linear_group(x, gate_up, "linear_swiglu x");
     IS_CHECK(gate_up.size() == 2 && gate_up[0].y.shape == gate_up[1].y.shape)
         << "linear_swiglu takes a gate and an up target of one shape";
     if (x.shape[0] != 1 || !options_.linear_paths.gemv) return false;

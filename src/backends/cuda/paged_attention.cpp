@@ -128,8 +128,15 @@ void CudaBackend::rope_attention(Tensor q, Tensor k, const Tensor& v, const Tens
                                  const tensor::PagedAttentionArgs& args, Tensor out) {
     check_rope(q, k, positions, tables.cos, tables.sin);
     const PagedKvView view = checked_write_kv(k, v, slots, pages);
-    AttentionPlan plan = plan_attention(q, pages, args, out);
+    const AttentionPlan plan = plan_attention(q, pages, args, out);
     activate();
+    enqueue_rope_attention(q, k, v, positions, tables, slots, view, plan, out);
+}
+
+void CudaBackend::enqueue_rope_attention(Tensor q, Tensor k, const Tensor& v,
+                                         const Tensor& positions,
+                                         const tensor::RopeTables& tables, const Tensor& slots,
+                                         const PagedKvView& view, AttentionPlan plan, Tensor out) {
     // Decode rows alone on the fast kernel take the rotation and the KV write in; anything
     // else runs rope_write_kv first.
     const bool fused = plan.fast_decode && !plan.prefill && q.dtype == DType::BF16 &&
@@ -166,7 +173,8 @@ void CudaBackend::linear_rope_attention(const Tensor& x,
     activate();
     if (n == 0 || plan.fast_decode || q.dtype != DType::BF16 ||
         choose_linear_path(x, qkv) != LinearPath::Stacked) {
-        Backend::linear_rope_attention(x, qkv, positions, tables, slots, pages, args, out);
+        linear_group(x, qkv);
+        enqueue_rope_attention(q, k, v, positions, tables, slots, view, plan, out);
         return;
     }
     // A token's stacked row is q | k | v.
