@@ -71,8 +71,6 @@ struct Args {
     bool graphs = true;
     int small_linear_max_rows = -1;  // -1: the backend's default
     bool gemv = true;
-    bool fuse_norm = true;
-    int gemv_l2_pieces = -1;
     bool linear_autotune = true;
     int concurrent_linear_max_rows = -1;  // -1: the backend's default
     backends::cuda::DecodeAttentionOptions decode;
@@ -252,8 +250,6 @@ int run(const Args& a) {
         backends::cuda::LinearPathOptions o = cuda_backend.linear_path_options();
         if (a.small_linear_max_rows >= 0) o.small_max_rows = a.small_linear_max_rows;
         if (!a.gemv) o.gemv = false;
-        if (!a.fuse_norm) o.fuse_norm = false;
-        if (a.gemv_l2_pieces >= 0) o.gemv_l2_pieces = a.gemv_l2_pieces;
         if (!a.linear_autotune) o.autotune = false;
         if (a.concurrent_linear_max_rows >= 0) {
             o.concurrent_max_rows = a.concurrent_linear_max_rows;
@@ -524,10 +520,6 @@ int main(int argc, char** argv) {
     app.add_option("--small-linear-max-rows", a.small_linear_max_rows,
                    "linears of at most this many tokens on the small-batch kernel (0: cuBLASLt)");
     app.add_flag("!--no-gemv", a.gemv, "one-token linears on the mma kernel, not the GEMV");
-    app.add_flag("!--no-fused-norm", a.fuse_norm,
-                 "one token's input norms as add_rms_norm launches, not inside the GEMVs");
-    app.add_option("--gemv-l2-pieces", a.gemv_l2_pieces,
-                   "4 KB weight pieces a GEMV warp asks into L2 beyond its ring before its wait");
     app.add_flag("!--no-linear-autotune", a.linear_autotune,
                  "linears on the small-batch kernel wherever it takes them, the stack else (no "
                  "timing race between the paths)");

@@ -191,13 +191,11 @@ void ProfilingBackend::linear_group(const Tensor& x,
     close(s);
 }
 
-void ProfilingBackend::norm_linear_swiglu(const tensor::NormedInput& in,
-                                          std::span<const tensor::LinearTarget> gate_up) {
-    const GroupCost c = group_cost(in.out, gate_up);
-    const int s = open("norm_linear_swiglu", c.shape,
-                       c.bytes + (in.y.empty() ? 1.0 : 3.0) * bytes_of(in.x) + bytes_of(in.weight),
-                       c.flops);
-    inner_.norm_linear_swiglu(in, gate_up);
+void ProfilingBackend::linear_swiglu(const Tensor& x,
+                                     std::span<const tensor::LinearTarget> gate_up) {
+    const GroupCost c = group_cost(x, gate_up);
+    const int s = open("linear_swiglu", c.shape, c.bytes, c.flops);
+    inner_.linear_swiglu(x, gate_up);
     close(s);
 }
 

@@ -11,9 +11,9 @@
 // from the moment the stream reaches it, so launch gaps while the GPU waits for the host show
 // up inside the op after the gap: the sum of the ops is close to, not equal to, the step time.
 // Graph capture is not offered (supports_graphs false), so DecodeGraphRunner runs eagerly
-// through it and every op is seen. norm_linear_rope_attention is left to its default here, so
-// the table keeps the norm, the q/k/v projection and the attention apart (the real backend's
-// fusions of the three are not what the profile times).
+// through it and every op is seen. linear_rope_attention is left to its default here, so the
+// table keeps the q/k/v projection and the attention apart (the real backend's fusion of the
+// two, which saves a column split, is not what the profile times).
 
 #include <cuda_runtime_api.h>
 
@@ -82,9 +82,8 @@ class ProfilingBackend final : public tensor::Backend {
     // One row per group: "[sum of outs x in] n=rows", its bytes those of all targets.
     void linear_group(const tensor::Tensor& x,
                       std::span<const tensor::LinearTarget> targets) override;
-    // The row's bytes include the norm's.
-    void norm_linear_swiglu(const tensor::NormedInput& in,
-                            std::span<const tensor::LinearTarget> gate_up) override;
+    void linear_swiglu(const tensor::Tensor& x,
+                       std::span<const tensor::LinearTarget> gate_up) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void add_rms_norm(tensor::Tensor x, const tensor::Tensor& y, const tensor::Tensor& weight,
                       float eps, tensor::Tensor out) override;

@@ -306,9 +306,9 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     const Tensor up = leading(ws.up, n);          // [n, ffn]
     const Tensor positions = meta(l.positions, n);  // [n] i32
 
-    // `normed` holds the previous layer's down projection, which the input norm adds first.
-    const tensor::NormedInput attn_in{hidden, layer == 0 ? Tensor() : normed,
-                                      w.input_norm.tensor, c.rms_norm_eps, normed};
+    // Later layers find their input norm in `normed`: the previous layer's last residual add
+    // computed it (add_rms_norm).
+    if (layer == 0) be.rms_norm(hidden, w.input_norm.tensor, c.rms_norm_eps, normed);
     const auto bias = [&w](std::size_t i) {
         return w.qkv_bias.parts.empty() ? Tensor() : w.qkv_bias.parts[i];
     };
@@ -318,7 +318,6 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     const tensor::KvPages pages = kv.pages(layer);
     const Tensor attn3 = reshaped(attn, {n, c.num_heads, c.head_dim});
     if (const std::int64_t m = st.capture_rows; m > 0) {
-        be.normalize(attn_in);
         be.linear_group(normed, qkv);
         // K is still unrotated here: the memory-injection chunk format wants it that way.
         const Tensor rows = meta(l.capture_rows, m);
@@ -330,17 +329,22 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
                           reshaped(v, {n, c.num_kv_heads, c.head_dim}), positions, rope_,
                           meta(l.slots, n), pages, attn_args, attn3);
     } else {
-        be.norm_linear_rope_attention(attn_in, qkv, positions, rope_, meta(l.slots, n), pages,
-                                      attn_args, attn3);
+        be.linear_rope_attention(normed, qkv, positions, rope_, meta(l.slots, n), pages,
+                                 attn_args, attn3);
     }
 
     be.linear(attn, w.o.tensor, Tensor(), normed);
+    be.add_rms_norm(hidden, normed, w.post_norm.tensor, c.rms_norm_eps, normed);
     const tensor::LinearTarget gate_up[] = {{w.gate.tensor, Tensor(), gate},
                                             {w.up.tensor, Tensor(), up}};
-    be.norm_linear_swiglu({hidden, normed, w.post_norm.tensor, c.rms_norm_eps, normed}, gate_up);
+    be.linear_swiglu(normed, gate_up);
     be.linear(gate, w.down.tensor, Tensor(), normed);
-    // The final norm runs on the rows that give logits only.
-    if (layer + 1 == c.num_layers) be.add(hidden, normed);
+    if (layer + 1 < c.num_layers) {
+        be.add_rms_norm(hidden, normed, layers_[layer + 1].input_norm.tensor, c.rms_norm_eps,
+                        normed);
+    } else {
+        be.add(hidden, normed);  // the final norm runs on the rows that give logits only
+    }
 }
 
 }  // namespace inferscale::model

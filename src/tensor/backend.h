@@ -108,23 +108,11 @@ class Backend {
     // out = silu(gate) * up.  gate, up, out [n, ffn]; out may alias gate.
     virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor out) = 0;
 
-    // in's residual add and norm: add_rms_norm(in.x, in.y, in.weight, in.eps, in.out), or
-    // rms_norm(in.x, ...) when in.y is empty.
-    void normalize(const NormedInput& in) {
-        if (in.y.empty()) {
-            rms_norm(in.x, in.weight, in.eps, in.out);
-        } else {
-            add_rms_norm(in.x, in.y, in.weight, in.eps, in.out);
-        }
-    }
-
-    // The gated MLP's first half: normalize(in), linear_group(in.out, gate_up), then
-    // swiglu(gate, up, gate), with exactly their results (this default runs them); a backend
-    // may fuse them and then need not write in.out nor up's output.
-    //   gate_up: the gate target, then up's, of one shape
-    virtual void norm_linear_swiglu(const NormedInput& in, std::span<const LinearTarget> gate_up) {
-        normalize(in);
-        linear_group(in.out, gate_up);
+    // The gated MLP's first half: linear_group(x, gate_up), then swiglu(gate, up, gate), with
+    // exactly their results (this default runs the two); a backend may fuse them and then need
+    // not write up's output.  gate_up: the gate target, then up's, of one shape.
+    virtual void linear_swiglu(const Tensor& x, std::span<const LinearTarget> gate_up) {
+        linear_group(x, gate_up);
         swiglu(gate_up[0].y, gate_up[1].y, gate_up[0].y);
     }
 
@@ -172,22 +160,18 @@ class Backend {
         paged_attention(q, pages, args, out);
     }
 
-    // A layer's attention from its residual stream: normalize(in), linear_group(in.out, qkv)
-    // (the q, k and v targets, in that order), then rope_attention on their outputs seen as
-    // [n, heads, d], which is what this default does. A backend may fuse the norm into the
-    // projection, and the projection's output into the rotation, and then need not write
-    // in.out or the targets' outputs: only in.x, out and the pages are results.
-    //   qkv as in linear_group of in.out; out [n, h, d]; the rest as in rope_attention
-    virtual void norm_linear_rope_attention(const NormedInput& in,
-                                            std::span<const LinearTarget> qkv,
-                                            const Tensor& positions, const RopeTables& tables,
-                                            const Tensor& slots, const KvPages& pages,
-                                            const PagedAttentionArgs& args, Tensor out) {
-        IS_CHECK(qkv.size() == 3 && out.rank == 3)
-            << "norm_linear_rope_attention takes q, k and v";
-        normalize(in);
-        linear_group(in.out, qkv);
-        const std::int64_t n = in.x.shape[0], d = out.shape[2];
+    // A layer's attention from its input: linear_group(x, qkv) (the q, k and v targets, in
+    // that order), then rope_attention on their outputs seen as [n, heads, d], which is what
+    // this default does. A backend may fuse the projection's output into the rotation and then
+    // need not write the targets' outputs: only out and the pages are results.
+    //   x [n, hidden]; qkv as in linear_group; out [n, h, d]; the rest as in rope_attention
+    virtual void linear_rope_attention(const Tensor& x, std::span<const LinearTarget> qkv,
+                                       const Tensor& positions, const RopeTables& tables,
+                                       const Tensor& slots, const KvPages& pages,
+                                       const PagedAttentionArgs& args, Tensor out) {
+        IS_CHECK(qkv.size() == 3 && out.rank == 3) << "linear_rope_attention takes q, k and v";
+        linear_group(x, qkv);
+        const std::int64_t n = x.shape[0], d = out.shape[2];
         const auto heads = [&](const Tensor& y) { return reshaped(y, {n, y.shape[1] / d, d}); };
         rope_attention(heads(qkv[0].y), heads(qkv[1].y), heads(qkv[2].y), positions, tables,
                        slots, pages, args, out);

@@ -15,16 +15,6 @@ struct LinearTarget {
     Tensor y;     // [n, out]
 };
 
-// A layer's input as the ops after a residual add see it (Backend::normalize): x += y (no add
-// when y is empty), then out = rms_norm(x, weight, eps), which is what the linears read.
-struct NormedInput {
-    Tensor x;       // [n, hidden] the residual stream, y added in place
-    Tensor y;       // [n, hidden] or empty
-    Tensor weight;  // [hidden]
-    float eps = 0.0f;
-    Tensor out;     // [n, hidden]; may alias y
-};
-
 // cos/sin of position * inv_freq for every position up to the table size, half a head wide:
 // the rotate_half convention uses the same angle for dims i and i + d/2.
 struct RopeTables {

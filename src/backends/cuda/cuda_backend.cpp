@@ -99,12 +99,11 @@ Status CudaBackend::init() {
     IS_CUDA_CHECK(cudaMemset(split_arrivals_, 0, kSplitArrivals * sizeof(int)));
     IS_RETURN_IF_ERROR(allocate_scratch(&linear_partials_, options_.small_linear_scratch_bytes,
                                         "small linear scratch"));
-    IS_RETURN_IF_ERROR(allocate_scratch(&linear_counters_,
-                                        (kSmallLinearCounters + 1) * sizeof(int),
+    IS_RETURN_IF_ERROR(allocate_scratch(&linear_counters_, kSmallLinearCounters * sizeof(int),
                                         "small linear counters"));
     IS_RETURN_IF_ERROR(allocate_scratch(&stacked_output_, options_.stacked_linear_scratch_bytes,
                                         "stacked linear output"));
-    IS_CUDA_CHECK(cudaMemset(linear_counters_, 0, (kSmallLinearCounters + 1) * sizeof(int)));
+    IS_CUDA_CHECK(cudaMemset(linear_counters_, 0, kSmallLinearCounters * sizeof(int)));
     IS_RETURN_IF_ERROR(allocate_scratch(&side_cublas_workspace_, options_.cublas_workspace_bytes,
                                         "side cublas workspace"));
     IS_CUDA_CHECK(cudaStreamCreateWithFlags(&side_stream_, cudaStreamNonBlocking));
@@ -298,20 +297,12 @@ void CudaBackend::gather_rows(const Tensor& x, const Tensor& rows, Tensor out) {
                        rows.as<std::int32_t>(), rows.shape[0], out.data, stream_);
 }
 
-void CudaBackend::check_normed_input(const tensor::NormedInput& in) {
-    check_device(in.x, 2, "norm x");
-    check_activation(in.x, "norm x");
-    if (!in.y.empty()) {
-        check_device(in.y, in.x.dtype, 2, "norm y");
-        IS_CHECK(in.y.shape == in.x.shape) << "norm y shape";
-    }
-    check_device(in.weight, 1, "norm weight");
-    check_device(in.out, in.x.dtype, 2, "norm out");
-    IS_CHECK(in.x.shape == in.out.shape && in.weight.shape[0] == in.x.shape[1]) << "norm shape";
-}
-
 void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) {
-    check_normed_input({x, Tensor(), weight, eps, out});
+    check_device(x, 2, "rms_norm x");
+    check_activation(x, "rms_norm x");
+    check_device(weight, 1, "rms_norm weight");
+    check_device(out, x.dtype, 2, "rms_norm out");
+    IS_CHECK(x.shape == out.shape && weight.shape[0] == x.shape[1]) << "rms_norm shape";
     activate();
     // Without a residual x is only read.
     launch_rms_norm(x.data, nullptr, x.dtype, weight.data, weight.dtype, eps, x.shape[0],
@@ -320,8 +311,13 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Ten
 
 void CudaBackend::add_rms_norm(Tensor x, const Tensor& y, const Tensor& weight, float eps,
                                Tensor out) {
-    IS_CHECK(!y.empty()) << "add_rms_norm y";
-    check_normed_input({x, y, weight, eps, out});
+    check_device(x, 2, "add_rms_norm x");
+    check_activation(x, "add_rms_norm x");
+    check_device(y, x.dtype, 2, "add_rms_norm y");
+    check_device(weight, 1, "add_rms_norm weight");
+    check_device(out, x.dtype, 2, "add_rms_norm out");
+    IS_CHECK(x.shape == y.shape && x.shape == out.shape && weight.shape[0] == x.shape[1])
+        << "add_rms_norm shape";
     activate();
     launch_rms_norm(x.data, y.data, x.dtype, weight.data, weight.dtype, eps, x.shape[0],
                     x.shape[1], out.data, stream_);

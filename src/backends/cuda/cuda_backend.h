@@ -104,13 +104,6 @@ struct LinearPathOptions {
     // false: on the mma kernel like larger groups. At 2 and 4 tokens the GEMV's f32 FMAs
     // already cost more than its longer reads gain.
     bool gemv = true;
-    // The GEMV asks this many 4 KB weight pieces a warp beyond its ring into L2 before waiting
-    // for its inputs, so a wait longer than the ring covers (the attention before o) still
-    // streams weights.
-    int gemv_l2_pieces = 0;
-    // One token's input norm (and the residual add before it) inside its q/k/v and gate/up
-    // GEMVs instead of an add_rms_norm launch before them.
-    bool fuse_norm = true;
     // Groups of at most this many tokens whose targets run as separate cuBLASLt GEMMs (gate
     // and up) run every second target on a side stream, forked from and joined back into the
     // backend's stream, so one GEMM's ramp and tail overlap the other's stream of weights; 0:
@@ -181,9 +174,9 @@ class CudaBackend final : public tensor::Backend {
     // In linear.cpp: the small-batch kernel for few tokens, cuBLASLt otherwise.
     void linear_group(const tensor::Tensor& x,
                       std::span<const tensor::LinearTarget> targets) override;
-    // In linear.cpp: one token runs all three on the GEMV (fused_norm_gemv).
-    void norm_linear_swiglu(const tensor::NormedInput& in,
-                            std::span<const tensor::LinearTarget> gate_up) override;
+    // In linear.cpp: one token runs both on the GEMV.
+    void linear_swiglu(const tensor::Tensor& x,
+                       std::span<const tensor::LinearTarget> gate_up) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up,
                 tensor::Tensor out) override;
@@ -204,17 +197,15 @@ class CudaBackend final : public tensor::Backend {
                         const tensor::Tensor& positions, const tensor::RopeTables& tables,
                         const tensor::Tensor& slots, const tensor::KvPages& pages,
                         const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
-    // One decode token takes the norm inside the q/k/v GEMV (fused_norm_gemv). Where q/k/v take
-    // the stacked GEMM and the attention is not the fast kernel's, the rotation and KV write
-    // read the GEMM's stacked output (no column split launch; the k and v targets stay
-    // unwritten).
-    void norm_linear_rope_attention(const tensor::NormedInput& in,
-                                    std::span<const tensor::LinearTarget> qkv,
-                                    const tensor::Tensor& positions,
-                                    const tensor::RopeTables& tables, const tensor::Tensor& slots,
-                                    const tensor::KvPages& pages,
-                                    const tensor::PagedAttentionArgs& args,
-                                    tensor::Tensor out) override;
+    // Where q/k/v take the stacked GEMM and the attention is not the fast kernel's, the
+    // rotation and KV write read the GEMM's stacked output (no column split launch; the k and
+    // v targets stay unwritten).
+    void linear_rope_attention(const tensor::Tensor& x,
+                               std::span<const tensor::LinearTarget> qkv,
+                               const tensor::Tensor& positions, const tensor::RopeTables& tables,
+                               const tensor::Tensor& slots, const tensor::KvPages& pages,
+                               const tensor::PagedAttentionArgs& args,
+                               tensor::Tensor out) override;
     // In inject.cu.
     void inject_chunks(const tensor::InjectArgs& args,
                        const tensor::RopeTables& tables) override;
@@ -290,17 +281,9 @@ class CudaBackend final : public tensor::Backend {
     // The small-batch linear kernel for `targets` when it takes them; false enqueues nothing.
     bool small_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
     SmallLinearScratch small_linear_scratch() const;
-    // One token's linear group (gated: the MLP's gate and up, with the SwiGLU) as one GEMV
-    // launch, where its group takes the small-batch kernel anyway; `norm` (or null) fused as
-    // launch_gemv_group says. False enqueues nothing.
-    bool one_token_gemv(const tensor::Tensor& x, const SmallLinearNorm* norm,
-                        std::span<const tensor::LinearTarget> targets, bool gated);
-    // one_token_gemv of in.x with in's add and norm fused in, where the norm weight is bf16;
-    // in.out is not written.
-    bool fused_norm_gemv(const tensor::NormedInput& in,
-                         std::span<const tensor::LinearTarget> targets, bool gated);
-    // The operands of a NormedInput (rms_norm and add_rms_norm's too).
-    static void check_normed_input(const tensor::NormedInput& in);
+    // linear_swiglu as one GEMV launch, where one token's group takes the small-batch kernel
+    // anyway; false enqueues nothing.
+    bool gated_gemv(const tensor::Tensor& x, std::span<const tensor::LinearTarget> gate_up);
     // Whether LinearPath::Stacked can run `targets` on x: weights (and biases) adjoin, one
     // output dtype, 16-byte output rows, and the stacked output fits the scratch.
     bool stackable(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets) const;
@@ -338,8 +321,7 @@ class CudaBackend final : public tensor::Backend {
 
     static constexpr int kSmallLinearCounters = 16384;
     float* linear_partials_ = nullptr;  // options_.small_linear_scratch_bytes
-    // [kSmallLinearCounters] for split-K tiles, then the GEMV's; zero between launches.
-    int* linear_counters_ = nullptr;
+    int* linear_counters_ = nullptr;    // [kSmallLinearCounters], zero between launches
     void* stacked_output_ = nullptr;    // options_.stacked_linear_scratch_bytes
     // Measured choices by (n's tuning bucket, in, y dtype, which paths were allowed, then out
     // and has-bias per target).

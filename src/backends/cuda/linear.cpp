@@ -197,15 +197,8 @@ bool to_small_targets(std::span<const tensor::LinearTarget> targets,
 }  // namespace
 
 SmallLinearScratch CudaBackend::small_linear_scratch() const {
-    // The GEMV's counter follows the split-K tiles' counters.
-    return {linear_partials_,
-            options_.small_linear_scratch_bytes / sizeof(float),
-            linear_counters_,
-            kSmallLinearCounters,
-            linear_counters_ + kSmallLinearCounters,
-            num_sms_,
-            options_.linear_paths.gemv_l2_pieces,
-            cluster_linear_limits_};
+    return {linear_partials_, options_.small_linear_scratch_bytes / sizeof(float),
+            linear_counters_, kSmallLinearCounters, num_sms_, cluster_linear_limits_};
 }
 
 bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
@@ -216,37 +209,20 @@ bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTa
                                small_linear_scratch(), stream_);
 }
 
-void CudaBackend::norm_linear_swiglu(const tensor::NormedInput& in,
-                                     std::span<const tensor::LinearTarget> gate_up) {
-    check_normed_input(in);
-    check_linear_group(in.out, gate_up, "norm_linear_swiglu x");
+void CudaBackend::linear_swiglu(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
+    if (!gated_gemv(x, gate_up)) Backend::linear_swiglu(x, gate_up);
+}
+
+bool CudaBackend::gated_gemv(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
+    check_linear_group(x, gate_up, "linear_swiglu x");
     IS_CHECK(gate_up.size() == 2 && gate_up[0].y.shape == gate_up[1].y.shape)
-        << "norm_linear_swiglu takes a gate and an up target of one shape";
-    if (fused_norm_gemv(in, gate_up, true)) return;
-    normalize(in);
-    if (one_token_gemv(in.out, nullptr, gate_up, true)) return;
-    linear_group(in.out, gate_up);
-    swiglu(gate_up[0].y, gate_up[1].y, gate_up[0].y);
-}
-
-bool CudaBackend::fused_norm_gemv(const tensor::NormedInput& in,
-                                  std::span<const tensor::LinearTarget> targets, bool gated) {
-    if (!options_.linear_paths.fuse_norm || in.weight.dtype != DType::BF16) return false;
-    const SmallLinearNorm norm{in.y.empty() ? nullptr : in.y.data, in.x.data, in.weight.data,
-                               in.eps};
-    return one_token_gemv(in.x, &norm, targets, gated);
-}
-
-bool CudaBackend::one_token_gemv(const Tensor& x, const SmallLinearNorm* norm,
-                                 std::span<const tensor::LinearTarget> targets, bool gated) {
+        << "linear_swiglu takes a gate and an up target of one shape";
     if (x.shape[0] != 1 || !options_.linear_paths.gemv) return false;
     SmallLinearTarget small[kSmallLinearMaxTargets];
-    if (!to_small_targets(targets, small)) return false;
-    if (gated && targets[0].y.dtype != DType::BF16) return false;
+    if (gate_up[0].y.dtype != DType::BF16 || !to_small_targets(gate_up, small)) return false;
     activate();
-    if (choose_linear_path(x, targets) != LinearPath::SmallKernel) return false;
-    return launch_gemv_group(x.data, x.shape[1], norm, {small, targets.size()}, gated,
-                             small_linear_scratch(), stream_);
+    if (choose_linear_path(x, gate_up) != LinearPath::SmallKernel) return false;
+    return launch_gated_gemv(x.data, x.shape[1], {small, 2}, small_linear_scratch(), stream_);
 }
 
 void CudaBackend::per_target_linear(const Tensor& x,

@@ -233,9 +233,7 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
     p.n = static_cast<int>(n);
     p.in = static_cast<int>(in);
     if (!p.targets.set(targets, y_f32)) return false;
-    if (n == 1 && gemv &&
-        launch_gemv(p.x, p.in, nullptr, p.targets, false, scratch.num_sms,
-                    scratch.gemv_l2_pieces, stream)) {
+    if (n == 1 && gemv && launch_gemv(p.x, p.in, p.targets, false, scratch.num_sms, stream)) {
         return true;
     }
     if (n <= 8) return launch<1, 1, 4, 4>(p, scratch, stream);
@@ -243,24 +241,14 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
     return launch_cluster_linear(p.x, p.n, p.in, p.targets, scratch.cluster, stream);
 }
 
-bool launch_gemv_group(const void* x, std::int64_t in, const SmallLinearNorm* norm,
-                       std::span<const SmallLinearTarget> targets, bool gated,
+bool launch_gated_gemv(const void* x, std::int64_t in,
+                       std::span<const SmallLinearTarget> gate_up,
                        const SmallLinearScratch& scratch, cudaStream_t stream) {
-    if (!takes(x, in, targets.size())) return false;
-    LinearTargets lt;
-    if (!lt.set(targets, false)) return false;
-    GemvNorm fused;
-    if (norm != nullptr) {
-        const auto aligned = [](const void* p) {
-            return reinterpret_cast<std::uintptr_t>(p) % 16 == 0;
-        };
-        if (!aligned(norm->weight) || !aligned(norm->y) || !aligned(norm->sum)) return false;
-        fused = {static_cast<const bf16*>(norm->y), static_cast<bf16*>(norm->sum),
-                 static_cast<const bf16*>(norm->weight), norm->eps, scratch.gemv_arrivals};
-    }
-    return launch_gemv(static_cast<const bf16*>(x), static_cast<int>(in),
-                       norm != nullptr ? &fused : nullptr, lt, gated, scratch.num_sms,
-                       scratch.gemv_l2_pieces, stream);
+    if (!takes(x, in, gate_up.size())) return false;
+    LinearTargets targets;
+    if (!targets.set(gate_up, false)) return false;
+    return launch_gemv(static_cast<const bf16*>(x), static_cast<int>(in), targets, true,
+                       scratch.num_sms, stream);
 }
 
 }  // namespace inferscale::backends::cuda

@@ -49,9 +49,7 @@ struct SmallLinearScratch {
     std::size_t partial_floats = 0;
     int* counters = nullptr;
     int num_counters = 0;
-    int* gemv_arrivals = nullptr;  // one counter for the GEMV's fused input norm, zero likewise
     int num_sms = 0;
-    int gemv_l2_pieces = 0;  // LinearPathOptions::gemv_l2_pieces
     ClusterLinearLimits cluster;
 };
 
@@ -64,23 +62,12 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
                          std::span<const SmallLinearTarget> targets, bool y_f32, bool gemv,
                          const SmallLinearScratch& scratch, cudaStream_t stream);
 
-// The residual add and RMSNorm before a one-token linear group (tensor::NormedInput), fused
-// into its GEMV: the linears read rms_norm(x + y, weight, eps) with add_rms_norm's bits, and
-// x + y goes to `sum` (x itself: the add in place). No y: rms_norm(x), nothing written.
-struct SmallLinearNorm {
-    const void* y = nullptr;       // [in] bf16, or null
-    void* sum = nullptr;           // [in] bf16, with y
-    const void* weight = nullptr;  // [in] bf16
-    float eps = 0.0f;
-};
-
-// One token of a linear group on the GEMV in one launch. `gated` (the gated MLP: gate then up,
-// bf16 outputs of one size): gate = silu(x W_gate^T) * (x W_up^T), bit for bit as the linears
-// and the swiglu kernel make it, and up's output is not written. `norm` (or null): the input
-// is x normalized as it says. False (nothing enqueued) when the GEMV does not take the problem
-// (a fused norm also needs a row at most 8192 wide and 16-byte aligned operands).
-bool launch_gemv_group(const void* x, std::int64_t in, const SmallLinearNorm* norm,
-                       std::span<const SmallLinearTarget> targets, bool gated,
+// One token of the gated MLP: gate = silu(x W_gate^T) * (x W_up^T) on the GEMV in one launch,
+// bit for bit as the linears and the swiglu kernel make it; up's output is not written. The
+// targets are gate then up, bf16 outputs of one size. False (nothing enqueued) when the GEMV
+// does not take the problem.
+bool launch_gated_gemv(const void* x, std::int64_t in,
+                       std::span<const SmallLinearTarget> gate_up,
                        const SmallLinearScratch& scratch, cudaStream_t stream);
 
 }  // namespace inferscale::backends::cuda

@@ -8,8 +8,7 @@
 // plus a block reduction: the vector kernel gives every thread 8 elements per 16-byte load
 // (a 4096-wide bf16 row is 512 threads, one load each of x and of the weight, both issued
 // before the reduction), keeps them in registers between the two passes instead of reading
-// the row twice, and reduces with warp shuffles in the order of rms_norm.cuh, which the
-// GEMV's fused input norm shares (same bits). Rows that are not a multiple of 8 wide or not
+// the row twice, and reduces with warp shuffles. Rows that are not a multiple of 8 wide or not
 // 16-byte aligned take the scalar kernel.
 //
 // Each thread writes only the elements it read, and every read comes before the reduction's
@@ -20,7 +19,6 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
-#include "backends/cuda/rms_norm.cuh"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -29,7 +27,7 @@ namespace {
 template <class T, class W, int kPer>
 __global__ void __launch_bounds__(1024)
     rms_norm_vec_kernel(T* x, const T* residual, const W* weight, float eps, int hidden, T* out) {
-    __shared__ float scratch[kPer * 32];
+    __shared__ float scratch[32];
     allow_next_launch();
     const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * hidden;
     const int groups = hidden / 8;
@@ -41,11 +39,10 @@ __global__ void __launch_bounds__(1024)
         if (g < groups) load8(weight + g * 8, w[k]);
     }
     wait_for_inputs();
-    float sums[kPer];
+    float sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
         const int g = threadIdx.x + k * blockDim.x;
-        sums[k] = 0.0f;
         if (g < groups) {
             load8(x + base + g * 8, v[k]);
             if (residual != nullptr) {
@@ -55,16 +52,19 @@ __global__ void __launch_bounds__(1024)
                 for (int e = 0; e < 8; ++e) v[k][e] = rounded<T>(v[k][e] + r[e]);
                 store8(x + base + g * 8, v[k]);
             }
-            sums[k] = group_square_sum(v[k]);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) sum += v[k][e] * v[k][e];
         }
     }
-    const float inv = rms_inverse(row_square_sum<kPer>(sums, scratch), hidden, eps);
+    sum = block_sum(sum, scratch);
+    const float inv = 1.0f / sqrtf(sum / static_cast<float>(hidden) + eps);
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
         const int g = threadIdx.x + k * blockDim.x;
         if (g < groups) {
             float o[8];
-            rms_scale(v[k], w[k], inv, o);
+#pragma unroll
+            for (int e = 0; e < 8; ++e) o[e] = w[k][e] * (v[k][e] * inv);
             store8(out + base + g * 8, o);
         }
     }

@@ -157,16 +157,13 @@ void CudaBackend::enqueue_rope_attention(Tensor q, Tensor k, const Tensor& v,
     launch_attention(q, plan, out);
 }
 
-void CudaBackend::norm_linear_rope_attention(const tensor::NormedInput& in,
-                                             std::span<const tensor::LinearTarget> qkv,
-                                             const Tensor& positions,
-                                             const tensor::RopeTables& tables,
-                                             const Tensor& slots, const tensor::KvPages& pages,
-                                             const tensor::PagedAttentionArgs& args, Tensor out) {
-    IS_CHECK(qkv.size() == 3 && out.rank == 3) << "norm_linear_rope_attention takes q, k and v";
-    check_normed_input(in);
-    const Tensor& x = in.out;
-    check_linear_group(x, qkv, "norm_linear_rope_attention x");
+void CudaBackend::linear_rope_attention(const Tensor& x,
+                                        std::span<const tensor::LinearTarget> qkv,
+                                        const Tensor& positions, const tensor::RopeTables& tables,
+                                        const Tensor& slots, const tensor::KvPages& pages,
+                                        const tensor::PagedAttentionArgs& args, Tensor out) {
+    IS_CHECK(qkv.size() == 3 && out.rank == 3) << "linear_rope_attention takes q, k and v";
+    check_linear_group(x, qkv);
     const std::int64_t n = x.shape[0], d = out.shape[2];
     const auto heads = [&](const Tensor& y) { return tensor::reshaped(y, {n, y.shape[1] / d, d}); };
     const Tensor q = heads(qkv[0].y), k = heads(qkv[1].y), v = heads(qkv[2].y);
@@ -174,11 +171,6 @@ void CudaBackend::norm_linear_rope_attention(const tensor::NormedInput& in,
     const PagedKvView view = checked_write_kv(k, v, slots, pages);
     const AttentionPlan plan = plan_attention(q, pages, args, out);
     activate();
-    if (plan.fast_decode && fused_norm_gemv(in, qkv, false)) {
-        enqueue_rope_attention(q, k, v, positions, tables, slots, view, plan, out);
-        return;
-    }
-    normalize(in);
     if (n == 0 || plan.fast_decode || q.dtype != DType::BF16 ||
         choose_linear_path(x, qkv) != LinearPath::Stacked) {
         linear_group(x, qkv);

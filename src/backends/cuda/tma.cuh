@@ -51,15 +51,6 @@ __device__ __forceinline__ void load_1d(unsigned dst, const void* src, unsigned 
         : "memory");
 }
 
-// Asks for `bytes` (a multiple of 16) from global `src` (16-byte aligned) to be brought into L2,
-// without waiting or writing anywhere.
-__device__ __forceinline__ void prefetch_l2(const void* src, unsigned bytes) {
-    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(
-                     reinterpret_cast<std::uint64_t>(src)),
-                 "r"(bytes)
-                 : "memory");
-}
-
 // The box of `map` at element coordinates (inner, outer) into shared memory at `dst`; its
 // bytes count against `bar`. Out-of-range elements arrive as zeros.
 __device__ __forceinline__ void load_2d(unsigned dst, const CUtensorMap* map, int inner,

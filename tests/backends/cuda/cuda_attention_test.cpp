@@ -2,14 +2,12 @@
 // starting mid-sequence) and decode rows, page tables that are shuffled and non-contiguous,
 // stale random data past each sequence's end, head dims with and without a tensor-core
 // prefill kernel, narrow and wide prefill tiles, long contexts for the split-KV decode path,
-// graph capture, rope_attention against the ops it fuses, and norm_linear_rope_attention (the
-// norm inside the one-token GEMV, q/k/v read from the stacked projection's output) against
-// the ops it fuses.
+// graph capture, rope_attention against the ops it fuses, and linear_rope_attention (q/k/v
+// read from the stacked projection's output) against linear_group and rope_attention.
 
 #include <algorithm>
 #include <cmath>
 #include <numeric>
-#include <span>
 
 #include "cuda_test_util.h"
 #include "model/stacked_weight.h"
@@ -517,13 +515,10 @@ TEST_F(CudaRopeAttentionTest, TensorCoreDecodeComposes) {
         rng_);
 }
 
-// norm_linear_rope_attention (a layer's attention from its residual stream) against the same
-// op as separate launches (Backend::norm_linear_rope_attention: add_rms_norm, linear_group,
-// rope_attention), bit for bit in out, the pages and the updated residual stream. On q/k/v
-// weights stacked in memory (as the model uploads them) the stacked GEMM's output is read
-// straight by the rotation and KV write, which leaves the k and v targets unwritten. One
-// decode token on the fast kernel takes the add and norm inside the q/k/v GEMV, which leaves
-// the norm's output unwritten.
+// linear_rope_attention on q/k/v weights stacked in memory (as the model uploads them): the
+// stacked GEMM's output read straight by the rotation and KV write, against linear_group (the
+// same GEMM, then its columns split) and rope_attention, bit for bit in out and the pages. The
+// fused path leaves the k and v targets unwritten, which shows it ran.
 struct LinearRopeCase {
     AttnCase attn;
     bool bias;
@@ -540,19 +535,17 @@ class CudaLinearRopeAttentionTest : public CudaTest {
     }
 
     struct Outcome {
-        std::vector<float> out, k_pages, v_pages, k_target, residual, normed;
+        std::vector<float> out, k_pages, v_pages, k_target;
     };
 
     Outcome run(const LinearRopeCase& lc, const Problem& p, const RopeOperands& r,
-                const std::vector<float>& x, const std::vector<float>& y, const Tensor& norm,
-                const model::StackedWeight& w, const model::StackedWeight& b, bool fused) {
+                const std::vector<float>& x, const model::StackedWeight& w,
+                const model::StackedWeight& b, bool fused) {
         const AttnCase& c = lc.attn;
         const std::int64_t n = p.n, d = c.head_dim, kvh = c.kv_heads, bs = c.block_size;
         const std::int64_t widths[] = {c.heads * d, kvh * d, kvh * d};
+        const std::int64_t heads[] = {c.heads, kvh, kvh};
         DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {n, kHidden});
-        DeviceTensor dy = device_from(*gpu_, y, DType::BF16, {n, kHidden});
-        DeviceTensor normed = device_empty(*gpu_, DType::BF16, {n, kHidden});
-        poison(*gpu_, normed.tensor);
         std::vector<DeviceTensor> ys;
         std::vector<tensor::LinearTarget> qkv;
         for (int i = 0; i < 3; ++i) {
@@ -571,63 +564,17 @@ class CudaLinearRopeAttentionTest : public CudaTest {
         const auto args = device_args(p, static_cast<int>(c.seqs.size()),
                                       1.0f / std::sqrt(static_cast<float>(d)));
         poison(*gpu_, p.dout.tensor);
-        const tensor::NormedInput in{dx.tensor, dy.tensor, norm, 1e-5f, normed.tensor};
         if (fused) {
-            gpu_->norm_linear_rope_attention(in, qkv, positions.tensor, tables, slots.tensor,
-                                             pages, args, p.dout.tensor);
+            gpu_->linear_rope_attention(dx.tensor, qkv, positions.tensor, tables, slots.tensor,
+                                        pages, args, p.dout.tensor);
         } else {
-            gpu_->tensor::Backend::norm_linear_rope_attention(
-                in, qkv, positions.tensor, tables, slots.tensor, pages, args, p.dout.tensor);
+            gpu_->linear_group(dx.tensor, qkv);
+            const auto view = [&](int i) { return reshaped(ys[i].tensor, {n, heads[i], d}); };
+            gpu_->rope_attention(view(0), view(1), view(2), positions.tensor, tables,
+                                 slots.tensor, pages, args, p.dout.tensor);
         }
         return {download(*gpu_, p.dout.tensor), download(*gpu_, kp.tensor),
-                download(*gpu_, vp.tensor),     download(*gpu_, ys[1].tensor),
-                download(*gpu_, dx.tensor),     download(*gpu_, normed.tensor)};
-    }
-
-    // Both runs of every case, checked against each other; returns the fused runs.
-    std::vector<Outcome> check(std::span<const LinearRopeCase> cases) {
-        std::vector<Outcome> fused_runs;
-        std::vector<float> norm_host = random_bf16(kHidden, rng_);
-        auto norm = gpu_->upload_weight(host_view(norm_host, {kHidden}));
-        IS_CHECK(norm.ok());
-        for (const LinearRopeCase& lc : cases) {
-            const AttnCase& c = lc.attn;
-            Problem p = make_problem(*gpu_, c, rng_);
-            const RopeOperands r = rope_operands(p, RopeCase{c, false}, rng_);
-            const std::vector<float> x = random_bf16(p.n * kHidden, rng_, 3.0f);
-            const std::vector<float> y = random_bf16(p.n * kHidden, rng_, 3.0f);
-            const std::int64_t d = c.head_dim;
-            const std::int64_t rows[] = {c.heads * d, c.kv_heads * d, c.kv_heads * d};
-            std::vector<std::vector<float>> w_host, b_host;
-            std::vector<Tensor> w_views, b_views;
-            for (std::int64_t out : rows) {
-                w_host.push_back(random_bf16(out * kHidden, rng_, 0.05f));
-                b_host.push_back(random_bf16(out, rng_));
-            }
-            for (int i = 0; i < 3; ++i) {
-                w_views.push_back(host_view(w_host[i], {rows[i], kHidden}));
-                b_views.push_back(host_view(b_host[i], {rows[i]}));
-            }
-            auto w = model::upload_stacked(*gpu_, w_views);
-            IS_CHECK(w.ok()) << w.error().message;
-            auto b = model::upload_stacked(*gpu_, b_views);
-            IS_CHECK(b.ok()) << b.error().message;
-            const Outcome want = run(lc, p, r, x, y, norm->tensor, *w, *b, false);
-            const Outcome got = run(lc, p, r, x, y, norm->tensor, *w, *b, true);
-            EXPECT_EQ(got.out, want.out) << c.name;
-            EXPECT_EQ(got.k_pages, want.k_pages) << c.name;
-            EXPECT_EQ(got.v_pages, want.v_pages) << c.name;
-            EXPECT_EQ(got.residual, want.residual) << c.name;
-            EXPECT_NE(want.k_pages, p.k_pages) << c.name << ": the new tokens were written";
-            fused_runs.push_back(got);
-        }
-        return fused_runs;
-    }
-
-    static std::size_t written(const std::vector<float>& v) {
-        std::size_t n = 0;
-        for (float e : v) n += std::isnan(e) ? 0 : 1;
-        return n;
+                download(*gpu_, vp.tensor), download(*gpu_, ys[1].tensor)};
     }
 
     static constexpr std::int64_t kHidden = 256;
@@ -639,26 +586,36 @@ TEST_F(CudaLinearRopeAttentionTest, StackedOutputFeedsTheRotation) {
         {{"prefill_and_decode", 32, 8, 128, 16, {{37, 37}, {1, 200}, {20, 300}}}, false},
         {{"qwen_like_bias", 28, 4, 128, 16, {{1, 100}, {9, 50}}}, true},
         {{"d64", 16, 2, 64, 32, {{1, 500}, {30, 30}}}, false}};
-    for (const Outcome& got : check(cases)) {
-        EXPECT_EQ(written(got.k_target), 0u) << "the fused path leaves the k target unwritten";
-    }
-}
-
-class CudaNormGemvAttentionTest : public CudaLinearRopeAttentionTest {
-  protected:
-    CudaBackendOptions options() const override {
-        CudaBackendOptions o;
-        o.linear_paths.autotune = false;  // one token on the GEMV
-        return o;
-    }
-};
-
-TEST_F(CudaNormGemvAttentionTest, OneTokenTakesTheNormInItsGemv) {
-    const LinearRopeCase cases[] = {
-        {{"llama_like", 32, 8, 128, 16, {{1, 1000}}}, false},
-        {{"qwen_like_bias", 28, 4, 128, 16, {{1, 100}}}, true}};
-    for (const Outcome& got : check(cases)) {
-        EXPECT_EQ(written(got.normed), 0u) << "the fused path leaves the norm output unwritten";
+    for (const LinearRopeCase& lc : cases) {
+        const AttnCase& c = lc.attn;
+        Problem p = make_problem(*gpu_, c, rng_);
+        const RopeOperands r = rope_operands(p, RopeCase{c, false}, rng_);
+        const std::vector<float> x = random_bf16(p.n * kHidden, rng_);
+        const std::int64_t d = c.head_dim;
+        const std::int64_t rows[] = {c.heads * d, c.kv_heads * d, c.kv_heads * d};
+        std::vector<std::vector<float>> w_host, b_host;
+        std::vector<Tensor> w_views, b_views;
+        for (std::int64_t out : rows) {
+            w_host.push_back(random_bf16(out * kHidden, rng_, 0.05f));
+            b_host.push_back(random_bf16(out, rng_));
+        }
+        for (int i = 0; i < 3; ++i) {
+            w_views.push_back(host_view(w_host[i], {rows[i], kHidden}));
+            b_views.push_back(host_view(b_host[i], {rows[i]}));
+        }
+        auto w = model::upload_stacked(*gpu_, w_views);
+        ASSERT_TRUE(w.ok()) << w.error().message;
+        auto b = model::upload_stacked(*gpu_, b_views);
+        ASSERT_TRUE(b.ok()) << b.error().message;
+        const Outcome want = run(lc, p, r, x, *w, *b, false);
+        const Outcome got = run(lc, p, r, x, *w, *b, true);
+        EXPECT_EQ(got.out, want.out) << c.name;
+        EXPECT_EQ(got.k_pages, want.k_pages) << c.name;
+        EXPECT_EQ(got.v_pages, want.v_pages) << c.name;
+        EXPECT_NE(want.k_pages, p.k_pages) << c.name << ": the new tokens were written";
+        std::size_t k_written = 0;
+        for (float e : got.k_target) k_written += std::isnan(e) ? 0 : 1;
+        EXPECT_EQ(k_written, 0u) << c.name << ": the fused path leaves the k target unwritten";
     }
 }
 

@@ -2,8 +2,8 @@
 // token, linear_cluster.cu from 17 tokens) against the CPU backend's linear per target: 1..128
 // tokens, odd output sizes and k not a multiple of the kernels' steps, bf16 and f32 biases,
 // groups of up to three weights, shapes that split k across CTAs and across the CTAs of a
-// cluster, the same launches replayed from a CUDA graph, and the one-token gated MLP with its
-// input norm (norm_linear_swiglu) in one GEMV launch. Targets stacked in memory (as the model stores q/k/v,
+// cluster, the same launches replayed from a CUDA graph, and the one-token gated MLP
+// (linear_swiglu) in one GEMV launch. Targets stacked in memory (as the model stores q/k/v,
 // model::upload_stacked) on the stacked path: one cuBLASLt GEMM over all their rows, its output
 // columns split into the targets. Separate GEMMs per target, forked onto two streams.
 
@@ -141,71 +141,33 @@ INSTANTIATE_TEST_SUITE_P(
                       GroupCase{1, 1024, {20000, 9000}, false, DType::BF16}),
     case_name);
 
-// One token of the gated MLP from the residual stream (norm_linear_swiglu): the GEMV's gated
-// launch with the add and the norm fused in against the same op as separate launches
-// (Backend::norm_linear_swiglu: add_rms_norm, linear_group, then swiglu) bit for bit, in the
-// gate's output and in the updated residual stream, and against the CPU. The fused launch
-// leaves up and the norm output unwritten, which shows it ran; the second round shows its
-// arrival counter went back to zero (else nothing would store the residual). Without the add
-// (a first layer) the stream is only read. Rows over 8192 wide take the norm kernel first.
+// One token of the gated MLP (linear_swiglu): the GEMV's gated launch against the same op as
+// separate launches (Backend::linear_swiglu: linear_group, then swiglu) bit for bit, and
+// against the CPU. The gated launch leaves up unwritten, which shows it ran.
 class CudaGatedLinearTest : public CudaLinearGroupTest {};
 
-TEST_P(CudaGatedLinearTest, EqualsNormLinearsThenSwiglu) {
+TEST_P(CudaGatedLinearTest, EqualsLinearsThenSwiglu) {
     const GroupCase c = GetParam();
     ASSERT_EQ(c.outs.size(), 2u);
-    std::vector<float> w = random_bf16(c.in, rng_);
-    auto dw = gpu_->upload_weight(host_view(w, {c.in}));
-    ASSERT_TRUE(dw.ok());
-    for (const bool add : {true, true, false}) {
-        std::vector<float> x = random_bf16(c.in, rng_, 3.0f), y = random_bf16(c.in, rng_, 3.0f);
-        std::vector<float> sum = x, normed(c.in);
-        if (add) cpu_.add(host_view(sum, {1, c.in}), host_view(y, {1, c.in}));
-        cpu_.rms_norm(host_view(sum, {1, c.in}), host_view(w, {c.in}), 1e-5f,
-                      host_view(normed, {1, c.in}));
-        Group g = make_group(c, normed);
-        const auto run = [&](bool fused) {
-            DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {1, c.in});
-            DeviceTensor dy = device_from(*gpu_, y, DType::BF16, {1, c.in});
-            DeviceTensor out = device_empty(*gpu_, DType::BF16, {1, c.in});
-            poison(*gpu_, out.tensor);
-            for (const DeviceTensor& t : g.ys) poison(*gpu_, t.tensor);
-            const tensor::NormedInput in{dx.tensor, add ? dy.tensor : Tensor(), dw->tensor, 1e-5f,
-                                         out.tensor};
-            if (fused) {
-                gpu_->norm_linear_swiglu(in, g.targets);
-            } else {
-                gpu_->tensor::Backend::norm_linear_swiglu(in, g.targets);
-            }
-            return std::vector<std::vector<float>>{download(*gpu_, g.ys[0].tensor),
-                                                   download(*gpu_, g.ys[1].tensor),
-                                                   download(*gpu_, dx.tensor),
-                                                   download(*gpu_, out.tensor)};
-        };
-        const auto fused = run(true), unfused = run(false);
-        EXPECT_EQ(fused[0], unfused[0]) << "gate";
-        EXPECT_EQ(fused[2], unfused[2]) << "residual stream";
-        EXPECT_EQ(fused[2], round_bf16(add ? sum : x));
-        const auto written = [](const std::vector<float>& v) {
-            std::size_t n = 0;
-            for (float e : v) n += std::isnan(e) ? 0 : 1;
-            return n;
-        };
-        EXPECT_EQ(written(fused[1]), 0u) << "up";
-        if (c.in <= 8192) {
-            EXPECT_EQ(written(fused[3]), 0u) << "norm output";
-        }
-        std::vector<float> ref(c.outs[0]);
-        cpu_.swiglu(host_view(g.refs[0], {1, c.outs[0]}), host_view(g.refs[1], {1, c.outs[0]}),
-                    host_view(ref, {1, c.outs[0]}));
-        EXPECT_LT(rel_error(fused[0], ref), kBf16Tolerance);
-    }
+    std::vector<float> x = random_bf16(c.in, rng_);
+    Group g = make_group(c, x);
+    DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {1, c.in});
+    gpu_->linear_swiglu(dx.tensor, g.targets);
+    const std::vector<float> fused = download(*gpu_, g.ys[0].tensor);
+    std::size_t up_written = 0;
+    for (float v : download(*gpu_, g.ys[1].tensor)) up_written += std::isnan(v) ? 0 : 1;
+    EXPECT_EQ(up_written, 0u);
+    gpu_->tensor::Backend::linear_swiglu(dx.tensor, g.targets);
+    EXPECT_EQ(fused, download(*gpu_, g.ys[0].tensor));
+    std::vector<float> ref(c.outs[0]);
+    cpu_.swiglu(host_view(g.refs[0], {1, c.outs[0]}), host_view(g.refs[1], {1, c.outs[0]}),
+                host_view(ref, {1, c.outs[0]}));
+    EXPECT_LT(rel_error(fused, ref), kBf16Tolerance);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaGatedLinearTest,
                          ::testing::Values(GroupCase{1, 4096, {3000, 3000}, false, DType::BF16},
                                            GroupCase{1, 576, {1536, 1536}, true, DType::BF16},
-                                           GroupCase{1, 3584, {500, 500}, false, DType::BF16},
-                                           GroupCase{1, 8192, {300, 300}, false, DType::BF16},
                                            GroupCase{1, 14336, {100, 100}, false, DType::BF16},
                                            GroupCase{1, 200, {77, 77}, true, DType::BF16}),
                          case_name);
