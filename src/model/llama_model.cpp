@@ -98,10 +98,8 @@ Result<LlamaModel> LlamaModel::create(tensor::Backend& backend, const ModelConfi
         }
         l.post_norm =
             IS_TRY(upload(backend, weights, layer_name(i, "post_attention_layernorm.weight"), {h}));
-        const Tensor gate_up_host[] = {
-            IS_TRY(weights.get(layer_name(i, "mlp.gate_proj.weight"), {ffn, h})),
-            IS_TRY(weights.get(layer_name(i, "mlp.up_proj.weight"), {ffn, h}))};
-        l.gate_up = IS_TRY(upload_stacked(backend, gate_up_host));
+        l.gate = IS_TRY(upload(backend, weights, layer_name(i, "mlp.gate_proj.weight"), {ffn, h}));
+        l.up = IS_TRY(upload(backend, weights, layer_name(i, "mlp.up_proj.weight"), {ffn, h}));
         l.down = IS_TRY(upload(backend, weights, layer_name(i, "mlp.down_proj.weight"), {h, ffn}));
     }
 
@@ -337,8 +335,8 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
 
     be.linear(attn, w.o.tensor, Tensor(), normed);
     be.add_rms_norm(hidden, normed, w.post_norm.tensor, c.rms_norm_eps, normed);
-    const tensor::LinearTarget gate_up[] = {{w.gate_up.parts[0], Tensor(), gate},
-                                            {w.gate_up.parts[1], Tensor(), up}};
+    const tensor::LinearTarget gate_up[] = {{w.gate.tensor, Tensor(), gate},
+                                            {w.up.tensor, Tensor(), up}};
     be.linear_swiglu(normed, gate_up);
     be.linear(gate, w.down.tensor, Tensor(), normed);
     if (layer + 1 < c.num_layers) {

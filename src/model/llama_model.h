@@ -102,10 +102,8 @@ class LlamaModel {
         StackedWeight qkv;
         StackedWeight qkv_bias;  // [heads*d], [kvh*d] x2, or no parts
         tensor::DeviceWeight o;  // [hidden, heads*d]
-        tensor::DeviceWeight post_norm;  // [hidden]
-        // gate and up [ffn, hidden]: one stack where the dtypes agree.
-        StackedWeight gate_up;
-        tensor::DeviceWeight down;  // [hidden, ffn]
+        tensor::DeviceWeight post_norm;               // [hidden]
+        tensor::DeviceWeight gate, up, down;          // [ffn, hidden] x2, [hidden, ffn]
     };
 
     LlamaModel() = default;

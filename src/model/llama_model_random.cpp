@@ -66,8 +66,8 @@ Result<LlamaModel> LlamaModel::create_random(tensor::Backend& backend, const Mod
             l.qkv_bias = split_rows(IS_TRY(rw.make({q_dim + 2 * kv_dim}, 0.1f)), qkv_rows);
         }
         l.post_norm = IS_TRY(rw.make({h}, 0.0f, 1.0f));
-        const std::int64_t gate_up_rows[] = {ffn, ffn};
-        l.gate_up = split_rows(IS_TRY(rw.matrix(2 * ffn, h)), gate_up_rows);
+        l.gate = IS_TRY(rw.matrix(ffn, h));
+        l.up = IS_TRY(rw.matrix(ffn, h));
         l.down = IS_TRY(rw.matrix(h, ffn));
     }
     backend.synchronize();  // fills are queued; the model is ready when this returns

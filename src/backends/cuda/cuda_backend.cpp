@@ -339,8 +339,7 @@ void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
     IS_CHECK(gate.dtype == up.dtype && gate.dtype == out.dtype) << "swiglu dtypes";
     IS_CHECK(gate.numel() == up.numel() && gate.numel() == out.numel()) << "swiglu";
     activate();
-    launch_swiglu(gate.data, up.data, gate.numel(), out.data, gate.dtype, 1, gate.numel(),
-                  stream_);
+    launch_swiglu(gate.data, up.data, out.data, gate.dtype, gate.numel(), stream_);
 }
 
 void CudaBackend::rope(Tensor x, const Tensor& positions, const tensor::RopeTables& tables) {

@@ -174,8 +174,7 @@ class CudaBackend final : public tensor::Backend {
     // In linear.cpp: the small-batch kernel for few tokens, cuBLASLt otherwise.
     void linear_group(const tensor::Tensor& x,
                       std::span<const tensor::LinearTarget> targets) override;
-    // In linear.cpp: one token runs both on the GEMV; on the stacked GEMM the SwiGLU reads
-    // its output (up's target stays unwritten).
+    // In linear.cpp: one token runs both on the GEMV.
     void linear_swiglu(const tensor::Tensor& x,
                        std::span<const tensor::LinearTarget> gate_up) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;

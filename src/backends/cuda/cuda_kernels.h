@@ -55,10 +55,9 @@ void launch_rms_norm(void* x, const void* residual, DType dtype, const void* wei
 
 // ---- elementwise.cu ----
 void launch_add(void* x, const void* y, DType dtype, std::int64_t count, cudaStream_t stream);
-// out[r, c] = silu(gate[r, c]) * up[r, c] over rows x cols, gate's and up's rows in_stride
-// elements apart, out's cols apart; out may alias gate or up where the strides agree.
-void launch_swiglu(const void* gate, const void* up, std::int64_t in_stride, void* out,
-                   DType dtype, std::int64_t rows, std::int64_t cols, cudaStream_t stream);
+// out = silu(gate) * up; out may alias gate or up.
+void launch_swiglu(const void* gate, const void* up, void* out, DType dtype, std::int64_t count,
+                   cudaStream_t stream);
 // y[t, o] += bias[o].  y [n, out] y_dtype, bias [out] bias_dtype (BF16 or F32)
 void launch_add_bias(void* y, DType y_dtype, const void* bias, DType bias_dtype, std::int64_t n,
                      std::int64_t out, cudaStream_t stream);

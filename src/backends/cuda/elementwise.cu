@@ -49,19 +49,14 @@ __global__ void add_vec_kernel(T* x, const T* y, std::int64_t groups) {
     }
 }
 
-// SwiGLU over rows of `cols` elements; gate and up rows are in_stride elements apart (the
-// stacked gate | up GEMM output has up = gate + cols and in_stride = 2 cols), out rows cols.
 template <class T>
-__global__ void swiglu_vec_kernel(const T* gate, const T* up, std::int64_t in_stride, T* out,
-                                  std::int64_t rows, std::int64_t cols) {
+__global__ void swiglu_vec_kernel(const T* gate, const T* up, T* out, std::int64_t groups) {
     allow_next_launch();
     wait_for_inputs();
-    const std::int64_t row_groups = cols / 8;
-    for (std::int64_t g = first_index(); g < rows * row_groups; g += grid_stride()) {
-        const std::int64_t r = g / row_groups, c = (g - r * row_groups) * 8;
+    for (std::int64_t g = first_index(); g < groups; g += grid_stride()) {
         float a[8], b[8];
-        load8(gate + r * in_stride + c, a);
-        load8(up + r * in_stride + c, b);
+        load8(gate + g * 8, a);
+        load8(up + g * 8, b);
 #pragma unroll
         for (int e = 0; e < 8; ++e) a[e] = silu_mul(a[e], b[e]);
         store8(out + g * 8, a);
@@ -69,13 +64,11 @@ __global__ void swiglu_vec_kernel(const T* gate, const T* up, std::int64_t in_st
 }
 
 template <class T>
-__global__ void swiglu_kernel(const T* gate, const T* up, std::int64_t in_stride, T* out,
-                              std::int64_t rows, std::int64_t cols) {
+__global__ void swiglu_kernel(const T* gate, const T* up, T* out, std::int64_t count) {
     allow_next_launch();
     wait_for_inputs();
-    for (std::int64_t i = first_index(); i < rows * cols; i += grid_stride()) {
-        const std::int64_t r = i / cols, at = r * in_stride + (i - r * cols);
-        out[i] = from_f32<T>(silu_mul(to_f32(gate[at]), to_f32(up[at])));
+    for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
+        out[i] = from_f32<T>(silu_mul(to_f32(gate[i]), to_f32(up[i])));
     }
 }
 
@@ -92,15 +85,14 @@ void add_typed(T* x, const T* y, std::int64_t count, cudaStream_t stream) {
 }
 
 template <class T>
-void swiglu_typed(const T* gate, const T* up, std::int64_t in_stride, T* out, std::int64_t rows,
-                  std::int64_t cols, cudaStream_t stream) {
-    if (cols % 8 == 0 && in_stride % 8 == 0 && aligned16(gate) && aligned16(up) &&
-        aligned16(out)) {
-        launch_dependent(swiglu_vec_kernel<T>, grid_for(rows * cols / 8, kVecThreads),
-                         kVecThreads, 0, stream, gate, up, in_stride, out, rows, cols);
+void swiglu_typed(const T* gate, const T* up, T* out, std::int64_t count, cudaStream_t stream) {
+    if (count % 8 == 0 && aligned16(gate) && aligned16(up) && aligned16(out)) {
+        const std::int64_t groups = count / 8;
+        launch_dependent(swiglu_vec_kernel<T>, grid_for(groups, kVecThreads), kVecThreads, 0,
+                         stream, gate, up, out, groups);
     } else {
-        launch_dependent(swiglu_kernel<T>, grid_for(rows * cols, kThreads), kThreads, 0, stream,
-                         gate, up, in_stride, out, rows, cols);
+        launch_dependent(swiglu_kernel<T>, grid_for(count, kThreads), kThreads, 0, stream, gate,
+                         up, out, count);
     }
 }
 
@@ -141,16 +133,16 @@ void launch_add(void* x, const void* y, DType dtype, std::int64_t count, cudaStr
     }
 }
 
-void launch_swiglu(const void* gate, const void* up, std::int64_t in_stride, void* out,
-                   DType dtype, std::int64_t rows, std::int64_t cols, cudaStream_t stream) {
-    if (rows * cols == 0) return;
+void launch_swiglu(const void* gate, const void* up, void* out, DType dtype, std::int64_t count,
+                   cudaStream_t stream) {
+    if (count == 0) return;
     if (dtype == DType::BF16) {
-        swiglu_typed(static_cast<const bf16*>(gate), static_cast<const bf16*>(up), in_stride,
-                     static_cast<bf16*>(out), rows, cols, stream);
+        swiglu_typed(static_cast<const bf16*>(gate), static_cast<const bf16*>(up),
+                     static_cast<bf16*>(out), count, stream);
     } else {
         IS_CHECK(dtype == DType::F32) << "swiglu dtype " << tensor::dtype_name(dtype);
-        swiglu_typed(static_cast<const float*>(gate), static_cast<const float*>(up), in_stride,
-                     static_cast<float*>(out), rows, cols, stream);
+        swiglu_typed(static_cast<const float*>(gate), static_cast<const float*>(up),
+                     static_cast<float*>(out), count, stream);
     }
 }
 

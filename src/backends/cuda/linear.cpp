@@ -1,11 +1,11 @@
 // CudaBackend::linear and linear_group, on one of three paths (LinearPath). A few tokens
 // (decode, short prompts) make a linear a pure weight stream, where cuBLASLt's tiles leave
 // bandwidth unused (1024 x 4096 at one token measured 0.69 TB/s on the H200): the small-batch
-// kernel runs all targets of a group in one launch there. Targets stacked in memory (q/k/v,
-// gate/up) can run as one cuBLASLt GEMM whose output is split into the targets' rows (or read
-// in place by the rotation or the SwiGLU after it). Otherwise each target is its own GEMM,
-// every second one on a side stream at few tokens (gate beside up). Which one is fastest
-// depends on the shape and the token count, so it is timed once per shape and bucket.
+// kernel runs all targets of a group in one launch there. Targets stacked in memory (q/k/v) can
+// run as one cuBLASLt GEMM whose output is split into the targets' rows. Otherwise each target
+// is its own GEMM, every second one on a side stream at few tokens (gate beside up). Which one
+// is fastest depends on the shape and the token count, so it is timed once per shape and
+// bucket.
 
 #include <functional>
 #include <optional>
@@ -210,19 +210,7 @@ bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTa
 }
 
 void CudaBackend::linear_swiglu(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
-    if (gated_gemv(x, gate_up)) return;
-    const std::int64_t n = x.shape[0], ffn = gate_up[0].y.shape[1];
-    activate();
-    if (n > 0 && choose_linear_path(x, gate_up) == LinearPath::Stacked) {
-        // The SwiGLU reads gate and up from the stacked GEMM's rows: no column split.
-        const Tensor stacked = stacked_gemm(x, gate_up);
-        const auto* up = static_cast<const char*>(stacked.data) +
-                         ffn * static_cast<std::int64_t>(tensor::dtype_size(stacked.dtype));
-        launch_swiglu(stacked.data, up, 2 * ffn, gate_up[0].y.data, stacked.dtype, n, ffn,
-                      stream_);
-        return;
-    }
-    Backend::linear_swiglu(x, gate_up);
+    if (!gated_gemv(x, gate_up)) Backend::linear_swiglu(x, gate_up);
 }
 
 bool CudaBackend::gated_gemv(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
