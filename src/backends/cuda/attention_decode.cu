@@ -48,7 +48,6 @@
 #include <cmath>
 
 #include "backends/cuda/attention_common.cuh"
-#include "backends/cuda/attention_merge.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dependent_launch.cuh"
 
@@ -247,6 +246,58 @@ __device__ __forceinline__ void rope_lane8(float (&x)[8], int part, const float 
         rope_rotate(first ? x[e] : other, first ? other : x[e], c[e], sn[e], r0, r1);
         x[e] = rounded<bf16>(first ? r0 : r1);
     }
+}
+
+// Head `head` of sequence `seq` (decode row `row`): its `live` split partials merged into out
+// by one warp, lanes over 4-dim groups. The partials are read through L2: the fast kernel's
+// last split merges what other blocks of the same launch wrote.
+__device__ __forceinline__ void merge_head_splits(const DecodeLaunch& launch, int num_heads,
+                                                  int d, int seq, int head, int row, int live,
+                                                  int lane, bf16* __restrict__ out) {
+    const std::int64_t first =
+        (static_cast<std::int64_t>(seq) * num_heads + head) * launch.num_splits;
+    const float* ml = launch.partial_ml + first * 2;
+    const float* po = launch.partial_o + first * d;
+    float global_max = -INFINITY;
+    for (int i = 0; i < live; ++i) global_max = fmaxf(global_max, __ldcg(ml + 2 * i));
+    float total = 0.0f;
+    for (int i = 0; i < live; ++i) {
+        total += __ldcg(ml + 2 * i + 1) * exp2f(__ldcg(ml + 2 * i) - global_max);
+    }
+    const float inv = 1.0f / total;  // split 0 holds KV token 0, so total > 0
+    bf16* dst = out + (static_cast<std::int64_t>(row) * num_heads + head) * d;
+    for (int c = lane * 4; c < d; c += 32 * 4) {
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int i = 0; i < live; ++i) {
+            const float w = exp2f(__ldcg(ml + 2 * i) - global_max);
+            const float4 v =
+                __ldcg(reinterpret_cast<const float4*>(po + static_cast<std::int64_t>(i) * d + c));
+            acc.x += v.x * w;
+            acc.y += v.y * w;
+            acc.z += v.z * w;
+            acc.w += v.w * w;
+        }
+        const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
+        const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
+        *reinterpret_cast<__nv_bfloat162*>(dst + c) = lo;
+        *reinterpret_cast<__nv_bfloat162*>(dst + c + 2) = hi;
+    }
+}
+
+// Splits of a sequence's KV that hold some of it (the others exit at once).
+__device__ __forceinline__ int live_splits(const DecodeLaunch& launch, int kv_len) {
+    return min(launch.num_splits, (kv_len + launch.split_tokens - 1) / launch.split_tokens);
+}
+
+// Counts a finished split of (sequence, kv head) in (DecodeLaunch::split_arrivals); call once
+// its partials are visible device-wide. True for the last split in, which also zeroes the count
+// for the next launch and then merges.
+__device__ __forceinline__ bool count_split_in(const DecodeLaunch& launch, int kv_heads, int seq,
+                                               int kv_head, int kv_len) {
+    int* count = launch.split_arrivals + static_cast<std::int64_t>(seq) * kv_heads + kv_head;
+    const bool last = atomicAdd(count, 1) == live_splits(launch, kv_len) - 1;
+    if (last) *count = 0;
+    return last;
 }
 
 template <int kD, int kG>
@@ -605,9 +656,8 @@ void launch_decode_attention(const void* q, const PagedKvView& pages, const Atte
     const bool tensor_cores =
         launch.per_sequence && launch.max_ctas > 0 && decode_tc_supports(d, group);
     const bool fast = !tensor_cores && launch.per_sequence && decode_fast_supports(d, group);
-    IS_CHECK(fast || launch.rope.positions == nullptr) << "only the fast decode kernel rotates";
-    IS_CHECK(fast || (tensor_cores && launch.warp_items) || launch.split_arrivals == nullptr)
-        << "only the fast and the warp-item tensor-core decode kernels merge their own splits";
+    IS_CHECK(fast || (launch.split_arrivals == nullptr && launch.rope.positions == nullptr))
+        << "only the fast decode kernel merges its own splits or rotates";
     if (tensor_cores) {
         launch_decode_tc_attention(q, pages, batch, launch, out, stream);
         return;

@@ -10,9 +10,7 @@
 //   (zeroed before the launch) shortly before need. A warp's ring runs on from one item's last
 //   tile into the next item's first, so a warp never drains its copies between items, never
 //   waits for the other warps, and writes its result from registers: the output when the
-//   sequence's KV fits in one split, else (unnormalized output, max, sum) for the merge kernel,
-//   or, with DecodeLaunch::split_arrivals, for the last warp to finish one of the sequence's
-//   splits, which merges them (attention_merge.cuh) instead of a merge launch after the kernel.
+//   sequence's KV fits in one split, else (unnormalized output, max, sum) for the merge kernel.
 //   Its page ids come from a tc::PageWindow read a window ahead, so issuing a tile's copies
 //   never waits on a page-table load.
 // - decode_tc_kernel: the 4 warps of a CTA share an item (tiles dealt in turn) and merge their
@@ -27,7 +25,6 @@
 #include <algorithm>
 #include <cmath>
 
-#include "backends/cuda/attention_merge.cuh"
 #include "backends/cuda/attention_tc.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dependent_launch.cuh"
@@ -213,16 +210,6 @@ __global__ void __launch_bounds__(kThreads, 2)
                 }
             }
         }
-        if (single || launch.split_arrivals == nullptr) return;
-        // The last split of (sequence, kv head) to finish merges them all.
-        __threadfence();  // this lane's partials are visible device-wide before the count
-        __syncwarp();
-        int last = 0;
-        if (lane == 0) last = count_split_in(launch, kv.kv_heads, c_seq, c_head, c_kv_len);
-        if (__shfl_sync(0xffffffffu, last, 0) == 0) return;
-        __threadfence();
-        merge_group_splits(launch, batch.num_heads, kD, c_seq, head0, group, c_row,
-                           live_splits(launch, c_kv_len), lane, out);
     };
 
     next_issue_item();

@@ -76,9 +76,6 @@ struct DecodeAttentionOptions {
     // Each warp streams whole items taken from a global counter; false: a CTA's 4 warps share
     // each item and merge through shared memory.
     bool warp_items = true;
-    // With warp items, the last warp to finish one of a row's splits merges them (no merge
-    // launch after the kernel); false: the merge kernel does.
-    bool merge_in_kernel = true;
 };
 
 // How a Backend::linear_group runs (linear.cpp).
@@ -262,8 +259,8 @@ class CudaBackend final : public tensor::Backend {
     void* attention_workspace_ = nullptr;  // options_.attention_workspace_bytes
     void* cublas_workspace_ = nullptr;     // options_.cublas_workspace_bytes
     int* decode_item_counter_ = nullptr;   // DecodeLaunch::item_counter (two ints)
-    // DecodeLaunch::split_arrivals: (sequence, kv head) pairs the decode kernels can merge
-    // themselves; larger batches take the merge kernel.
+    // DecodeLaunch::split_arrivals: (sequence, kv head) pairs the fast decode kernel can merge
+    // itself; larger batches (which a fast-kernel step rarely is) take the merge kernel.
     static constexpr std::int64_t kSplitArrivals = 4096;
     int* split_arrivals_ = nullptr;
     // paged_attention's checks and plan (no launch), and its launches.

@@ -367,8 +367,7 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
         decode.partial_ml = ws + static_cast<std::int64_t>(num_seqs) * heads * decode.num_splits * d;
     }
     plan.fast_decode = decode.max_ctas == 0 && decode_fast_supports(static_cast<int>(d), group);
-    const bool merges = plan.fast_decode || (decode.warp_items && dopt.merge_in_kernel);
-    if (merges && std::int64_t{num_seqs} * view.kv_heads <= kSplitArrivals) {
+    if (plan.fast_decode && std::int64_t{num_seqs} * view.kv_heads <= kSplitArrivals) {
         decode.split_arrivals = split_arrivals_;
     }
     return plan;

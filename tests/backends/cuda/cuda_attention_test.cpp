@@ -221,35 +221,6 @@ TEST_F(CudaAttentionManyRowsTest, TensorCoreKernel) {
     run_case(*gpu_, cpu_, AttnCase{"many_rows_tc", 32, 8, 128, 16, seqs}, rng_);
 }
 
-// The tensor-core kernel's last warp to finish one of a row's splits merges them
-// (DecodeAttentionOptions::merge_in_kernel) with the merge kernel's bits; run twice, since
-// each run must leave its arrival counts at zero for the next.
-TEST_F(CudaAttentionManyRowsTest, InKernelMergeEqualsMergeLaunch) {
-    std::vector<Seq> seqs{{1, 4096}, {1, 3000}, {1, 1025}, {1, 3}, {20, 2000}};
-    std::uniform_int_distribution<int> len(1, 2500);
-    for (int i = 0; i < 150; ++i) seqs.push_back({1, len(rng_)});
-    for (const AttnCase& c : {AttnCase{"llama_like", 32, 8, 128, 16, seqs},
-                              AttnCase{"qwen_like_d64", 28, 4, 64, 32, seqs}}) {
-        Problem p = make_problem(*gpu_, c, rng_);
-        const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
-        const auto args = device_args(p, static_cast<int>(c.seqs.size()), scale);
-        const auto run = [&](bool in_kernel) {
-            backends::cuda::DecodeAttentionOptions o;
-            o.tensor_core_min_pairs = 1;
-            o.split_tokens = 512;  // several splits a row
-            o.merge_in_kernel = in_kernel;
-            gpu_->set_decode_options(o);
-            poison(*gpu_, p.dout.tensor);
-            gpu_->paged_attention(p.dq.tensor, {p.dk.tensor, p.dv.tensor}, args, p.dout.tensor);
-            return download(*gpu_, p.dout.tensor);
-        };
-        const std::vector<float> first = run(true);
-        EXPECT_EQ(run(true), first) << c.name;
-        EXPECT_EQ(run(false), first) << c.name;
-        EXPECT_LT(rel_error(first, cpu_reference(cpu_, p, c, scale)), kBf16Tolerance) << c.name;
-    }
-}
-
 // The tensor-core kernel's other schedule (a CTA's warps share each item) on the ragged,
 // grouped, long and many-row problems.
 class CudaAttentionCtaItemsTest : public CudaTest {
