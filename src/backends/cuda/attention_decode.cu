@@ -250,37 +250,62 @@ __device__ __forceinline__ void rope_lane8(float (&x)[8], int part, const float 
 
 // Head `head` of sequence `seq` (decode row `row`): its `live` split partials merged into out
 // by one warp, lanes over 4-dim groups. The partials are read through L2: the fast kernel's
-// last split merges what other blocks of the same launch wrote.
+// last split merges what other blocks of the same launch wrote. This is the tail of every
+// split decode, so it is built for latency: lane i reads split i's (max, sum) (live <= 32),
+// which makes the statistics one round trip, and a lane's output rows of kMergeBatch splits
+// are in flight together. Splits are still folded in split order, one multiply-add each.
+constexpr int kMergeBatch = 16;
+
 __device__ __forceinline__ void merge_head_splits(const DecodeLaunch& launch, int num_heads,
                                                   int d, int seq, int head, int row, int live,
                                                   int lane, bf16* __restrict__ out) {
+    constexpr unsigned kAll = 0xffffffffu;
     const std::int64_t first =
         (static_cast<std::int64_t>(seq) * num_heads + head) * launch.num_splits;
-    const float* ml = launch.partial_ml + first * 2;
     const float* po = launch.partial_o + first * d;
+    float m = -INFINITY, l = 0.0f;
+    if (lane < live) {
+        const float2 ml = __ldcg(reinterpret_cast<const float2*>(launch.partial_ml) + first + lane);
+        m = ml.x;
+        l = ml.y;
+    }
     float global_max = -INFINITY;
-    for (int i = 0; i < live; ++i) global_max = fmaxf(global_max, __ldcg(ml + 2 * i));
+    for (int i = 0; i < live; ++i) global_max = fmaxf(global_max, __shfl_sync(kAll, m, i));
     float total = 0.0f;
     for (int i = 0; i < live; ++i) {
-        total += __ldcg(ml + 2 * i + 1) * exp2f(__ldcg(ml + 2 * i) - global_max);
+        total += __shfl_sync(kAll, l, i) * exp2f(__shfl_sync(kAll, m, i) - global_max);
     }
     const float inv = 1.0f / total;  // split 0 holds KV token 0, so total > 0
+    const float weight = exp2f(m - global_max);  // lane i: split i's
     bf16* dst = out + (static_cast<std::int64_t>(row) * num_heads + head) * d;
-    for (int c = lane * 4; c < d; c += 32 * 4) {
+    for (int c0 = 0; c0 < d; c0 += 32 * 4) {
+        const int c = c0 + lane * 4;
+        const bool mine = c < d;  // every lane takes part in the shuffles
         float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
-        for (int i = 0; i < live; ++i) {
-            const float w = exp2f(__ldcg(ml + 2 * i) - global_max);
-            const float4 v =
-                __ldcg(reinterpret_cast<const float4*>(po + static_cast<std::int64_t>(i) * d + c));
-            acc.x += v.x * w;
-            acc.y += v.y * w;
-            acc.z += v.z * w;
-            acc.w += v.w * w;
+        for (int i0 = 0; i0 < live; i0 += kMergeBatch) {
+            float4 v[kMergeBatch];
+#pragma unroll
+            for (int j = 0; j < kMergeBatch; ++j) {
+                if (mine && i0 + j < live) {
+                    v[j] = __ldcg(reinterpret_cast<const float4*>(
+                        po + static_cast<std::int64_t>(i0 + j) * d + c));
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < kMergeBatch; ++j) {
+                if (i0 + j >= live) break;
+                const float w = __shfl_sync(kAll, weight, i0 + j);
+                acc.x += v[j].x * w;
+                acc.y += v[j].y * w;
+                acc.z += v[j].z * w;
+                acc.w += v[j].w * w;
+            }
         }
-        const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
-        const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
-        *reinterpret_cast<__nv_bfloat162*>(dst + c) = lo;
-        *reinterpret_cast<__nv_bfloat162*>(dst + c + 2) = hi;
+        if (!mine) continue;
+        *reinterpret_cast<__nv_bfloat162*>(dst + c) =
+            __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
+        *reinterpret_cast<__nv_bfloat162*>(dst + c + 2) =
+            __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
     }
 }
 
@@ -650,7 +675,8 @@ void launch_decode_attention(const void* q, const PagedKvView& pages, const Atte
     IS_CHECK(launch.num_splits == 1 || (launch.partial_o != nullptr && launch.split_tokens > 0 &&
                                         launch.split_tokens % kTile == 0))
         << "split workspace";
-    IS_CHECK(pages.kv_heads <= 65535 && launch.num_splits <= 65535) << "decode grid";
+    IS_CHECK(pages.kv_heads <= 65535 && launch.num_splits <= kMaxDecodeSplits)
+        << "decode grid: " << pages.kv_heads << " kv heads, " << launch.num_splits << " splits";
     const int group = batch.num_heads / pages.kv_heads;
     const int d = pages.head_dim;
     const bool tensor_cores =

@@ -60,7 +60,8 @@ Result<std::unique_ptr<CudaBackend>> CudaBackend::create(int device,
         return make_error("cuda backend: device " + std::to_string(device) + " not present (" +
                           std::to_string(count) + " devices)");
     }
-    IS_CHECK(options.max_kv_splits >= 1) << "max_kv_splits " << options.max_kv_splits;
+    IS_CHECK(options.max_kv_splits >= 1 && options.max_kv_splits <= kMaxDecodeSplits)
+        << "max_kv_splits " << options.max_kv_splits << " (1.." << kMaxDecodeSplits << ")";
     check_decode_options(options.decode);
     std::unique_ptr<CudaBackend> backend(new CudaBackend(device, options));
     IS_RETURN_IF_ERROR(backend->init());

@@ -115,7 +115,8 @@ struct LinearPathOptions {
 };
 struct CudaBackendOptions {
     // Split-KV decode partials: [seqs, heads, splits, head_dim + 2] f32. Decode uses as many
-    // splits (up to max_kv_splits) as fit; with less room it splits less, never fails.
+    // splits (up to max_kv_splits, at most kMaxDecodeSplits) as fit; with less room it splits
+    // less, never fails.
     std::size_t attention_workspace_bytes = std::size_t{64} << 20;
     int max_kv_splits = 32;
     // cuBLASLt's scratch; 32 MiB is what NVIDIA suggests for Hopper.

@@ -158,6 +158,8 @@ void launch_merge_prefill_splits(const PagedKvView& pages, const AttentionBatch&
 // up to kMaxDecodeHeadDim and GQA groups up to kMaxDecodeGroup.
 constexpr int kMaxDecodeHeadDim = 256;
 constexpr int kMaxDecodeGroup = 16;
+// Most KV splits of a decode row: the merge holds one split's statistics per lane.
+constexpr int kMaxDecodeSplits = 32;
 
 struct DecodeLaunch {
     // true: block x is a sequence; only sequences with exactly one query row are computed.
