@@ -82,6 +82,18 @@ class CudaLinearGroupTest : public CudaTest, public ::testing::WithParamInterfac
         }
         return ys;
     }
+
+    // Every target's output poisoned, `run` (which enqueues the group again), then each output
+    // against want[i] bit for bit.
+    template <class Run>
+    void expect_rerun_equal(const Group& g, Run run, const std::vector<std::vector<float>>& want,
+                            const std::string& what) {
+        for (const DeviceTensor& y : g.ys) poison(*gpu_, y.tensor);
+        run();
+        for (std::size_t i = 0; i < g.ys.size(); ++i) {
+            EXPECT_EQ(download(*gpu_, g.ys[i].tensor), want[i]) << what << "target " << i;
+        }
+    }
 };
 
 TEST_P(CudaLinearGroupTest, MatchesCpu) {
@@ -92,11 +104,7 @@ TEST_P(CudaLinearGroupTest, MatchesCpu) {
     gpu_->linear_group(dx.tensor, g.targets);
     const std::vector<std::vector<float>> first = outputs_near_cpu(c, g);
     // Split-k partials are summed in a fixed order: a second run gives the same bits.
-    for (const DeviceTensor& y : g.ys) poison(*gpu_, y.tensor);
-    gpu_->linear_group(dx.tensor, g.targets);
-    for (std::size_t i = 0; i < g.targets.size(); ++i) {
-        EXPECT_EQ(download(*gpu_, g.ys[i].tensor), first[i]) << "target " << i;
-    }
+    expect_rerun_equal(g, [&] { gpu_->linear_group(dx.tensor, g.targets); }, first, "");
     // One-token groups, which the GEMV took above, run once more on the mma kernel.
     if (c.n == 1) {
         backends::cuda::LinearPathOptions paths = gpu_->linear_path_options();
@@ -195,12 +203,8 @@ TEST_P(CudaLinearGraphTest, ReplaysFromGraph) {
         ASSERT_EQ(cudaMemcpyAsync(dx.tensor.data, fresh.tensor.data, dx.tensor.nbytes(),
                                   cudaMemcpyDeviceToDevice, gpu_->stream()),
                   cudaSuccess);
-        for (const DeviceTensor& y : g.ys) poison(*gpu_, y.tensor);
-        gpu_->replay(**graph);
-        for (std::size_t i = 0; i < g.ys.size(); ++i) {
-            EXPECT_EQ(download(*gpu_, g.ys[i].tensor), eager[i])
-                << "round " << round << " target " << i;
-        }
+        expect_rerun_equal(g, [&] { gpu_->replay(**graph); }, eager,
+                           "round " + std::to_string(round) + " ");
     }
 }
 
@@ -238,11 +242,8 @@ TEST_P(CudaConcurrentTargetsTest, EqualsSerialAndReplays) {
 
     paths.concurrent_max_rows = 0;
     gpu_->set_linear_path_options(paths);
-    for (const DeviceTensor& y : g.ys) poison(*gpu_, y.tensor);
-    gpu_->linear_group(dx.tensor, g.targets);
-    for (std::size_t i = 0; i < g.ys.size(); ++i) {
-        EXPECT_EQ(download(*gpu_, g.ys[i].tensor), concurrent[i]) << "serial, target " << i;
-    }
+    expect_rerun_equal(g, [&] { gpu_->linear_group(dx.tensor, g.targets); }, concurrent,
+                       "serial, ");
 
     paths.concurrent_max_rows = concurrent_max_rows;
     gpu_->set_linear_path_options(paths);
@@ -250,11 +251,7 @@ TEST_P(CudaConcurrentTargetsTest, EqualsSerialAndReplays) {
     gpu_->linear_group(dx.tensor, g.targets);
     auto graph = gpu_->end_capture();
     ASSERT_TRUE(graph.ok()) << graph.error().message;
-    for (const DeviceTensor& y : g.ys) poison(*gpu_, y.tensor);
-    gpu_->replay(**graph);
-    for (std::size_t i = 0; i < g.ys.size(); ++i) {
-        EXPECT_EQ(download(*gpu_, g.ys[i].tensor), concurrent[i]) << "replayed, target " << i;
-    }
+    expect_rerun_equal(g, [&] { gpu_->replay(**graph); }, concurrent, "replayed, ");
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, CudaConcurrentTargetsTest,
