@@ -10,8 +10,7 @@
 //   from one K/V read. Lanes split head_dim into 16-byte chunks (d/8 lanes per token row), so
 //   each warp load instruction covers 32/(d/8) tokens and every lane has kSteps K and kSteps V
 //   16-byte loads in flight before the first use (8 tokens per warp per iteration for groups
-//   <= 4), for two iterations at once: a consumed iteration's registers load the one after
-//   next. q (pre-scaled by scale * log2 e) and the output accumulators live in registers in
+//   <= 4). q (pre-scaled by scale * log2 e) and the output accumulators live in registers in
 //   f32; the online softmax rescales once per iteration. Token slots are merged by shuffles
 //   and warps through shared memory once at the end. No shared memory in the main loop, no
 //   block barrier until the end. Graph-safe: the grid is (num_seqs, kv_heads, num_splits)
@@ -21,7 +20,7 @@
 //   DecodeLaunch::rope each block rotates its q rows and the block holding the newest token
 //   writes that token's K and V to the pages and hands them to its lanes through shared
 //   memory (no rope_write_kv launch). The metadata, the rotary angles and the first
-//   two iterations' K/V rows (all but the newest token) are read before waiting for the kernel
+//   iteration's K/V rows (all but the newest token) are read before waiting for the kernel
 //   before: they are in memory before the launch.
 // - decode_attention_kernel (generic): any head_dim up to kMaxDecodeHeadDim (the tiny test
 //   models), groups up to kMaxDecodeGroup, and the all-rows fallback when the prefill kernel
@@ -214,9 +213,7 @@ template <int kD, int kG>
 struct FastShape {
     static constexpr int kLanes = kD / 8;          // lanes per token row (one uint4 each)
     static constexpr int kSlots = 32 / kLanes;     // token rows per warp load instruction
-    // Tokens per warp per iteration; at head_dim 256 fewer, so two iterations' rows fit in
-    // registers.
-    static constexpr int kWarpTokens = (kG <= 4 ? 8 : 4) / (kD > 128 ? 2 : 1);
+    static constexpr int kWarpTokens = kG <= 4 ? 8 : 4;  // tokens per warp per iteration
     static constexpr int kSteps = kWarpTokens >= kSlots ? kWarpTokens / kSlots : 1;
     static constexpr int kTokens = kSteps * kSlots;  // tokens per warp per iteration
 };
@@ -362,37 +359,35 @@ __global__ void __launch_bounds__(kFastThreads)
     const float scale_log2 = batch.scale * kLog2e;
 
     // The warp's K/V rows of one iteration: this lane's 16-byte chunks of tokens
-    // t0 + u * kSlots + slot (off -1: past the split, zeros). Two iterations' rows are in
-    // flight: a buffer is refilled for the iteration after next as soon as it is consumed.
+    // t0 + u * kSlots + slot (off -1: past the split, zeros).
     const uint4* k_pages = static_cast<const uint4*>(kv.k);
     const uint4* v_pages = static_cast<const uint4*>(kv.v);
     const PagedRows kv_rows(s, kv, kv_head, 8);
-    struct Rows {
-        uint4 k[kSteps], v[kSteps];
-        std::int64_t off[kSteps];
-    };
-    // Locates and loads iteration t0's rows, all but the newest token's (which the kernel
-    // before writes, or this block).
-    const auto fetch_rows = [&](Rows& r, int t0) {
+    uint4 k_raw[kSteps], v_raw[kSteps];
+    std::int64_t off[kSteps];
+    const auto locate_rows = [&](int t0) {
 #pragma unroll
         for (int u = 0; u < kSteps; ++u) {
             const int j = t0 + u * kSlots + slot;
-            r.off[u] = j < end ? kv_rows(j) + part : -1;
-            r.k[u] = r.v[u] = make_uint4(0u, 0u, 0u, 0u);
+            off[u] = j < end ? kv_rows(j) + part : -1;
+            k_raw[u] = v_raw[u] = make_uint4(0u, 0u, 0u, 0u);
         }
+    };
+    // Loads the rows located, the newest token's only (`newest_only`) or all but it.
+    const auto load_rows = [&](int t0, bool newest_only) {
 #pragma unroll
         for (int u = 0; u < kSteps; ++u) {
-            if (r.off[u] >= 0 && t0 + u * kSlots + slot != newest) {
-                r.k[u] = __ldg(k_pages + r.off[u]);
-                r.v[u] = __ldg(v_pages + r.off[u]);
+            if (off[u] >= 0 && (t0 + u * kSlots + slot == newest) == newest_only) {
+                k_raw[u] = __ldg(k_pages + off[u]);
+                v_raw[u] = __ldg(v_pages + off[u]);
             }
         }
     };
-    constexpr int kStride = kFastWarps * Shape::kTokens;  // tokens of a block iteration
     const int first_t0 = begin + warp * Shape::kTokens;
-    Rows rows[2];
-    if (first_t0 < end) fetch_rows(rows[0], first_t0);
-    if (first_t0 + kStride < end) fetch_rows(rows[1], first_t0 + kStride);
+    if (first_t0 < end) {
+        locate_rows(first_t0);
+        load_rows(first_t0, false);
+    }
 
     const DecodeLaunch::Rope& rope = launch.rope;
     const bool rotate = rope.positions != nullptr;
@@ -403,16 +398,6 @@ __global__ void __launch_bounds__(kFastThreads)
         rope_angles8<kLanes>(part, pos, rope, cos8, sin8);
     }
     wait_for_inputs();
-    // This block holds the sequence's newest KV token: its K and V are asked for with q.
-    const std::int32_t kv_slot = rotate && end == s.kv_len ? rope.slots[row] : -1;
-    const bool newest_here = kv_slot != -1;
-    uint4 k_new = make_uint4(0u, 0u, 0u, 0u), v_new = k_new;
-    if (newest_here && warp == 0) {
-        const std::int64_t src =
-            (static_cast<std::int64_t>(row) * kv.kv_heads + kv_head) * kD + part * 8;
-        k_new = __ldg(reinterpret_cast<const uint4*>(static_cast<const bf16*>(rope.k) + src));
-        v_new = __ldg(reinterpret_cast<const uint4*>(static_cast<const bf16*>(rope.v) + src));
-    }
     float qf[kG][8];
 #pragma unroll
     for (int g = 0; g < kG; ++g) {
@@ -426,22 +411,29 @@ __global__ void __launch_bounds__(kFastThreads)
 #pragma unroll
         for (int i = 0; i < 8; ++i) qf[g][i] *= scale_log2;
     }
-    // The newest token, rotated, goes to the pages and through shared memory to the lanes
-    // that attend to it.
+    // This block holds the sequence's newest KV token: it writes it to the pages and hands it
+    // to the lanes that attend to it through shared memory.
     __shared__ uint4 newest_k[kLanes], newest_v[kLanes];
+    const std::int32_t kv_slot = rotate && end == s.kv_len ? rope.slots[row] : -1;
+    const bool newest_here = kv_slot != -1;
     if (newest_here) {
         if (kv_slot < 0 || kv_slot >= kv.num_blocks * kv.block_size) __trap();  // a bug
         if (warp == 0) {
+            const std::int64_t src =
+                (static_cast<std::int64_t>(row) * kv.kv_heads + kv_head) * kD + part * 8;
             float kf[8];
-            unpack8(k_new, kf);
+            unpack8(__ldg(reinterpret_cast<const uint4*>(static_cast<const bf16*>(rope.k) + src)),
+                    kf);
             rope_lane8<kLanes>(kf, part, cos8, sin8);
+            const uint4 vn =
+                __ldg(reinterpret_cast<const uint4*>(static_cast<const bf16*>(rope.v) + src));
             if (slot == 0) {
                 const std::int64_t dst =
                     (static_cast<std::int64_t>(kv_slot) * kv.kv_heads + kv_head) * kD + part * 8;
                 newest_k[part] = pack8(kf);
-                newest_v[part] = v_new;
+                newest_v[part] = vn;
                 *reinterpret_cast<uint4*>(static_cast<bf16*>(kv.k) + dst) = newest_k[part];
-                *reinterpret_cast<uint4*>(static_cast<bf16*>(kv.v) + dst) = v_new;
+                *reinterpret_cast<uint4*>(static_cast<bf16*>(kv.v) + dst) = vn;
             }
         }
         __syncthreads();
@@ -455,24 +447,21 @@ __global__ void __launch_bounds__(kFastThreads)
         for (int i = 0; i < 8; ++i) o[g][i] = 0.0f;
     }
 
-    // One iteration on the rows of r (tokens from t0), then r refilled for two iterations on.
-    const auto step = [&](Rows& r, int t0) {
+    for (int t0 = first_t0; t0 < end; t0 += kFastWarps * Shape::kTokens) {
+        if (t0 != first_t0) {
+            locate_rows(t0);
+            load_rows(t0, false);
+        }
         if (newest_here) {
 #pragma unroll
             for (int u = 0; u < kSteps; ++u) {
-                if (r.off[u] >= 0 && t0 + u * kSlots + slot == newest) {
-                    r.k[u] = newest_k[part];
-                    r.v[u] = newest_v[part];
+                if (off[u] >= 0 && t0 + u * kSlots + slot == newest) {
+                    k_raw[u] = newest_k[part];
+                    v_raw[u] = newest_v[part];
                 }
             }
         } else {
-#pragma unroll
-            for (int u = 0; u < kSteps; ++u) {
-                if (r.off[u] >= 0 && t0 + u * kSlots + slot == newest) {
-                    r.k[u] = __ldg(k_pages + r.off[u]);
-                    r.v[u] = __ldg(v_pages + r.off[u]);
-                }
-            }
+            load_rows(t0, true);
         }
 
         // Scores of this lane's tokens against every head, reduced over the token's lanes.
@@ -480,7 +469,7 @@ __global__ void __launch_bounds__(kFastThreads)
 #pragma unroll
         for (int u = 0; u < kSteps; ++u) {
             float kf[8];
-            unpack8(r.k[u], kf);
+            unpack8(k_raw[u], kf);
 #pragma unroll
             for (int g = 0; g < kG; ++g) {
                 float acc = 0.0f;
@@ -506,7 +495,7 @@ __global__ void __launch_bounds__(kFastThreads)
             float mx = m[g];
 #pragma unroll
             for (int u = 0; u < kSteps; ++u) {
-                if (r.off[u] >= 0) mx = fmaxf(mx, sc[u][g]);
+                if (off[u] >= 0) mx = fmaxf(mx, sc[u][g]);
             }
             const float base = mx == -INFINITY ? 0.0f : mx;  // all masked so far: weights 0
             const float corr = exp2f(m[g] - base);
@@ -516,7 +505,7 @@ __global__ void __launch_bounds__(kFastThreads)
             for (int i = 0; i < 8; ++i) o[g][i] *= corr;
 #pragma unroll
             for (int u = 0; u < kSteps; ++u) {
-                const float p = r.off[u] >= 0 ? exp2f(sc[u][g] - base) : 0.0f;
+                const float p = off[u] >= 0 ? exp2f(sc[u][g] - base) : 0.0f;
                 sc[u][g] = p;
                 sum += p;
             }
@@ -525,18 +514,13 @@ __global__ void __launch_bounds__(kFastThreads)
 #pragma unroll
         for (int u = 0; u < kSteps; ++u) {
             float vf[8];
-            unpack8(r.v[u], vf);
+            unpack8(v_raw[u], vf);
 #pragma unroll
             for (int g = 0; g < kG; ++g) {
 #pragma unroll
                 for (int i = 0; i < 8; ++i) o[g][i] = fmaf(sc[u][g], vf[i], o[g][i]);
             }
         }
-        if (t0 + 2 * kStride < end) fetch_rows(r, t0 + 2 * kStride);
-    };
-    for (int t0 = first_t0; t0 < end; t0 += 2 * kStride) {
-        step(rows[0], t0);
-        if (t0 + kStride < end) step(rows[1], t0 + kStride);
     }
 
     // Merge the token slots of the warp (lanes part, part + kLanes, ...).
