@@ -1,6 +1,7 @@
 # Shared by the tools/device_*.sh scripts: which libraries a bundle leaves to the GPU machine,
-# copying the rest, where that machine keeps its CUDA libraries, and a model folder for random
-# weights. Functions only; source it after defining die().
+# copying the rest, where that machine keeps its CUDA libraries, the library path and the
+# machine report of a run there, and a model folder for random weights. Functions only; source
+# it after defining die().
 
 # Libraries the GPU machine provides itself: glibc's family, the driver and CUDA's libraries.
 is_system_lib() {
@@ -38,6 +39,11 @@ cuda_lib_dirs() {
     return 0
 }
 
+# The directories of cuda_lib_dirs as one search path, each once.
+cuda_lib_path() {
+    cuda_lib_dirs | awk '!seen[$0]++' | paste -sd: -
+}
+
 # On the GPU machine: links into LINKS the libraries of BUNDLE_DIR/lib that the executables
 # cannot find with CUDA_PATH, so the machine's own libraries win and only what it lacks comes
 # from the bundle. Linking a library in can surface its own missing needs (libgfortran for
@@ -58,6 +64,29 @@ link_missing_libs() {
         done < <(LD_LIBRARY_PATH=$links:$cuda_path ldd "$lib" | awk '/not found/ {print $1}')
     done
     return 0
+}
+
+# On the GPU machine: the library path to run BUNDLE_DIR's executables EXE... with: LINKS (the
+# caller's folder, filled with the bundled libraries the machine lacks by link_missing_libs),
+# then the machine's CUDA library directories, then the caller's LD_LIBRARY_PATH. Prints it.
+bundle_library_path() {
+    local links=$1 bundle_dir=$2 cuda_path
+    shift 2
+    cuda_path=$(cuda_lib_path)
+    link_missing_libs "$bundle_dir" "$links" "$cuda_path" "$@" >/dev/null
+    echo "$links${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+}
+
+# For a run's env log: date, host, GPU, the machine's CUDA library directories and the bundled
+# libraries in LINKS (as bundle_library_path filled it).
+machine_report() {
+    local links=$1 cuda_path
+    cuda_path=$(cuda_lib_path)
+    echo "date: $(date -u)"
+    echo "host: $(uname -a)"
+    nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 || true
+    echo "cuda lib dirs: ${cuda_path:-<none found>}"
+    echo "bundled libs used: $(ls "$links" | paste -sd' ' -)"
 }
 
 # Random weights need only a tokenizer and a chat template: this assembles a model folder from

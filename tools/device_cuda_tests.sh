@@ -107,25 +107,19 @@ run() {
     mkdir -p "$logs"
     local env_log=$logs/env.txt summary=$logs/summary.txt
 
-    local cuda_path
-    cuda_path=$(cuda_lib_dirs | awk '!seen[$0]++' | paste -sd: -)
     # Only the bundled libraries this machine lacks go on the path (through a links folder).
     local links
     links=$(mktemp -d)
-    link_missing_libs "$bundle_dir" "$links" "$cuda_path" "$bundle_dir"/bin/* \
-        $(ls "$bundle_dir"/app/* 2>/dev/null)
+    LD_LIBRARY_PATH=$(bundle_library_path "$links" "$bundle_dir" "$bundle_dir"/bin/* \
+        $(ls "$bundle_dir"/app/* 2>/dev/null))
+    export LD_LIBRARY_PATH
     local exe
     # The model test reads the golden checkpoints from the checkout (run from its root).
     export INFERSCALE_FIXTURES=${INFERSCALE_FIXTURES:-$PWD/tests/fixtures}
     export INFERSCALE_MODELS=${INFERSCALE_MODELS:-$PWD/models}
-    export LD_LIBRARY_PATH=$links${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 
     {
-        echo "date: $(date -u)"
-        echo "host: $(uname -a)"
-        nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv 2>&1 || true
-        echo "cuda lib dirs: ${cuda_path:-<none found>}"
-        echo "bundled libs used: $(ls "$links" | paste -sd' ' -)"
+        machine_report "$links"
         for exe in "$bundle_dir"/bin/*; do
             echo "== ldd $(basename "$exe")"
             ldd "$exe" 2>&1

@@ -107,11 +107,9 @@ run() {
     dir=$(cd "$dir" && pwd)
     local logs=${OUT:-$PWD/gpu-ab-logs}
     mkdir -p "$logs"
-    local cuda_path links
-    cuda_path=$(cuda_lib_dirs | awk '!seen[$0]++' | paste -sd: -)
-    links=$(mktemp -d)
-    link_missing_libs "$dir" "$links" "$cuda_path" "$dir/bin/gpu_bench_new" "$dir/bin/gpu_bench_base"
-    export LD_LIBRARY_PATH=$links${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    LD_LIBRARY_PATH=$(bundle_library_path "$(mktemp -d)" "$dir" "$dir/bin/gpu_bench_new" \
+        "$dir/bin/gpu_bench_base")
+    export LD_LIBRARY_PATH
 
     local tsv=$logs/ab.tsv round side log status failed=0
     : >"$tsv"

@@ -68,18 +68,11 @@ run() {
     local work
     work=$(mktemp -d)
 
-    local cuda_path links
-    cuda_path=$(cuda_lib_dirs | awk '!seen[$0]++' | paste -sd: -)
-    links=$work/links
-    link_missing_libs "$bundle_dir" "$links" "$cuda_path" "$bundle_dir/bin/gpu_bench"
-    local bench_path=$links${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    local bench_path
+    bench_path=$(bundle_library_path "$work/links" "$bundle_dir" "$bundle_dir/bin/gpu_bench")
 
     {
-        echo "date: $(date -u)"
-        echo "host: $(uname -a)"
-        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm --format=csv 2>&1 || true
-        echo "cuda lib dirs: ${cuda_path:-<none found>}"
-        echo "bundled libs used: $(ls "$links" | paste -sd' ' -)"
+        machine_report "$work/links"
         LD_LIBRARY_PATH=$bench_path ldd "$bundle_dir/bin/gpu_bench" 2>&1
         python3 -c 'import torch, transformers; print("torch", torch.__version__, "transformers", transformers.__version__)' 2>&1 || true
     } >"$logs/env.txt" 2>&1

@@ -49,19 +49,11 @@ run() {
     work=$(mktemp -d)
 
     # Bundled libraries only where the machine lacks them (its own CUDA libraries win).
-    local cuda_path links
-    cuda_path=$(cuda_lib_dirs | awk '!seen[$0]++' | paste -sd: -)
-    links=$work/links
-    link_missing_libs "$bundle_dir" "$links" "$cuda_path" "$exe"
-    local bench_path=$links${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    local bench_path
+    bench_path=$(bundle_library_path "$work/links" "$bundle_dir" "$exe")
 
     {
-        echo "date: $(date -u)"
-        echo "host: $(uname -a)"
-        nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.max.sm \
-            --format=csv 2>&1 || true
-        echo "cuda lib dirs: ${cuda_path:-<none found>}"
-        echo "bundled libs used: $(ls "$links" | paste -sd' ' -)"
+        machine_report "$work/links"
         LD_LIBRARY_PATH=$bench_path ldd "$exe" 2>&1
     } >"$logs/env.txt" 2>&1
     if LD_LIBRARY_PATH=$bench_path ldd "$exe" | grep -q 'not found'; then

@@ -43,14 +43,13 @@ run() {
     bundle_dir=$(cd "$bundle_dir" && pwd)
     local logs=${OUT:-$PWD/serve-bench-logs}
     mkdir -p "$logs"
-    local cuda_path links model
-    cuda_path=$(cuda_lib_dirs | awk '!seen[$0]++' | paste -sd: -)
+    local links model
     links=$(mktemp -d)
-    link_missing_libs "$bundle_dir" "$links" "$cuda_path" "$bundle_dir/app/inferscale"
-    export LD_LIBRARY_PATH=$links${cuda_path:+:$cuda_path}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+    LD_LIBRARY_PATH=$(bundle_library_path "$links" "$bundle_dir" "$bundle_dir/app/inferscale")
+    export LD_LIBRARY_PATH
 
     model=$(random_weights_model_dir)
-    nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv >"$logs/env.txt" 2>&1 || true
+    machine_report "$links" >"$logs/env.txt" 2>&1
 
     python3 bench/serve_bench.py --bin "$bundle_dir/app/inferscale" \
         --conversation "$bundle_dir/conversation.json" --out "$logs/serve_bench.json" \
