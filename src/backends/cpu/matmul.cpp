@@ -23,6 +23,16 @@ constexpr std::int64_t kGemvMaxRows = 4;
 // Weight rows widened to f32 per sgemm call when the weight is 16-bit.
 constexpr std::int64_t kConvertChunkRows = 256;
 
+// Weight element i widened to f32 (W: float, or the 16-bit dtype's bits).
+template <class W>
+float weight_at(const W* w, std::int64_t i, DType dtype) {
+    if constexpr (sizeof(W) == 4) {
+        return w[i];
+    } else {
+        return dtype == DType::F16 ? tensor::f16_to_f32(w[i]) : tensor::bf16_to_f32(w[i]);
+    }
+}
+
 #if defined(__AVX2__) && defined(__FMA__) && defined(__F16C__)
 
 inline __m256 load8(const float* p) { return _mm256_loadu_ps(p); }
@@ -62,12 +72,7 @@ void row_dots(const W* w, DType dtype, const float* x, std::int64_t n, std::int6
     }
     for (std::int64_t t = 0; t < n; ++t) dots[t] = hsum(_mm256_add_ps(acc0[t], acc1[t]));
     for (; i < in; ++i) {
-        float wi;
-        if constexpr (sizeof(W) == 4) {
-            wi = w[i];
-        } else {
-            wi = dtype == DType::F16 ? tensor::f16_to_f32(w[i]) : tensor::bf16_to_f32(w[i]);
-        }
+        const float wi = weight_at(w, i, dtype);
         for (std::int64_t t = 0; t < n; ++t) dots[t] += wi * x[t * in + i];
     }
 }
@@ -79,12 +84,7 @@ void row_dots(const W* w, DType dtype, const float* x, std::int64_t n, std::int6
               float* dots) {
     for (std::int64_t t = 0; t < n; ++t) dots[t] = 0.0f;
     for (std::int64_t i = 0; i < in; ++i) {
-        float wi;
-        if constexpr (sizeof(W) == 4) {
-            wi = w[i];
-        } else {
-            wi = dtype == DType::F16 ? tensor::f16_to_f32(w[i]) : tensor::bf16_to_f32(w[i]);
-        }
+        const float wi = weight_at(w, i, dtype);
         for (std::int64_t t = 0; t < n; ++t) dots[t] += wi * x[t * in + i];
     }
 }
