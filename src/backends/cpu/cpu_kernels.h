@@ -40,6 +40,12 @@ void swiglu(const float* gate, const float* up, std::int64_t count, float* out);
 void rope(float* x, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
           const std::int32_t* positions, const float* cos, const float* sin,
           std::int64_t max_positions, bool ggml);
+// One head row as rope() turns it: dst = src rotated by (cos, sin)[0 .. half), HF's rotate_half
+// pairing (dim i with i + half), or rotate_ggml's arithmetic; src == dst is allowed. Everything
+// that rotates a key on the CPU (rope, the injection of memory chunks) goes through it, so an
+// injected key equals the key a prefill at that position computes.
+void rotate_head(const float* src, float* dst, std::int64_t half, const float* cos,
+                 const float* sin, bool ggml);
 
 // ---- attention.cpp ----
 struct PagedKvView {

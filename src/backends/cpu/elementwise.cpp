@@ -55,6 +55,21 @@ void swiglu(const float* gate, const float* up, std::int64_t count, float* out) 
     }
 }
 
+void rotate_head(const float* src, float* dst, std::int64_t half, const float* cos,
+                 const float* sin, bool ggml) {
+    if (ggml) {
+        rotate_ggml(src, dst, half, cos, sin);
+        return;
+    }
+    // rotate_half: (x1, x2) -> (x1 c - x2 s, x2 c + x1 s)
+#pragma omp simd
+    for (std::int64_t i = 0; i < half; ++i) {
+        const float a = src[i], b = src[i + half];
+        dst[i] = a * cos[i] - b * sin[i];
+        dst[i + half] = b * cos[i] + a * sin[i];
+    }
+}
+
 void rope(float* x, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
           const std::int32_t* positions, const float* cos, const float* sin,
           std::int64_t max_positions, bool ggml) {
@@ -67,17 +82,7 @@ void rope(float* x, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
         const float* s = sin + pos * half;
         for (std::int64_t h = 0; h < heads; ++h) {
             float* v = x + (t * heads + h) * head_dim;
-            if (ggml) {
-                rotate_ggml(v, v, half, c, s);
-                continue;
-            }
-            // rotate_half: (x1, x2) -> (x1 c - x2 s, x2 c + x1 s)
-#pragma omp simd
-            for (std::int64_t i = 0; i < half; ++i) {
-                const float a = v[i], b = v[i + half];
-                v[i] = a * c[i] - b * s[i];
-                v[i + half] = b * c[i] + a * s[i];
-            }
+            rotate_head(v, v, half, c, s, ggml);
         }
     }
 }

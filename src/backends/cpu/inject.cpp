@@ -1,7 +1,7 @@
 // CpuBackend::inject_chunks: gathers chunk rows, rotates K to the target positions and writes
-// K and V into every layer's pages. The rotation is the same expression, in the same f32
-// order, as rope() in elementwise.cpp (rotate_ggml under ggml's arithmetic), so an injected key
-// is bit-identical to the key a prefill at that position computes from the same pre-RoPE row.
+// K and V into every layer's pages. The rotation is rope()'s own (rotate_head), so an injected
+// key is bit-identical to the key a prefill at that position computes from the same pre-RoPE
+// row.
 
 #include <cstdint>
 
@@ -70,18 +70,7 @@ void CpuBackend::inject_chunks(const tensor::InjectArgs& args, const tensor::Rop
             const float* cs = cos_table + positions[i] * half;
             const float* sn = sin_table + positions[i] * half;
             for (std::int64_t h = 0; h < heads; ++h) {
-                const float* src = ks + h * d;
-                float* dst = kd + h * d;
-                if (ggml_) {
-                    rotate_ggml(src, dst, half, cs, sn);
-                    continue;
-                }
-#pragma omp simd
-                for (std::int64_t j = 0; j < half; ++j) {
-                    const float a = src[j], b = src[j + half];
-                    dst[j] = a * cs[j] - b * sn[j];
-                    dst[j + half] = b * cs[j] + a * sn[j];
-                }
+                rotate_head(ks + h * d, kd + h * d, half, cs, sn, ggml_);
             }
             for (std::int64_t j = 0; j < row; ++j) vd[j] = vs[j];
         }
