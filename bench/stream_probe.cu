@@ -144,12 +144,16 @@ double rate(Launch&& launch, double bytes) {
     return bytes / (ms / kTimed * 1e-3) / 1e12;
 }
 
+// The driver's tensor-map encoder, looked up once.
 PFN_cuTensorMapEncodeTiled_v12000 encoder() {
-    void* fn = nullptr;
-    cudaDriverEntryPointQueryResult found{};
-    cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
-                                     &found);
-    return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult found{};
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault,
+                                         &found);
+        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    }();
+    return encode;
 }
 
 struct Shape {
