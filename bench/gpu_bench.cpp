@@ -517,8 +517,6 @@ int main(int argc, char** argv) {
                    "tensor-core decode: persistent CTAs per SM (0: as many as fit)");
     app.add_flag("!--decode-cta-items", a.decode.warp_items,
                  "tensor-core decode: a CTA's warps share each item (instead of one per warp)");
-    app.add_flag("!--no-decode-cluster-merge", a.decode.cluster_merge,
-                 "CUDA-core decode: the last split merges through global memory, not a cluster");
     app.add_option("--small-linear-max-rows", a.small_linear_max_rows,
                    "linears of at most this many tokens on the small-batch kernel (0: cuBLASLt)");
     app.add_flag("!--no-gemv", a.gemv, "one-token linears on the mma kernel, not the GEMV");

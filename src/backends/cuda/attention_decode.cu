@@ -15,10 +15,8 @@
 //   and warps through shared memory once at the end. No shared memory in the main loop, no
 //   block barrier until the end. Graph-safe: the grid is (num_seqs, kv_heads, num_splits)
 //   from the host plan (or fixed_max_kv_len), splits past a sequence's end exit at once.
-//   With DecodeLaunch::cluster_merge the splits of a (sequence, kv head) are one cluster that
-//   merges through distributed shared memory (no partials, no merge launch); with
-//   DecodeLaunch::split_arrivals they count themselves in after writing their partials and
-//   the last one merges them (no merge launch); with
+//   With DecodeLaunch::split_arrivals the splits of a (sequence, kv head) count themselves in
+//   after writing their partials and the last one merges them (no merge launch); with
 //   DecodeLaunch::rope each block rotates its q rows and the block holding the newest token
 //   writes that token's K and V to the pages and hands them to its lanes through shared
 //   memory (no rope_write_kv launch). The metadata, the rotary angles and the first
@@ -46,8 +44,6 @@
 //   Issue work per token at group 4 is ~55 warp instructions (dots, V FMAs, shuffles,
 //   converts, softmax), ~14 SM cycles at 4 issues per cycle, against ~28 cycles of DRAM time
 //   per token per SM (512 B at ~18 B/cycle): memory-bound up to group 4, near balance at 8.
-
-#include <cooperative_groups.h>
 
 #include <cmath>
 
@@ -329,50 +325,6 @@ __device__ __forceinline__ bool count_split_in(const DecodeLaunch& launch, int k
     return last;
 }
 
-// A split's softmax state for the heads of its GQA group: unnormalized output, max, sum.
-template <int kD, int kG>
-struct DecodeState {
-    float o[kG][kD];
-    float m[kG], l[kG];
-};
-
-// The two barriers of merge_cluster_states, for a block with no state of its own.
-__device__ __forceinline__ void cluster_merge_barriers() {
-    cooperative_groups::this_cluster().sync();
-    cooperative_groups::this_cluster().sync();
-}
-
-// The `live` splits of a (sequence, kv head), one cluster, merged through distributed shared
-// memory into dst [group, kD] (the group's output rows): once every block's state is in place,
-// block `split` merges its share of the outputs, folding the splits in order with
-// merge_head_splits' arithmetic (same bits as the merge kernel); no block leaves while another
-// may still read its state.
-template <int kD, int kG>
-__device__ __forceinline__ void merge_cluster_states(const DecodeState<kD, kG>& state, int live,
-                                                     int split, int group,
-                                                     bf16* __restrict__ dst) {
-    cooperative_groups::cluster_group cluster = cooperative_groups::this_cluster();
-    cluster.sync();
-    const int outputs = group * kD;
-    const int first = outputs * split / live, last = outputs * (split + 1) / live;
-    for (int idx = first + static_cast<int>(threadIdx.x); idx < last; idx += kFastThreads) {
-        const int g = idx / kD, c = idx % kD;
-        float global_max = -INFINITY;
-        for (int q = 0; q < live; ++q) {
-            global_max = fmaxf(global_max, *cluster.map_shared_rank(&state.m[g], q));
-        }
-        float total = 0.0f, acc = 0.0f;
-        for (int q = 0; q < live; ++q) {
-            const float w = exp2f(*cluster.map_shared_rank(&state.m[g], q) - global_max);
-            total += *cluster.map_shared_rank(&state.l[g], q) * w;
-            acc += *cluster.map_shared_rank(&state.o[g][c], q) * w;
-        }
-        const float inv = 1.0f / total;  // split 0 holds KV token 0, so total > 0
-        dst[idx] = __float2bfloat16_rn(acc * inv);
-    }
-    cluster.sync();
-}
-
 template <int kD, int kG>
 __global__ void __launch_bounds__(kFastThreads)
     decode_fast_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
@@ -389,18 +341,16 @@ __global__ void __launch_bounds__(kFastThreads)
     const int seq = blockIdx.x, kv_head = blockIdx.y, split = blockIdx.z;
     const SeqInfo s = load_seq(batch, seq, kv);
     const int begin = split * launch.split_tokens;
-    const bool single = launch.num_splits == 1 || s.kv_len <= launch.split_tokens;
     if (s.q_len != 1 || begin >= s.kv_len) {
-        // Prefill rows belong to the prefill kernel (the whole cluster of one leaves); past the
-        // sequence's end the merge skips this split, which still takes part in its cluster's
-        // barriers.
+        // Prefill rows belong to the prefill kernel; past the sequence's end the merge skips
+        // this split.
         wait_for_inputs();
-        if (s.q_len == 1 && launch.cluster_merge && !single) cluster_merge_barriers();
         return;
     }
     const int row = s.q_start;
     const int group = batch.num_heads / kv.kv_heads;
     const int head0 = kv_head * group;
+    const bool single = launch.num_splits == 1 || s.kv_len <= launch.split_tokens;
     const int end = single ? s.kv_len : min(s.kv_len, begin + launch.split_tokens);
     const int newest = s.kv_len - 1;
 
@@ -605,9 +555,7 @@ __global__ void __launch_bounds__(kFastThreads)
     }
     __syncthreads();
 
-    // Merge the warps; write the output or this split's partial state (to global memory, or
-    // to shared memory for the cluster merge).
-    __shared__ DecodeState<kD, kG> state;
+    // Merge the warps; write the output or this split's partial state.
     for (int idx = tid; idx < kG * kD; idx += kFastThreads) {
         const int g = idx / kD, c = idx % kD;
         if (g >= group) continue;
@@ -625,12 +573,6 @@ __global__ void __launch_bounds__(kFastThreads)
         if (single) {
             out[(static_cast<std::int64_t>(row) * batch.num_heads + head0 + g) * kD + c] =
                 __float2bfloat16_rn(acc / sum);
-        } else if (launch.cluster_merge) {
-            state.o[g][c] = acc;
-            if (c == 0) {
-                state.m[g] = mx;
-                state.l[g] = sum;
-            }
         } else {
             const std::int64_t slot_idx =
                 (static_cast<std::int64_t>(seq) * batch.num_heads + head0 + g) * launch.num_splits +
@@ -642,13 +584,7 @@ __global__ void __launch_bounds__(kFastThreads)
             }
         }
     }
-    if (single) return;
-    if (launch.cluster_merge) {
-        merge_cluster_states(state, live_splits(launch, s.kv_len), split, group,
-                             out + (static_cast<std::int64_t>(row) * batch.num_heads + head0) * kD);
-        return;
-    }
-    if (launch.split_arrivals == nullptr) return;
+    if (single || launch.split_arrivals == nullptr) return;
 
     // The last split of (sequence, kv head) to finish merges them all.
     __shared__ bool last_in;
@@ -700,22 +636,8 @@ void launch_fast(const void* q, const PagedKvView& pages, const AttentionBatch& 
     const dim3 grid(static_cast<unsigned>(launch.grid_rows),
                     static_cast<unsigned>(pages.kv_heads),
                     static_cast<unsigned>(launch.num_splits));
-    const dim3 cluster(1, 1, launch.cluster_merge ? static_cast<unsigned>(launch.num_splits) : 1);
-    launch_dependent_clusters(decode_fast_kernel<kD, kG>, grid, cluster, kFastThreads, 0, stream,
-                              static_cast<const bf16*>(q), pages, batch, launch,
-                              static_cast<bf16*>(out));
-}
-
-template <int kD>
-void allow_fast_clusters() {
-    for (const void* kernel :
-         {reinterpret_cast<const void*>(decode_fast_kernel<kD, 1>),
-          reinterpret_cast<const void*>(decode_fast_kernel<kD, 2>),
-          reinterpret_cast<const void*>(decode_fast_kernel<kD, 4>),
-          reinterpret_cast<const void*>(decode_fast_kernel<kD, 8>)}) {
-        IS_CUDA_CHECK(
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
-    }
+    launch_dependent(decode_fast_kernel<kD, kG>, grid, kFastThreads, 0, stream,
+                     static_cast<const bf16*>(q), pages, batch, launch, static_cast<bf16*>(out));
 }
 
 // The group rounds up to an instantiated size; the extra heads are computed on zeros and
@@ -739,12 +661,6 @@ void launch_fast_for_group(int group, const void* q, const PagedKvView& pages,
 
 int decode_tile_tokens() { return kTile; }
 
-void init_decode_attention() {
-    allow_fast_clusters<64>();
-    allow_fast_clusters<128>();
-    allow_fast_clusters<256>();
-}
-
 bool decode_fast_supports(int head_dim, int group) {
     return group <= 8 && (head_dim == 64 || head_dim == 128 || head_dim == 256);
 }
@@ -766,11 +682,8 @@ void launch_decode_attention(const void* q, const PagedKvView& pages, const Atte
     const bool tensor_cores =
         launch.per_sequence && launch.max_ctas > 0 && decode_tc_supports(d, group);
     const bool fast = !tensor_cores && launch.per_sequence && decode_fast_supports(d, group);
-    IS_CHECK(fast || (launch.split_arrivals == nullptr && !launch.cluster_merge &&
-                      launch.rope.positions == nullptr))
+    IS_CHECK(fast || (launch.split_arrivals == nullptr && launch.rope.positions == nullptr))
         << "only the fast decode kernel merges its own splits or rotates";
-    IS_CHECK(!launch.cluster_merge || launch.num_splits <= kMaxDecodeClusterSplits)
-        << "decode cluster merge of " << launch.num_splits << " splits";
     if (tensor_cores) {
         launch_decode_tc_attention(q, pages, batch, launch, out, stream);
         return;
@@ -796,10 +709,7 @@ void launch_decode_attention(const void* q, const PagedKvView& pages, const Atte
 
 void launch_merge_splits(const PagedKvView& pages, const AttentionBatch& batch,
                          const DecodeLaunch& launch, void* out, cudaStream_t stream) {
-    if (launch.num_splits <= 1 || launch.grid_rows <= 0 || launch.split_arrivals != nullptr ||
-        launch.cluster_merge) {
-        return;
-    }
+    if (launch.num_splits <= 1 || launch.grid_rows <= 0 || launch.split_arrivals != nullptr) return;
     IS_CHECK(pages.head_dim % 4 == 0 && launch.split_tokens > 0) << "decode merge";
     const dim3 grid(static_cast<unsigned>(launch.grid_rows),
                     static_cast<unsigned>((batch.num_heads + kMergeWarps - 1) / kMergeWarps));

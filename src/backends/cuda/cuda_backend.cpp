@@ -119,7 +119,6 @@ Status CudaBackend::init() {
     matmul_ = make_matmul(cublas_workspace_);
     side_matmul_ = make_matmul(side_cublas_workspace_);
     init_prefill_attention();
-    init_decode_attention();
     decode_tc_limits_ = init_decode_tc_attention();
     cluster_linear_limits_ = init_small_linear();
     return {};

@@ -76,11 +76,6 @@ struct DecodeAttentionOptions {
     // Each warp streams whole items taken from a global counter; false: a CTA's 4 warps share
     // each item and merge through shared memory.
     bool warp_items = true;
-    // The CUDA-core fast kernel runs the splits of a (sequence, kv head) as one cluster that
-    // merges through distributed shared memory, at most kMaxDecodeClusterSplits splits (batch 1
-    // at 1K context plus decoded tokens: 11 splits of 96 tokens instead of 17 of 64); false:
-    // the last split in merges through global memory (an arrival count).
-    bool cluster_merge = true;
 };
 
 // How a Backend::linear_group runs (linear.cpp).

@@ -127,9 +127,6 @@ bool prefill_attention_supports(int head_dim);
 // Raises the dynamic shared memory limit of every prefill instantiation; call once per device
 // before any launch (outside stream capture).
 void init_prefill_attention();
-// Lets the fast decode kernel run clusters of up to kMaxDecodeClusterSplits blocks; call once
-// per device before any launch (outside stream capture).
-void init_decode_attention();
 // A block packs the `group` query heads of one kv head (GQA) as rows, 64 of them per 16-row
 // fragment a warp owns (row_frags, 1 or up to prefill_max_row_frags(head_dim)): query tokens
 // per tile = prefill_tile_queries(group, row_frags).
@@ -163,8 +160,6 @@ constexpr int kMaxDecodeHeadDim = 256;
 constexpr int kMaxDecodeGroup = 16;
 // Most KV splits of a decode row: the merge holds one split's statistics per lane.
 constexpr int kMaxDecodeSplits = 32;
-// Most splits of a DecodeLaunch::cluster_merge row: the largest (non-portable) cluster.
-constexpr int kMaxDecodeClusterSplits = 16;
 
 struct DecodeLaunch {
     // true: block x is a sequence; only sequences with exactly one query row are computed.
@@ -188,11 +183,6 @@ struct DecodeLaunch {
     // zeroes its count (device ints, zero before the first launch), so launch_merge_splits
     // has nothing left to do. Null: the merge kernel merges.
     int* split_arrivals = nullptr;
-    // Fast kernel, num_splits <= kMaxDecodeClusterSplits: the splits of a (sequence, kv head)
-    // run as one thread-block cluster and merge their states through distributed shared
-    // memory, folded in split order with the merge kernel's arithmetic; no partials are
-    // written and nothing is counted. Takes the place of split_arrivals.
-    bool cluster_merge = false;
     // Fast kernel: rope_write_kv fused in. With rope.positions set, q holds the rows
     // unrotated; each block rotates its heads' rows, and the block holding a sequence's newest
     // KV token first writes that token's K (rotated) and V, rows rope.k / rope.v [num_tokens,

@@ -30,32 +30,21 @@ __device__ __forceinline__ void wait_for_inputs() {
 }
 
 // kernel<<<grid, block, smem_bytes, stream>>>(args...) with programmatic stream serialization
-// allowed, the grid cut into thread-block clusters of `cluster` blocks (1 x 1 x 1: none); the
-// kernel must follow the rules above.
+// allowed; the kernel must follow the rules above.
 template <class... Params, class... Args>
-void launch_dependent_clusters(void (*kernel)(Params...), dim3 grid, dim3 cluster, dim3 block,
-                               std::size_t smem_bytes, cudaStream_t stream, Args... args) {
-    cudaLaunchAttribute attributes[2]{};
-    attributes[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attributes[0].val.programmaticStreamSerializationAllowed = 1;
-    attributes[1].id = cudaLaunchAttributeClusterDimension;
-    attributes[1].val.clusterDim.x = cluster.x;
-    attributes[1].val.clusterDim.y = cluster.y;
-    attributes[1].val.clusterDim.z = cluster.z;
+void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem_bytes,
+                      cudaStream_t stream, Args... args) {
+    cudaLaunchAttribute attribute{};
+    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attribute.val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t config{};
     config.gridDim = grid;
     config.blockDim = block;
     config.dynamicSmemBytes = smem_bytes;
     config.stream = stream;
-    config.attrs = attributes;
-    config.numAttrs = cluster.x * cluster.y * cluster.z > 1 ? 2 : 1;
+    config.attrs = &attribute;
+    config.numAttrs = 1;
     IS_CUDA_CHECK(cudaLaunchKernelEx(&config, kernel, static_cast<Params>(args)...));
-}
-
-template <class... Params, class... Args>
-void launch_dependent(void (*kernel)(Params...), dim3 grid, dim3 block, std::size_t smem_bytes,
-                      cudaStream_t stream, Args... args) {
-    launch_dependent_clusters(kernel, grid, dim3(1, 1, 1), block, smem_bytes, stream, args...);
 }
 
 }  // namespace inferscale::backends::cuda

@@ -354,9 +354,6 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
     }
     std::int64_t splits = std::min({wanted, by_length, by_workspace,
                                     static_cast<std::int64_t>(options_.max_kv_splits)});
-    const bool fast = decode.max_ctas == 0 && decode_fast_supports(static_cast<int>(d), group);
-    const bool cluster_merge = fast && dopt.cluster_merge;
-    if (cluster_merge) splits = std::min<std::int64_t>(splits, kMaxDecodeClusterSplits);
     if (splits > 1) {
         const std::int64_t tile = decode_tile_tokens();
         const std::int64_t per_split = (max_decode_kv + splits - 1) / splits;
@@ -369,9 +366,8 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
         decode.partial_o = ws;
         decode.partial_ml = ws + static_cast<std::int64_t>(num_seqs) * heads * decode.num_splits * d;
     }
-    plan.fast_decode = fast;
-    decode.cluster_merge = cluster_merge && decode.num_splits > 1;
-    if (fast && !decode.cluster_merge && std::int64_t{num_seqs} * view.kv_heads <= kSplitArrivals) {
+    plan.fast_decode = decode.max_ctas == 0 && decode_fast_supports(static_cast<int>(d), group);
+    if (plan.fast_decode && std::int64_t{num_seqs} * view.kv_heads <= kSplitArrivals) {
         decode.split_arrivals = split_arrivals_;
     }
     return plan;

@@ -202,27 +202,6 @@ TEST_F(CudaAttentionCudaCoreDecodeTest, MatchesCpu) {
     }
 }
 
-// The same problems with the splits merged by the last one in through global memory (an arrival
-// count) instead of through their cluster's shared memory.
-class CudaAttentionCountedMergeTest : public CudaTest {
-  protected:
-    CudaBackendOptions options() const override {
-        CudaBackendOptions o;
-        o.decode.tensor_cores = false;
-        o.decode.cluster_merge = false;
-        return o;
-    }
-};
-
-TEST_F(CudaAttentionCountedMergeTest, MatchesCpu) {
-    for (const AttnCase& c :
-         {AttnCase{"counted_ragged_d128_gqa4", 8, 2, 128, 16, ragged_mix()},
-          AttnCase{"counted_long_decode_4k_split", 32, 8, 128, 16,
-                   {{1, 4096}, {1, 4000}, {1, 1234}, {1, 3}, {50, 4096}}}}) {
-        run_case(*gpu_, cpu_, c, rng_);
-    }
-}
-
 // Many decode rows of mixed lengths at the Llama-3.1-8B head shape: the tensor-core kernel's
 // persistent CTAs walk several (split, sequence, kv head) items each, some past a shorter
 // sequence's end.
