@@ -11,9 +11,11 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
@@ -41,8 +43,16 @@ class StepTimer {
     StepTimer(const StepTimer&) = delete;
     StepTimer& operator=(const StepTimer&) = delete;
 
+    // Each start() first holds the stream for `ms` (a host function that sleeps), so the host
+    // has enqueued the whole step before the GPU starts it: the time is then the GPU's alone,
+    // without the host's launch pace (events only; 0: no hold).
+    void set_queue_ahead_ms(double ms) { queue_ahead_ms_ = ms; }
+
     void start() {
         if (use_events_) {
+            if (queue_ahead_ms_ > 0) {
+                IS_CUDA_CHECK(cudaLaunchHostFunc(stream_, &StepTimer::hold, &queue_ahead_ms_));
+            }
             IS_CUDA_CHECK(cudaEventRecord(start_, stream_));
         } else {
             backend_.synchronize();
@@ -63,9 +73,15 @@ class StepTimer {
     }
 
   private:
+    static void CUDART_CB hold(void* ms) {
+        std::this_thread::sleep_for(
+            std::chrono::duration<double, std::milli>(*static_cast<const double*>(ms)));
+    }
+
     tensor::Backend& backend_;
     cudaStream_t stream_ = nullptr;
     bool use_events_ = false;
+    double queue_ahead_ms_ = 0.0;
     cudaEvent_t start_ = nullptr, stop_ = nullptr;
     Timer host_;
 };

@@ -1,7 +1,8 @@
 #pragma once
 // The device's own ceilings, measured the way the model uses the device: a device-to-device
 // copy (HBM bandwidth, bytes read + written), a device-to-pinned-host copy (what the logits
-// readback costs) and one big square GEMM through Backend::linear (cuBLASLt on CUDA).
+// readback costs) and one big square GEMM through Backend::linear (cuBLASLt on CUDA), alone and
+// back to back.
 
 #include <cstdint>
 #include <memory>
@@ -15,8 +16,13 @@ namespace inferscale::bench {
 struct DeviceRates {
     double copy_bytes_per_s = 0.0;     // read + written
     double d2h_bytes_per_s = 0.0;      // into pinned host memory; 0 when not measured
-    double gemm_flops_per_s = 0.0;     // bf16 (activation dtype) x W^T
-    Samples copy, d2h, gemm;
+    double gemm_flops_per_s = 0.0;     // bf16 (activation dtype) x W^T, single GEMMs
+    double gemm_sustained_flops_per_s = 0.0;  // the same back to back for two seconds (power cap)
+    Samples copy, d2h, gemm, gemm_sustained;
+    // What compute-bound steps are held against: the back-to-back rate where it was measured.
+    double gemm_bound_flops_per_s() const {
+        return gemm_sustained_flops_per_s > 0 ? gemm_sustained_flops_per_s : gemm_flops_per_s;
+    }
     std::size_t copy_bytes = 0;        // one direction
     std::size_t d2h_bytes = 0;
     std::int64_t gemm_size = 0;        // M = N = K

@@ -1,7 +1,7 @@
 // gpu_bench: where the CUDA backend stands against the device's own limits at 8B scale, on
 // random weights of a real config (configs/*.json). One run measures, in this order:
 //   copy  HBM bandwidth (device-to-device copy, read + write) and pinned readback rate;
-//   gemm  bf16 GEMM rate of Backend::linear on n x n x n random data;
+//   gemm  bf16 GEMM rate of Backend::linear on n x n x n random data, single and back to back;
 //   linears  one layer's linear groups at 1..128 tokens on each linear path: cuBLASLt per
 //         target, cuBLASLt over the stacked targets, the small-batch kernel (bench/linear_bench.h);
 //   decode1  batch-1 decode ms/token at `context` KV (after a real prefill) vs the time to read
@@ -9,7 +9,9 @@
 //   ttft  a `prompt`-token prompt, forward plus logits, vs the same read limit (the larger of
 //         read and GEMM-bound time, which is the read time at this size);
 //   prefill  1 x prefill_len and prefill_seqs x prefill_seq_len tokens/s vs the GEMM-bound
-//         rate (FLOPs counted as in model_cost.h, over the measured GEMM rate);
+//         rate (FLOPs counted as in model_cost.h, over the GEMM rate measured back to back:
+//         like a long prefill, that runs at the chip's power cap, where single GEMMs after a
+//         pause see its boost clocks);
 //   decode  batch 64/128/256 tokens/s at `context` KV each, with the roofline
 //         max(bytes / bandwidth, FLOPs / GEMM rate) for reference.
 // Every time is the median of repeats after warm-up, bracketed by CUDA events on the
@@ -29,6 +31,9 @@
 // it did not overlap (kernel_timeline.h).
 //
 //   gpu_bench --config configs/llama-3.1-8b.json --timeline [--decode-batches 64]
+// --queue-ahead-ms holds the stream before each timed step until the host has enqueued it,
+// so eager rows (TTFT, prefill) read the GPU's time without the host's launch pace; next to
+// a plain run it shows how much of a row the host's launches bound.
 // --backend cpu runs the same logic on the CPU backend (a dry run for small configs).
 
 #include <CLI/CLI.hpp>
@@ -68,6 +73,7 @@ struct Args {
     std::int64_t d2h_mib = 256;
     bool profile = false;
     bool timeline = false;
+    double queue_ahead_ms = 0.0;
     bool graphs = true;
     int small_linear_max_rows = -1;  // -1: the backend's default
     bool gemv = true;
@@ -100,8 +106,9 @@ json samples_json(const Samples& s) {
 
 // The larger of the read-bound and GEMM-bound times of a step; 0 when a rate is missing.
 double roofline_ms(const Measurement& m, const DeviceRates& r) {
-    if (r.copy_bytes_per_s <= 0.0 || r.gemm_flops_per_s <= 0.0) return 0.0;
-    return 1e3 * std::max(m.bytes / r.copy_bytes_per_s, m.flops / r.gemm_flops_per_s);
+    const double gemm = r.gemm_bound_flops_per_s();
+    if (r.copy_bytes_per_s <= 0.0 || gemm <= 0.0) return 0.0;
+    return 1e3 * std::max(m.bytes / r.copy_bytes_per_s, m.flops / gemm);
 }
 
 // The model of --profile and --timeline on `backend` (pinned logits); null after printing why
@@ -257,12 +264,14 @@ int run(const Args& a) {
         cuda_backend.set_linear_path_options(o);
     }
     StepTimer timer(*backend, stream, cuda);
+    timer.set_queue_ahead_ms(a.queue_ahead_ms);
 
     json out;
     out["config"] = a.config_path;
     out["model"] = config.name;
     out["device"] = device_name;
     out["backend"] = a.backend;
+    out["queue_ahead_ms"] = a.queue_ahead_ms;
     std::vector<TableRow> table;
 
     if (a.profile) {
@@ -318,9 +327,14 @@ int run(const Args& a) {
         out["gemm"] = samples_json(rates.gemm);
         out["gemm"]["size"] = rates.gemm_size;
         out["gemm"]["flops_per_s"] = rates.gemm_flops_per_s;
-        progress("  gemm %.1f TFLOP/s", rates.gemm_flops_per_s / 1e12);
+        out["gemm"]["sustained"] = samples_json(rates.gemm_sustained);
+        out["gemm"]["sustained_flops_per_s"] = rates.gemm_sustained_flops_per_s;
+        progress("  gemm %.1f TFLOP/s, back to back %.1f TFLOP/s", rates.gemm_flops_per_s / 1e12,
+                 rates.gemm_sustained_flops_per_s / 1e12);
         table.push_back({"gemm " + std::to_string(a.gemm_size) + "^3",
                          fmt("%.1f TFLOP/s", rates.gemm_flops_per_s / 1e12), "", ""});
+        table.push_back({"gemm " + std::to_string(a.gemm_size) + "^3 back to back",
+                         fmt("%.1f TFLOP/s", rates.gemm_sustained_flops_per_s / 1e12), "", ""});
     }
 
     if (want("linears") && cuda) {
@@ -405,8 +419,11 @@ int run(const Args& a) {
                 if (!r.ok()) return fail("prefill", r.error());
                 const Measurement& m = r.value();
                 const double ms = m.samples.median();
-                const double gemm_ms =
-                    rates.gemm_flops_per_s > 0 ? 1e3 * m.flops / rates.gemm_flops_per_s : 0.0;
+                const auto bound_ms = [&m](double flops_per_s) {
+                    return flops_per_s > 0 ? 1e3 * m.flops / flops_per_s : 0.0;
+                };
+                const double gemm_ms = bound_ms(rates.gemm_bound_flops_per_s());
+                const double single_ms = bound_ms(rates.gemm_flops_per_s);
                 const double tps = static_cast<double>(m.new_tokens) / (ms * 1e-3);
                 all_finite = all_finite && m.logits_finite;
                 json row = samples_json(m.samples);
@@ -416,10 +433,13 @@ int run(const Args& a) {
                             {"gemm_bound_tokens_per_s",
                              gemm_ms > 0 ? static_cast<double>(m.new_tokens) / (gemm_ms * 1e-3)
                                          : 0.0},
+                            {"single_gemm_bound_ms", single_ms},
                             {"achieved_flops_per_s", m.flops / (ms * 1e-3)}});
                 out["prefill"].push_back(row);
-                progress("  %.1f ms, %.0f tokens/s, %.0f TFLOP/s (GEMM-bound %.1f ms: %s)", ms,
-                         tps, m.flops / (ms * 1e-3) / 1e12, gemm_ms, pct(gemm_ms, ms).c_str());
+                progress("  %.1f ms, %.0f tokens/s, %.0f TFLOP/s (GEMM-bound %.1f ms: %s; at the "
+                         "single-GEMM rate %.1f ms: %s)",
+                         ms, tps, m.flops / (ms * 1e-3) / 1e12, gemm_ms, pct(gemm_ms, ms).c_str(),
+                         single_ms, pct(single_ms, ms).c_str());
                 table.push_back({"prefill " + shape + " tok/s",
                                  fmt("%.0f", tps),
                                  gemm_ms > 0 ? fmt("%.0f gemm-bound", m.new_tokens / (gemm_ms * 1e-3))
@@ -498,6 +518,10 @@ int main(int argc, char** argv) {
     app.add_flag("--timeline", a.timeline,
                  "kernel timeline (CUPTI) of decode b=1, TTFT and the --decode-batches: what each "
                  "kernel adds to the step as it runs");
+    app.add_option("--queue-ahead-ms", a.queue_ahead_ms,
+                   "hold the stream this long before each timed step so the host enqueues all "
+                   "of it first: eager steps (TTFT, prefill) then time the GPU alone, without "
+                   "the host's launch pace");
     app.add_flag("--profile", a.profile,
                  "per-op profile of decode b=1, the --decode-batches and both prefills");
     app.add_option("--decode-max-kv", a.model.decode_max_kv_len,

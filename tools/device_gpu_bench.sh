@@ -118,7 +118,8 @@ print("\n==== gpu_bench summary ====")
 first = next((r for k, r in res.items() if k != "torch"), None)
 if first:
     print(f"device: {first.get('device')}   d2d copy {first.get('copy', {}).get('bytes_per_s', 0) / 1e12:.2f} TB/s"
-          f"   gemm {first.get('gemm', {}).get('flops_per_s', 0) / 1e12:.0f} TFLOP/s"
+          f"   gemm {first.get('gemm', {}).get('flops_per_s', 0) / 1e12:.0f} TFLOP/s single,"
+          f" {first.get('gemm', {}).get('sustained_flops_per_s', 0) / 1e12:.0f} back to back"
           f"   pinned readback {first.get('d2h_pinned', {}).get('bytes_per_s', 0) / 1e9:.1f} GB/s")
 rows = []
 for name in ("llama", "mistral", "qwen"):
@@ -134,6 +135,9 @@ for name in ("llama", "mistral", "qwen"):
     for p in r.get("prefill", []):
         rows.append((name, f"prefill {p['seqs']}x{p['len']} tok/s", f"{p['tokens_per_s']:.0f}",
                      f"{p['gemm_bound_tokens_per_s']:.0f}", pct(p['gemm_bound_ms'], p['median_ms'])))
+        if p.get("single_gemm_bound_ms"):
+            rows.append((name, "  vs single-GEMM rate", "", "",
+                         pct(p["single_gemm_bound_ms"], p["median_ms"])))
     for d in r.get("decode", []):
         rows.append((name, f"decode b={d['batch']} tok/s", f"{d['tokens_per_s']:.0f}",
                      f"{d['roofline_ms']:.2f} ms", pct(d['roofline_ms'], d['ms_per_step'])))
