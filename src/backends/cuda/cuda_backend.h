@@ -282,10 +282,6 @@ class CudaBackend final : public tensor::Backend {
     // The small-batch linear kernel for `targets` when it takes them; false enqueues nothing.
     bool small_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
     SmallLinearScratch small_linear_scratch() const;
-    // small_linear of q, k and v with the rotation and the KV write in the same launch
-    // (launch_qkv_rope_kv); false enqueues nothing.
-    bool small_linear_rope_kv(const tensor::Tensor& x, std::span<const tensor::LinearTarget> qkv,
-                              const QkvRopeKv& rope);
     // linear_swiglu as one GEMV launch, where one token's group takes the small-batch kernel
     // anyway; false enqueues nothing.
     bool gated_gemv(const tensor::Tensor& x, std::span<const tensor::LinearTarget> gate_up);

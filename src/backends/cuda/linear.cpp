@@ -209,17 +209,6 @@ bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTa
                                small_linear_scratch(), stream_);
 }
 
-bool CudaBackend::small_linear_rope_kv(const Tensor& x,
-                                       std::span<const tensor::LinearTarget> qkv,
-                                       const QkvRopeKv& rope) {
-    SmallLinearTarget small[kSmallLinearMaxTargets];
-    if (qkv.empty() || qkv[0].y.dtype != DType::BF16 || !to_small_targets(qkv, small)) {
-        return false;
-    }
-    return launch_qkv_rope_kv(x.data, x.shape[0], x.shape[1], {small, qkv.size()}, rope,
-                              small_linear_scratch(), stream_);
-}
-
 void CudaBackend::linear_swiglu(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
     if (!gated_gemv(x, gate_up)) Backend::linear_swiglu(x, gate_up);
 }

@@ -55,42 +55,7 @@ struct Params {
     CUtensorMap x;                          // [n, in], boxes of kTokens x kKBlock
     int n, in;
     LinearTargets targets;  // units: tiles of kRows rows
-    QkvRopeKv rope;         // k_pages null: plain stores
 };
-
-// Where row `row` of a k or v projection lands in the pages for KV slot `slot`.
-__device__ __forceinline__ std::int64_t page_offset(const QkvRopeKv& r, std::int32_t slot,
-                                                    int row) {
-    return (static_cast<std::int64_t>(slot) * r.kv_heads + row / r.head_dim) * r.head_dim +
-           row % r.head_dim;
-}
-
-// QkvRopeKv's epilogue for q's or k's (target 0 or 1) rows `row` (in the first half of its
-// head) and row + head_dim / 2 of `token`, whose sums are v0 and v1: each rounded as the plain
-// store would round it, then turned as rope_write_kv turns the pair, so the bits are the
-// composed ops'. q goes to its target, k to the token's KV slot (-1: nowhere).
-__device__ __forceinline__ void store_rotated_pair(const Params& p, int target, int token,
-                                                   int row, float v0, float v1, std::int32_t pos,
-                                                   std::int32_t slot) {
-    const QkvRopeKv& r = p.rope;
-    const int half = r.head_dim / 2, j = row % r.head_dim;
-    if (pos < 0 || pos >= r.max_positions) __trap();  // beyond the tables: a bug upstream
-    const std::int64_t angle = static_cast<std::int64_t>(pos) * half + j;
-    float r0, r1;
-    rope_rotate(rounded<bf16>(p.targets.with_bias(target, row, v0)),
-                rounded<bf16>(p.targets.with_bias(target, row + half, v1)), r.cos[angle],
-                r.sin[angle], r0, r1);
-    bf16* dst = nullptr;
-    if (target == 0) {
-        dst = static_cast<bf16*>(p.targets.y[0]) +
-              static_cast<std::int64_t>(token) * p.targets.out[0] + row;
-    } else if (slot != -1) {
-        dst = static_cast<bf16*>(r.k_pages) + page_offset(r, slot, row);
-    }
-    if (dst == nullptr) return;
-    dst[0] = from_f32<bf16>(r0);
-    dst[half] = from_f32<bf16>(r1);
-}
 
 template <int kTokens, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
@@ -173,62 +138,20 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int r = 0; r < L::kRegs; ++r) partial[(warp * L::kRegs + r) * 32 + lane] = acc[r];
     }
 
-    // QkvRopeKv: each token's position and KV slot staged while the cluster gathers.
-    __shared__ std::int32_t pos_s[kTokens], slot_s[kTokens];
-    const bool rope = p.rope.k_pages != nullptr;
-    if (rope) {
-        for (int t = tid; t < p.n; t += kThreads) {
-            pos_s[t] = p.rope.positions[t];
-            const std::int32_t slot = p.rope.slots[t];
-            if (slot != -1 && (slot < 0 || slot >= p.rope.num_slots)) __trap();  // off the pages
-            slot_s[t] = slot;
-        }
-    }
-
     // Every CTA of the cluster sums its share of the elements over all ranks in rank order.
     cluster.sync();
     const int out = p.targets.out[target];
-    const auto summed = [&](int e) {
+    const int e_end = L::kElems * (split + 1) / splits;
+    for (int e = L::kElems * split / splits + tid; e < e_end; e += kThreads) {
         float v = 0.0f;
         for (int q = 0; q < splits; ++q) v += cluster.map_shared_rank(partial, q)[e];
-        return v;
-    };
-    // Register 4 j + i of lane 4 g + t in warp w holds weight row 16 w + g + 8 (i / 2), token
-    // 8 j + 2 t + i % 2 (wgmma's accumulator layout).
-    const auto row_of = [&](int e) {
+        // Register 4 j + i of lane 4 g + t in warp w holds weight row 16 w + g + 8 (i / 2),
+        // token 8 j + 2 t + i % 2 (wgmma's accumulator layout).
         const int l = e & 31, r = (e >> 5) % L::kRegs, wp = (e >> 5) / L::kRegs;
-        return row0 + 16 * wp + (l >> 2) + 8 * ((r & 3) >> 1);
-    };
-    const auto token_of = [](int e) {
-        const int l = e & 31, r = (e >> 5) % L::kRegs;
-        return 8 * (r >> 2) + 2 * (l & 3) + (r & 1);
-    };
-    if (rope && target < 2) {
-        // Rotary pairs: a row in the first half of its head and the row head_dim / 2 on, the
-        // same register of the warp that many 16-row groups away (heads lie whole in a tile).
-        const int half = p.rope.head_dim / 2, block = half / 16 * L::kRegs * 32;
-        const int pairs = L::kElems / 2, end = pairs * (split + 1) / splits;
-#pragma unroll 2
-        for (int q = pairs * split / splits + tid; q < end; q += kThreads) {
-            const int e = q / block * 2 * block + q % block;
-            const int row = row_of(e), token = token_of(e);
-            if (token >= p.n || row >= out) continue;
-            store_rotated_pair(p, target, token, row, summed(e), summed(e + block),
-                               pos_s[token], slot_s[token]);
-        }
-    } else {
-        const int e_end = L::kElems * (split + 1) / splits;
-        for (int e = L::kElems * split / splits + tid; e < e_end; e += kThreads) {
-            const float v = summed(e);
-            const int row = row_of(e), token = token_of(e);
-            if (token >= p.n || row >= out) continue;
-            if (!rope) {
-                p.targets.store(target, token, row, v);
-            } else if (const std::int32_t slot = slot_s[token]; slot != -1) {
-                static_cast<bf16*>(p.rope.v_pages)[page_offset(p.rope, slot, row)] =
-                    from_f32<bf16>(p.targets.with_bias(target, row, v));
-            }
-        }
+        const int i = r & 3;
+        const int row = row0 + 16 * wp + (l >> 2) + 8 * (i >> 1);
+        const int token = 8 * (r >> 2) + 2 * (l & 3) + (i & 1);
+        if (token < p.n && row < out) p.targets.store(target, token, row, v);
     }
     cluster.sync();  // no CTA leaves while another still reads its shared memory
 }
@@ -308,9 +231,8 @@ bool encode_rows(CUtensorMap* map, const void* base, int inner, int rows, int bo
 
 template <int kTokens, int kStages>
 bool launch(const bf16* x, int n, int in, const LinearTargets& targets, int tiles,
-            const ClusterLinearLimits& limits, cudaStream_t stream, const QkvRopeKv* rope) {
+            const ClusterLinearLimits& limits, cudaStream_t stream) {
     Params p{};
-    if (rope != nullptr) p.rope = *rope;
     for (int i = 0; i < targets.count; ++i) {
         if (!encode_rows(&p.w[i], targets.w[i], in, targets.out[i], kRows)) return false;
     }
@@ -354,13 +276,12 @@ ClusterLinearLimits init_cluster_linear() {
 }
 
 bool launch_cluster_linear(const bf16* x, int n, int in, LinearTargets targets,
-                           const ClusterLinearLimits& limits, cudaStream_t stream,
-                           const QkvRopeKv* rope) {
+                           const ClusterLinearLimits& limits, cudaStream_t stream) {
     if (n < 1 || n > 128 || limits.ctas[1] < 1) return false;
     const int tiles = targets.cut(kRows);
-    if (n <= 32) return launch<32, 8>(x, n, in, targets, tiles, limits, stream, rope);
-    if (n <= 64) return launch<64, 7>(x, n, in, targets, tiles, limits, stream, rope);
-    return launch<128, 5>(x, n, in, targets, tiles, limits, stream, rope);
+    if (n <= 32) return launch<32, 8>(x, n, in, targets, tiles, limits, stream);
+    if (n <= 64) return launch<64, 7>(x, n, in, targets, tiles, limits, stream);
+    return launch<128, 5>(x, n, in, targets, tiles, limits, stream);
 }
 
 }  // namespace inferscale::backends::cuda

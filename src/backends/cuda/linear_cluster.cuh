@@ -12,11 +12,8 @@ namespace inferscale::backends::cuda {
 ClusterLinearLimits init_cluster_linear();
 
 // y = x W^T (+ bias) for every target; x [n, in] bf16 with n <= 128, in a multiple of 8.
-// Enqueues one launch; false (nothing enqueued) when the limits are unmeasured. With `rope`,
-// the targets are q, k and v (bf16, whole heads of head_dim 32, 64 or 128, checked by the
-// caller) and the epilogue is QkvRopeKv's.
+// Enqueues one launch; false (nothing enqueued) when the limits are unmeasured.
 bool launch_cluster_linear(const bf16* x, int n, int in, LinearTargets targets,
-                           const ClusterLinearLimits& limits, cudaStream_t stream,
-                           const QkvRopeKv* rope = nullptr);
+                           const ClusterLinearLimits& limits, cudaStream_t stream);
 
 }  // namespace inferscale::backends::cuda

@@ -241,24 +241,6 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
     return launch_cluster_linear(p.x, p.n, p.in, p.targets, scratch.cluster, stream);
 }
 
-bool launch_qkv_rope_kv(const void* x, std::int64_t n, std::int64_t in,
-                        std::span<const SmallLinearTarget> qkv, const QkvRopeKv& rope,
-                        const SmallLinearScratch& scratch, cudaStream_t stream) {
-    const int d = rope.head_dim;
-    if (n < 17 || n > kSmallLinearMaxRows || qkv.size() != 3 || !takes(x, in, qkv.size()) ||
-        (d != 32 && d != 64 && d != 128) || rope.kv_heads < 1) {
-        return false;
-    }
-    for (const SmallLinearTarget& t : qkv) {
-        if (t.out % d != 0) return false;
-    }
-    if (qkv[1].out != rope.kv_heads * d || qkv[2].out != qkv[1].out) return false;
-    LinearTargets targets;
-    if (!targets.set(qkv, false)) return false;
-    return launch_cluster_linear(static_cast<const bf16*>(x), static_cast<int>(n),
-                                 static_cast<int>(in), targets, scratch.cluster, stream, &rope);
-}
-
 bool launch_gated_gemv(const void* x, std::int64_t in,
                        std::span<const SmallLinearTarget> gate_up,
                        const SmallLinearScratch& scratch, cudaStream_t stream) {

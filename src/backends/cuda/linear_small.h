@@ -62,31 +62,6 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
                          std::span<const SmallLinearTarget> targets, bool y_f32, bool gemv,
                          const SmallLinearScratch& scratch, cudaStream_t stream);
 
-// The epilogue of q/k/v projections that feed paged attention: q's and k's rows rotated
-// (RoPE's rotate_half pairs) from their outputs as stored, with rope_write_kv's arithmetic; q
-// stored rotated into its target; k's rotated rows and v's rows written to each token's KV
-// slot instead of their targets.
-struct QkvRopeKv {
-    const std::int32_t* positions = nullptr;  // [n]
-    const float* cos = nullptr;               // [max_positions, head_dim / 2]
-    const float* sin = nullptr;
-    std::int64_t max_positions = 0;
-    const std::int32_t* slots = nullptr;  // [n]; -1: padding, not written
-    std::int64_t num_slots = 0;
-    void* k_pages = nullptr;  // [num_slots, kv_heads, head_dim] bf16
-    void* v_pages = nullptr;
-    int kv_heads = 0;
-    int head_dim = 0;
-};
-
-// launch_small_linear of q, k and v (in that order, bf16 outputs) with QkvRopeKv's epilogue,
-// on the cluster kernel: the projections, the rotation and the KV write in one launch. False
-// (nothing enqueued) where that kernel does not take the problem: n outside 17..128, head_dim
-// not 32, 64 or 128, a target not whole heads.
-bool launch_qkv_rope_kv(const void* x, std::int64_t n, std::int64_t in,
-                        std::span<const SmallLinearTarget> qkv, const QkvRopeKv& rope,
-                        const SmallLinearScratch& scratch, cudaStream_t stream);
-
 // One token of the gated MLP: gate = silu(x W_gate^T) * (x W_up^T) on the GEMV in one launch,
 // bit for bit as the linears and the swiglu kernel make it; up's output is not written. The
 // targets are gate then up, bf16 outputs of one size. False (nothing enqueued) when the GEMV

@@ -171,21 +171,8 @@ void CudaBackend::linear_rope_attention(const Tensor& x,
     const PagedKvView view = checked_write_kv(k, v, slots, pages);
     const AttentionPlan plan = plan_attention(q, pages, args, out);
     activate();
-    const LinearPath path = n == 0 || plan.fast_decode || q.dtype != DType::BF16
-                                ? LinearPath::PerTarget
-                                : choose_linear_path(x, qkv);
-    if (path == LinearPath::SmallKernel) {
-        // 17..128 tokens: the cluster kernel's epilogue rotates and writes the KV.
-        const QkvRopeKv rope{positions.as<std::int32_t>(), tables.cos.as<float>(),
-                             tables.sin.as<float>(), tables.cos.shape[0],
-                             slots.as<std::int32_t>(), view.num_blocks * view.block_size,
-                             view.k, view.v, view.kv_heads, view.head_dim};
-        if (small_linear_rope_kv(x, qkv, rope)) {
-            launch_attention(q, plan, out);
-            return;
-        }
-    }
-    if (path != LinearPath::Stacked) {
+    if (n == 0 || plan.fast_decode || q.dtype != DType::BF16 ||
+        choose_linear_path(x, qkv) != LinearPath::Stacked) {
         linear_group(x, qkv);
         enqueue_rope_attention(q, k, v, positions, tables, slots, view, plan, out);
         return;

@@ -3,8 +3,7 @@
 // stale random data past each sequence's end, head dims with and without a tensor-core
 // prefill kernel, narrow and wide prefill tiles, long contexts for the split-KV decode path,
 // graph capture, rope_attention against the ops it fuses, and linear_rope_attention (q/k/v
-// read from the stacked projection's output, or rotated and written to the pages by the
-// cluster kernel's epilogue) against linear_group and rope_attention.
+// read from the stacked projection's output) against linear_group and rope_attention.
 
 #include <algorithm>
 #include <cmath>
@@ -546,7 +545,7 @@ class CudaLinearRopeAttentionTest : public CudaTest {
         const std::int64_t n = p.n, d = c.head_dim, kvh = c.kv_heads, bs = c.block_size;
         const std::int64_t widths[] = {c.heads * d, kvh * d, kvh * d};
         const std::int64_t heads[] = {c.heads, kvh, kvh};
-        DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {n, hidden_});
+        DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {n, kHidden});
         std::vector<DeviceTensor> ys;
         std::vector<tensor::LinearTarget> qkv;
         for (int i = 0; i < 3; ++i) {
@@ -578,71 +577,46 @@ class CudaLinearRopeAttentionTest : public CudaTest {
                 download(*gpu_, vp.tensor), download(*gpu_, ys[1].tensor)};
     }
 
-    // Each case fused against composed, bit for bit.
-    void check(std::initializer_list<LinearRopeCase> cases) {
-        for (const LinearRopeCase& lc : cases) {
-            const AttnCase& c = lc.attn;
-            Problem p = make_problem(*gpu_, c, rng_);
-            const RopeOperands r = rope_operands(p, RopeCase{c, false}, rng_);
-            const std::vector<float> x = random_bf16(p.n * hidden_, rng_);
-            const std::int64_t d = c.head_dim;
-            const std::int64_t rows[] = {c.heads * d, c.kv_heads * d, c.kv_heads * d};
-            std::vector<std::vector<float>> w_host, b_host;
-            std::vector<Tensor> w_views, b_views;
-            for (std::int64_t out : rows) {
-                w_host.push_back(random_bf16(out * hidden_, rng_, 0.05f));
-                b_host.push_back(random_bf16(out, rng_));
-            }
-            for (int i = 0; i < 3; ++i) {
-                w_views.push_back(host_view(w_host[i], {rows[i], hidden_}));
-                b_views.push_back(host_view(b_host[i], {rows[i]}));
-            }
-            auto w = model::upload_stacked(*gpu_, w_views);
-            ASSERT_TRUE(w.ok()) << w.error().message;
-            auto b = model::upload_stacked(*gpu_, b_views);
-            ASSERT_TRUE(b.ok()) << b.error().message;
-            const Outcome want = run(lc, p, r, x, *w, *b, false);
-            const Outcome got = run(lc, p, r, x, *w, *b, true);
-            EXPECT_EQ(got.out, want.out) << c.name;
-            EXPECT_EQ(got.k_pages, want.k_pages) << c.name;
-            EXPECT_EQ(got.v_pages, want.v_pages) << c.name;
-            EXPECT_NE(want.k_pages, p.k_pages) << c.name << ": the new tokens were written";
-            std::size_t k_written = 0;
-            for (float e : got.k_target) k_written += std::isnan(e) ? 0 : 1;
-            EXPECT_EQ(k_written, 0u) << c.name << ": the fused path leaves the k target unwritten";
-        }
-    }
-
-    std::int64_t hidden_ = 256;
+    static constexpr std::int64_t kHidden = 256;
 };
 
 TEST_F(CudaLinearRopeAttentionTest, StackedOutputFeedsTheRotation) {
-    check({{{"decode_tc", 32, 8, 128, 16, {{1, 300}, {1, 65}, {1, 1000}}}, false},
-           {{"prefill_and_decode", 32, 8, 128, 16, {{37, 37}, {1, 200}, {20, 300}}}, false},
-           {{"qwen_like_bias", 28, 4, 128, 16, {{1, 100}, {9, 50}}}, true},
-           {{"d64", 16, 2, 64, 32, {{1, 500}, {30, 30}}}, false}});
-}
-
-// 17..128 tokens on the small-batch path: the cluster kernel's epilogue rotates q and k and
-// writes the KV (one launch before the attention), against the same kernel's plain outputs
-// then rope_attention. x is wide enough for the kernel to split k over a cluster, so the
-// rotary partners' sums cross the CTAs' shared memory.
-class CudaClusterRopeKvTest : public CudaLinearRopeAttentionTest {
-  protected:
-    CudaClusterRopeKvTest() { hidden_ = 2048; }
-
-    CudaBackendOptions options() const override {
-        CudaBackendOptions o = CudaLinearRopeAttentionTest::options();
-        o.linear_paths.small_max_rows = backends::cuda::kSmallLinearMaxRows;
-        return o;
+    const LinearRopeCase cases[] = {
+        {{"decode_tc", 32, 8, 128, 16, {{1, 300}, {1, 65}, {1, 1000}}}, false},
+        {{"prefill_and_decode", 32, 8, 128, 16, {{37, 37}, {1, 200}, {20, 300}}}, false},
+        {{"qwen_like_bias", 28, 4, 128, 16, {{1, 100}, {9, 50}}}, true},
+        {{"d64", 16, 2, 64, 32, {{1, 500}, {30, 30}}}, false}};
+    for (const LinearRopeCase& lc : cases) {
+        const AttnCase& c = lc.attn;
+        Problem p = make_problem(*gpu_, c, rng_);
+        const RopeOperands r = rope_operands(p, RopeCase{c, false}, rng_);
+        const std::vector<float> x = random_bf16(p.n * kHidden, rng_);
+        const std::int64_t d = c.head_dim;
+        const std::int64_t rows[] = {c.heads * d, c.kv_heads * d, c.kv_heads * d};
+        std::vector<std::vector<float>> w_host, b_host;
+        std::vector<Tensor> w_views, b_views;
+        for (std::int64_t out : rows) {
+            w_host.push_back(random_bf16(out * kHidden, rng_, 0.05f));
+            b_host.push_back(random_bf16(out, rng_));
+        }
+        for (int i = 0; i < 3; ++i) {
+            w_views.push_back(host_view(w_host[i], {rows[i], kHidden}));
+            b_views.push_back(host_view(b_host[i], {rows[i]}));
+        }
+        auto w = model::upload_stacked(*gpu_, w_views);
+        ASSERT_TRUE(w.ok()) << w.error().message;
+        auto b = model::upload_stacked(*gpu_, b_views);
+        ASSERT_TRUE(b.ok()) << b.error().message;
+        const Outcome want = run(lc, p, r, x, *w, *b, false);
+        const Outcome got = run(lc, p, r, x, *w, *b, true);
+        EXPECT_EQ(got.out, want.out) << c.name;
+        EXPECT_EQ(got.k_pages, want.k_pages) << c.name;
+        EXPECT_EQ(got.v_pages, want.v_pages) << c.name;
+        EXPECT_NE(want.k_pages, p.k_pages) << c.name << ": the new tokens were written";
+        std::size_t k_written = 0;
+        for (float e : got.k_target) k_written += std::isnan(e) ? 0 : 1;
+        EXPECT_EQ(k_written, 0u) << c.name << ": the fused path leaves the k target unwritten";
     }
-};
-
-TEST_F(CudaClusterRopeKvTest, EpilogueRotatesAndWritesTheKv) {
-    check({{{"prompt_32", 32, 8, 128, 16, {{32, 32}}}, false},
-           {{"prefill_and_decode", 32, 8, 128, 16, {{37, 37}, {1, 200}, {20, 300}}}, false},
-           {{"qwen_like_bias", 28, 4, 128, 16, {{100, 150}, {9, 50}}}, true},
-           {{"d64", 16, 2, 64, 32, {{1, 500}, {30, 30}}}, false}});
 }
 
 }  // namespace
