@@ -128,6 +128,24 @@ void run_case(CudaBackend& gpu, CpuBackend& cpu, const AttnCase& c, std::mt19937
         << c.name;
 }
 
+// paged_attention captured into a CUDA graph and replayed writes `eager` (its eager output).
+void expect_graph_replay_matches(CudaBackend& gpu, Problem& p,
+                                 const tensor::PagedAttentionArgs& args,
+                                 const std::vector<float>& eager) {
+    poison(gpu, p.dout.tensor);
+    cudaStream_t stream = gpu.stream();
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    gpu.paged_attention(p.dq.tensor, {p.dk.tensor, p.dv.tensor}, args, p.dout.tensor);
+    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+    cudaGraphExec_t exec = nullptr;
+    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    EXPECT_EQ(download(gpu, p.dout.tensor), eager);
+    cudaGraphExecDestroy(exec);
+    cudaGraphDestroy(graph);
+}
+
 // A mix of every row kind: a whole prompt, a chunk starting mid-sequence, decode rows with
 // full and partial last pages, a two-row sequence, and a chunk longer than one query tile.
 std::vector<Seq> ragged_mix() {
@@ -272,19 +290,7 @@ TEST_F(CudaAttentionSmallWorkspaceTest, CapturesInCudaGraph) {
     const auto args = device_args(p, 3, scale);
     gpu_->paged_attention(p.dq.tensor, {p.dk.tensor, p.dv.tensor}, args, p.dout.tensor);
     const std::vector<float> eager = download(*gpu_, p.dout.tensor);
-    poison(*gpu_, p.dout.tensor);
-
-    cudaStream_t stream = gpu_->stream();
-    cudaGraph_t graph = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-    gpu_->paged_attention(p.dq.tensor, {p.dk.tensor, p.dv.tensor}, args, p.dout.tensor);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    EXPECT_EQ(download(*gpu_, p.dout.tensor), eager);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    expect_graph_replay_matches(*gpu_, p, args, eager);
 }
 
 // Replayable decode: the launch is sized from fixed_max_kv_len alone (no host metadata), so
@@ -347,19 +353,7 @@ TEST_F(CudaAttentionSplitPrefillTest, CapturesInCudaGraph) {
     const std::vector<float> eager = download(*gpu_, p.dout.tensor);
     const std::vector<float> ref = cpu_reference(cpu_, p, c, scale);
     EXPECT_LT(worst_row_error(eager, ref, p.n, 32 * 128), 2 * kBf16Tolerance);
-    poison(*gpu_, p.dout.tensor);
-
-    cudaStream_t stream = gpu_->stream();
-    cudaGraph_t graph = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
-    gpu_->paged_attention(p.dq.tensor, {p.dk.tensor, p.dv.tensor}, args, p.dout.tensor);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
-    EXPECT_EQ(download(*gpu_, p.dout.tensor), eager);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
+    expect_graph_replay_matches(*gpu_, p, args, eager);
 }
 
 class CudaAttentionFixedBoundTest : public CudaTest {
