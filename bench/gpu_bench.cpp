@@ -79,7 +79,6 @@ struct Args {
     bool gemv = true;
     bool linear_autotune = true;
     int concurrent_linear_max_rows = -1;  // -1: the backend's default
-    int cluster_rows = 0;                 // 0: the backend's choice
     backends::cuda::DecodeAttentionOptions decode;
     backends::cuda::PrefillAttentionOptions prefill;
     ModelBenchOptions model;
@@ -262,7 +261,6 @@ int run(const Args& a) {
         if (a.concurrent_linear_max_rows >= 0) {
             o.concurrent_max_rows = a.concurrent_linear_max_rows;
         }
-        o.cluster_rows = a.cluster_rows;
         cuda_backend.set_linear_path_options(o);
     }
     StepTimer timer(*backend, stream, cuda);
@@ -552,10 +550,6 @@ int main(int argc, char** argv) {
     app.add_option("--concurrent-linear-max-rows", a.concurrent_linear_max_rows,
                    "a group's per-target cuBLASLt GEMMs of at most this many tokens alternate "
                    "between two streams (0: one after another on one stream)");
-    app.add_option("--cluster-rows", a.cluster_rows,
-                   "the cluster linear's tile height, 64 or 128 weight rows a CTA (default: "
-                   "each timed against the other paths per shape)")
-        ->check(CLI::IsMember({0, 64, 128}));
     app.add_flag("!--no-graphs", a.graphs,
                  "decode rows as plain forwards with host logits (the first run's method)");
     CLI11_PARSE(app, argc, argv);

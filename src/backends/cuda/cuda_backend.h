@@ -84,7 +84,6 @@ enum class LinearPath : std::uint8_t {
     PerTarget,    // cuBLASLt, one GEMM per target
     Stacked,      // cuBLASLt, one GEMM over targets whose weights (and biases) adjoin in memory
                   // as consecutive rows (model/stacked_weight.h), then its columns split
-    ShortTiles,   // SmallKernel at 17..128 tokens with 64-row cluster tiles (linear_cluster.cu)
 };
 
 // Which paths a linear_group may take; the fastest available one is chosen per group shape.
@@ -113,9 +112,6 @@ struct LinearPathOptions {
     // model TTFT-32 -2.0%, decode b=64 / 128 +0.9% / +0.6%, b=256 -0.5%
     // (docs/results/concurrent_targets_h200_2026-12-03_s13.txt).
     int concurrent_max_rows = 128;
-    // The cluster kernel's tile height (17..128 tokens), 64 or 128 weight rows a CTA; 0: both
-    // are timed with the other paths (128 untimed).
-    int cluster_rows = 0;
 };
 struct CudaBackendOptions {
     // Split-KV decode partials: [seqs, heads, splits, head_dim + 2] f32. Decode uses as many
@@ -284,8 +280,7 @@ class CudaBackend final : public tensor::Backend {
                                const tensor::Tensor& slots, const PagedKvView& view);
     PinnedHostCache pinned_;               // allocate_host / free_host
     // The small-batch linear kernel for `targets` when it takes them; false enqueues nothing.
-    bool small_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets,
-                      bool short_tiles = false);
+    bool small_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
     SmallLinearScratch small_linear_scratch() const;
     // linear_swiglu as one GEMV launch, where one token's group takes the small-batch kernel
     // anyway; false enqueues nothing.

@@ -59,10 +59,9 @@ void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTa
     check_linear_group(x, targets);
     if (x.shape[0] == 0 || targets.empty()) return;
     activate();
-    switch (const LinearPath path = choose_linear_path(x, targets)) {
+    switch (choose_linear_path(x, targets)) {
         case LinearPath::SmallKernel:
-        case LinearPath::ShortTiles:
-            if (small_linear(x, targets, path == LinearPath::ShortTiles)) return;
+            if (small_linear(x, targets)) return;
             break;  // the kernel refused the problem: per target
         case LinearPath::Stacked: stacked_linear(x, targets); return;
         case LinearPath::PerTarget: break;
@@ -101,10 +100,6 @@ LinearPath CudaBackend::choose_linear_path(const Tensor& x,
     if (small_ok) {
         paths.push_back(LinearPath::SmallKernel);
         runs.emplace_back([&] { return small_linear(x, targets); });
-        if (n > 16 && o.cluster_rows == 0) {
-            paths.push_back(LinearPath::ShortTiles);
-            runs.emplace_back([&] { return small_linear(x, targets, true); });
-        }
     }
     if (stacked_ok) {
         paths.push_back(LinearPath::Stacked);
@@ -117,8 +112,7 @@ LinearPath CudaBackend::choose_linear_path(const Tensor& x,
         tune_stopwatch_.race(stream_, kTimedRuns, kRounds, runs);
     std::size_t best = 0;  // per target always runs
     std::string times;
-    static constexpr const char* kNames[] = {"kernel", "per-target cuBLASLt", "stacked cuBLASLt",
-                                             "kernel with 64-row tiles"};
+    static constexpr const char* kNames[] = {"kernel", "per-target cuBLASLt", "stacked cuBLASLt"};
     for (std::size_t i = 0; i < paths.size(); ++i) {
         if (ms[i] && *ms[i] < *ms[best]) best = i;
         times += std::string(i > 0 ? ", " : "") + kNames[static_cast<int>(paths[i])] + " " +
@@ -204,19 +198,15 @@ bool to_small_targets(std::span<const tensor::LinearTarget> targets,
 
 SmallLinearScratch CudaBackend::small_linear_scratch() const {
     return {linear_partials_, options_.small_linear_scratch_bytes / sizeof(float),
-            linear_counters_, kSmallLinearCounters, num_sms_, cluster_linear_limits_,
-            options_.linear_paths.cluster_rows == 64 ? 64 : 128};
+            linear_counters_, kSmallLinearCounters, num_sms_, cluster_linear_limits_};
 }
 
-bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTarget> targets,
-                               bool short_tiles) {
+bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
     SmallLinearTarget small[kSmallLinearMaxTargets];
     if (!to_small_targets(targets, small)) return false;
-    SmallLinearScratch scratch = small_linear_scratch();
-    if (short_tiles) scratch.cluster_rows = 64;
     return launch_small_linear(x.data, x.shape[0], x.shape[1], {small, targets.size()},
                                targets[0].y.dtype == DType::F32, options_.linear_paths.gemv,
-                               scratch, stream_);
+                               small_linear_scratch(), stream_);
 }
 
 void CudaBackend::linear_swiglu(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {

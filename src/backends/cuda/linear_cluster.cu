@@ -2,11 +2,11 @@
 // linear_small.h). At these sizes the weights are still the bytes that count, but the math is
 // no longer free and a CTA tile per 128 weight rows leaves most SMs idle on the narrow shapes
 // (o and down: 32 tiles on 132 SMs). So:
-//   - a CTA owns 64 or 128 weight rows and one k range. A producer warp fills a kStages-deep
-//     ring: per stage one TMA box of the weight rows and one of x, kKBlock wide, in the
-//     128-byte swizzle wgmma reads (tma.cuh; a full barrier per stage counts their bytes). One
-//     or two warpgroups each multiply 64 of the rows by all of x on wgmma (wgmma.cuh) and free
-//     the stage on its empty barrier;
+//   - a CTA owns kRows weight rows and one k range. A producer warp fills a kStages-deep ring:
+//     per stage one TMA box of the weight rows and one of x, kKBlock wide, in the 128-byte
+//     swizzle wgmma reads (tma.cuh; a full barrier per stage counts their bytes). Two
+//     warpgroups each multiply 64 of the rows by all of x on wgmma (wgmma.cuh) and free the
+//     stage on its empty barrier;
 //   - the `splits` CTAs of a cluster take consecutive k ranges of the same rows, then each
 //     stores 1/splits of the tile after summing the CTAs' partials in rank order straight from
 //     their shared memory (distributed shared memory): no global scratch, no counters, and the
@@ -15,12 +15,7 @@
 // kernel on issuing them (docs/results/linear_cluster_h200_2026-12-03_s9.txt). The host picks
 // splits so that tiles x splits fill whole waves of the clusters that fit at once
 // (init_cluster_linear measures how many of each size do) and encodes the tensor maps of the
-// weights and of x per launch. The caller picks the tile height: with 128 rows q/k/v, o and
-// down launch 96 CTAs on 132 SMs (48 or 32 tiles in clusters of 2 or 3; clusters of 4 do not
-// fit 128 at once, docs/results/ncu_cluster_linear_ttft_h200_2026-12-04_s16.txt); 64-row tiles
-// give o and down 64 x 2 = 128 CTAs, each streaming at a lower rate (more x per weight byte, a
-// shallower ring of weights): that wins where k is long (down at 32 tokens 32.7 against 35.1
-// us) and loses where it is 4096 (o 12.1 against 11.5), so the backend's timing race decides.
+// weights and of x per launch.
 
 #include <cooperative_groups.h>
 #include <cudaTypedefs.h>
@@ -38,36 +33,34 @@ namespace {
 
 namespace cg = cooperative_groups;
 
-constexpr int kKBlock = 64;  // k elements per ring stage: 128-byte rows
+constexpr int kRows = 128;                 // weight rows per CTA tile
+constexpr int kConsumers = 256;            // two warpgroups, 64 weight rows each
+constexpr int kThreads = kConsumers + 32;  // and the producer warp
+constexpr int kKBlock = 64;                // k elements per ring stage: 128-byte rows
 constexpr int kRowBytes = kKBlock * 2;
 
-// kGroups consumer warpgroups, each multiplying 64 weight rows of the CTA's tile.
-template <int kTokens, int kStages, int kGroups>
+template <int kTokens, int kStages>
 struct Layout {
-    static constexpr int kRows = 64 * kGroups;           // weight rows per CTA tile
-    static constexpr int kConsumers = 128 * kGroups;
-    static constexpr int kThreads = kConsumers + 32;     // and the producer warp
     static constexpr int kWBytes = kRows * kRowBytes;
     static constexpr int kStageBytes = kWBytes + kTokens * kRowBytes;
     static constexpr int kRingBytes = kStages * kStageBytes;        // 1024-aligned in smem
     static constexpr int kElems = kRows * kTokens;                  // f32 partials of the tile
-    static constexpr int kRegs = kTokens / 2;                       // accumulators per thread
+    static constexpr int kRegs = kElems / kConsumers;               // accumulators per thread
     static constexpr int kBarrierOffset = kRingBytes + kElems * 4;  // full[], empty[]
     static constexpr int kSmemBytes = 1024 + kBarrierOffset + 2 * kStages * 8;
 };
 
 struct Params {
-    CUtensorMap w[kSmallLinearMaxTargets];  // [out, in] per target, boxes of rows x kKBlock
+    CUtensorMap w[kSmallLinearMaxTargets];  // [out, in] per target, boxes of kRows x kKBlock
     CUtensorMap x;                          // [n, in], boxes of kTokens x kKBlock
     int n, in;
-    LinearTargets targets;  // units: tiles of the kernel's rows
+    LinearTargets targets;  // units: tiles of kRows rows
 };
 
-template <int kTokens, int kStages, int kGroups>
-__global__ void __launch_bounds__(Layout<kTokens, kStages, kGroups>::kThreads, 1)
+template <int kTokens, int kStages>
+__global__ void __launch_bounds__(kThreads, 1)
     cluster_linear_kernel(const __grid_constant__ Params p) {
-    using L = Layout<kTokens, kStages, kGroups>;
-    constexpr int kRows = L::kRows, kConsumers = L::kConsumers, kThreads = L::kThreads;
+    using L = Layout<kTokens, kStages>;
     extern __shared__ __align__(128) unsigned char smem[];
     allow_next_launch();
     cg::cluster_group cluster = cg::this_cluster();
@@ -163,30 +156,18 @@ __global__ void __launch_bounds__(Layout<kTokens, kStages, kGroups>::kThreads, 1
     cluster.sync();  // no CTA leaves while another still reads its shared memory
 }
 
-template <int kTokens, int kStages, int kGroups>
-constexpr auto kKernel = cluster_linear_kernel<kTokens, kStages, kGroups>;
+template <int kTokens, int kStages>
+constexpr auto kKernel = cluster_linear_kernel<kTokens, kStages>;
 
-// The rings: ~150-160 KB of stages a CTA, one CTA an SM, for each token bucket and tile height.
-template <int kTokens>
-constexpr int kStages128 = kTokens == 32 ? 8 : kTokens == 64 ? 7 : 5;
-template <int kTokens>
-constexpr int kStages64 = kTokens == 32 ? 13 : kTokens == 64 ? 10 : 6;
-
-// Every instantiation, with its shared memory; ClusterLinearLimits is measured on the largest
-// (each takes a whole SM, so clusters of each size fit alike).
+// Every instantiation, with its shared memory; ClusterLinearLimits is measured on the largest.
 template <class F>
 void for_each_kernel(F&& f) {
-    const auto both = [&f]<int kTokens>() {
-        constexpr int tall = kStages128<kTokens>, short_ = kStages64<kTokens>;
-        f(kKernel<kTokens, tall, 2>, Layout<kTokens, tall, 2>::kSmemBytes);
-        f(kKernel<kTokens, short_, 1>, Layout<kTokens, short_, 1>::kSmemBytes);
-    };
-    both.template operator()<32>();
-    both.template operator()<64>();
-    both.template operator()<128>();
+    f(kKernel<32, 8>, Layout<32, 8>::kSmemBytes);
+    f(kKernel<64, 7>, Layout<64, 7>::kSmemBytes);
+    f(kKernel<128, 5>, Layout<128, 5>::kSmemBytes);
 }
 
-cudaLaunchConfig_t cluster_config(dim3 grid, int threads, std::size_t smem, cudaStream_t stream,
+cudaLaunchConfig_t cluster_config(dim3 grid, std::size_t smem, cudaStream_t stream,
                                   cudaLaunchAttribute (&attributes)[2], int splits) {
     attributes[0].id = cudaLaunchAttributeClusterDimension;
     attributes[0].val.clusterDim.x = static_cast<unsigned>(splits);
@@ -196,7 +177,7 @@ cudaLaunchConfig_t cluster_config(dim3 grid, int threads, std::size_t smem, cuda
     attributes[1].val.programmaticStreamSerializationAllowed = 1;
     cudaLaunchConfig_t config{};
     config.gridDim = grid;
-    config.blockDim = dim3(static_cast<unsigned>(threads));
+    config.blockDim = dim3(kThreads);
     config.dynamicSmemBytes = smem;
     config.stream = stream;
     config.attrs = attributes;
@@ -206,7 +187,7 @@ cudaLaunchConfig_t cluster_config(dim3 grid, int threads, std::size_t smem, cuda
 
 // The split count whose waves of clusters waste the least of the device: a wave streams the
 // same bytes per SM whatever the split, so the cost is waves / splits, plus a little per extra
-// rank for the partial sums. Each CTA keeps at least `stages` k blocks so its ring fills.
+// rank for the partial sums. Each CTA keeps at least kStages k blocks so its ring fills.
 int choose_splits(int tiles, int blocks, int stages, const ClusterLinearLimits& limits) {
     int best = 1;
     double best_cost = 0.0;
@@ -248,35 +229,24 @@ bool encode_rows(CUtensorMap* map, const void* base, int inner, int rows, int bo
                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-template <int kTokens, int kStages, int kGroups>
-bool launch(const bf16* x, int n, int in, LinearTargets targets,
+template <int kTokens, int kStages>
+bool launch(const bf16* x, int n, int in, const LinearTargets& targets, int tiles,
             const ClusterLinearLimits& limits, cudaStream_t stream) {
-    using L = Layout<kTokens, kStages, kGroups>;
     Params p{};
     for (int i = 0; i < targets.count; ++i) {
-        if (!encode_rows(&p.w[i], targets.w[i], in, targets.out[i], L::kRows)) return false;
+        if (!encode_rows(&p.w[i], targets.w[i], in, targets.out[i], kRows)) return false;
     }
     if (!encode_rows(&p.x, x, in, n, kTokens)) return false;
     p.n = n;
     p.in = in;
-    const int tiles = targets.cut(L::kRows);
     p.targets = targets;
     const int splits = choose_splits(tiles, (in + kKBlock - 1) / kKBlock, kStages, limits);
     cudaLaunchAttribute attributes[2];
     const cudaLaunchConfig_t config =
-        cluster_config(dim3(static_cast<unsigned>(tiles * splits)), L::kThreads, L::kSmemBytes,
-                       stream, attributes, splits);
-    IS_CUDA_CHECK(cudaLaunchKernelEx(&config, kKernel<kTokens, kStages, kGroups>, p));
+        cluster_config(dim3(static_cast<unsigned>(tiles * splits)),
+                       Layout<kTokens, kStages>::kSmemBytes, stream, attributes, splits);
+    IS_CUDA_CHECK(cudaLaunchKernelEx(&config, kKernel<kTokens, kStages>, p));
     return true;
-}
-
-template <int kTokens>
-bool launch_bucket(const bf16* x, int n, int in, const LinearTargets& targets, int rows,
-                   const ClusterLinearLimits& limits, cudaStream_t stream) {
-    if (rows == 64) {
-        return launch<kTokens, kStages64<kTokens>, 1>(x, n, in, targets, limits, stream);
-    }
-    return launch<kTokens, kStages128<kTokens>, 2>(x, n, in, targets, limits, stream);
 }
 
 }  // namespace
@@ -292,14 +262,11 @@ ClusterLinearLimits init_cluster_linear() {
             measured = reinterpret_cast<const void*>(kernel);
         }
     });
-    const int threads = Layout<128, kStages128<128>, 2>::kThreads;  // the largest's
-    static_assert(Layout<128, kStages128<128>, 2>::kSmemBytes >=
-                  Layout<64, kStages64<64>, 1>::kSmemBytes);
     ClusterLinearLimits limits;
     for (int s = 1; s <= kMaxClusterSplits; ++s) {
         cudaLaunchAttribute attributes[2];
-        cudaLaunchConfig_t config = cluster_config(dim3(static_cast<unsigned>(s)), threads,
-                                                   largest, nullptr, attributes, s);
+        cudaLaunchConfig_t config =
+            cluster_config(dim3(static_cast<unsigned>(s)), largest, nullptr, attributes, s);
         config.numAttrs = 1;  // the cluster shape only
         int clusters = 0;
         IS_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, measured, &config));
@@ -308,12 +275,13 @@ ClusterLinearLimits init_cluster_linear() {
     return limits;
 }
 
-bool launch_cluster_linear(const bf16* x, int n, int in, LinearTargets targets, int rows,
+bool launch_cluster_linear(const bf16* x, int n, int in, LinearTargets targets,
                            const ClusterLinearLimits& limits, cudaStream_t stream) {
     if (n < 1 || n > 128 || limits.ctas[1] < 1) return false;
-    if (n <= 32) return launch_bucket<32>(x, n, in, targets, rows, limits, stream);
-    if (n <= 64) return launch_bucket<64>(x, n, in, targets, rows, limits, stream);
-    return launch_bucket<128>(x, n, in, targets, rows, limits, stream);
+    const int tiles = targets.cut(kRows);
+    if (n <= 32) return launch<32, 8>(x, n, in, targets, tiles, limits, stream);
+    if (n <= 64) return launch<64, 7>(x, n, in, targets, tiles, limits, stream);
+    return launch<128, 5>(x, n, in, targets, tiles, limits, stream);
 }
 
 }  // namespace inferscale::backends::cuda

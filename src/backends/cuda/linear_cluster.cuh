@@ -12,9 +12,8 @@ namespace inferscale::backends::cuda {
 ClusterLinearLimits init_cluster_linear();
 
 // y = x W^T (+ bias) for every target; x [n, in] bf16 with n <= 128, in a multiple of 8.
-// `rows`: the tile height, 64 weight rows a CTA, else 128.
 // Enqueues one launch; false (nothing enqueued) when the limits are unmeasured.
-bool launch_cluster_linear(const bf16* x, int n, int in, LinearTargets targets, int rows,
+bool launch_cluster_linear(const bf16* x, int n, int in, LinearTargets targets,
                            const ClusterLinearLimits& limits, cudaStream_t stream);
 
 }  // namespace inferscale::backends::cuda

@@ -238,8 +238,7 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
     }
     if (n <= 8) return launch<1, 1, 4, 4>(p, scratch, stream);
     if (n <= 16) return launch<1, 2, 4, 4>(p, scratch, stream);
-    return launch_cluster_linear(p.x, p.n, p.in, p.targets, scratch.cluster_rows,
-                                 scratch.cluster, stream);
+    return launch_cluster_linear(p.x, p.n, p.in, p.targets, scratch.cluster, stream);
 }
 
 bool launch_gated_gemv(const void* x, std::int64_t in,

@@ -51,7 +51,6 @@ struct SmallLinearScratch {
     int num_counters = 0;
     int num_sms = 0;
     ClusterLinearLimits cluster;
-    int cluster_rows = 128;  // the cluster kernel's tile height: 64 or 128 weight rows a CTA
 };
 
 // False (nothing enqueued) when the kernels do not take the problem: n outside
