@@ -2,7 +2,8 @@
 # Sets up everything the tests need and runs them all:
 #   1. the release build: every CTest test except the GPU ones (label cuda);
 #   2. an AddressSanitizer + UBSan build: the unit tests (label unit);
-#   3. where nvcc exists, a compile of the CUDA backend (no GPU needed).
+#   3. where nvcc exists, a compile of the CUDA backend (no GPU needed), and the GPU benches'
+#      logic run on its CPU backend (tools/bench_dry_run.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -24,4 +25,5 @@ if command -v nvcc >/dev/null && [[ -f src/backends/cuda/CMakeLists.txt ]]; then
       -DINFERSCALE_TESTS=OFF -DCMAKE_CXX_COMPILER_LAUNCHER=ccache >/dev/null
   fi
   cmake --build build-cuda
+  tools/bench_dry_run.sh build-cuda
 fi

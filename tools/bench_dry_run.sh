@@ -1,0 +1,61 @@
+#!/usr/bin/env bash
+# The GPU benches' own logic, run on the CPU backend from a CUDA build (no GPU needed), so a
+# broken bench shows up here rather than on the scarce GPU machine: gpu_bench and inject_bench
+# on the golden Llama fixture's small config, then their JSON checked against the quantities
+# they derive (limits from the measured rates, tokens/s from the step times).
+#
+#   tools/bench_dry_run.sh [BUILD_DIR]    (default build-cuda)
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+cd "$ROOT"
+BIN=${1:-build-cuda}/bin
+CONFIG=tests/fixtures/golden/llama_gqa/config.json
+WORK=$(mktemp -d)
+trap 'rm -rf "$WORK"' EXIT
+
+"$BIN/gpu_bench" --backend cpu --config "$CONFIG" --copy-mib 16 --d2h-mib 16 --gemm-size 64 \
+  --context 32 --prompt 16 --prefill-len 64 --prefill-seqs 2 --prefill-seq-len 32 \
+  --decode-batches 2,4 --json "$WORK/gpu.json" >"$WORK/gpu.log" 2>&1 ||
+  { cat "$WORK/gpu.log"; exit 1; }
+"$BIN/inject_bench" --backend cpu --config "$CONFIG" --ks 2,4 --warmup 1 --repeats 2 \
+  --json "$WORK/inject.json" >"$WORK/inject.log" 2>&1 ||
+  { cat "$WORK/inject.log"; exit 1; }
+
+python3 - "$WORK/gpu.json" "$WORK/inject.json" <<'PY'
+import json, math, sys
+
+g = json.load(open(sys.argv[1]))
+i = json.load(open(sys.argv[2]))
+errors = []
+
+def check(ok, what):
+    if not ok:
+        errors.append(what)
+
+def near(a, b):
+    return math.isclose(a, b, rel_tol=1e-6)
+
+gemm = g["gemm"]
+check(g["logits_finite"], "gpu_bench: logits not finite")
+check(gemm["flops_per_s"] > 0 and gemm["sustained_flops_per_s"] > 0, "gpu_bench: GEMM rates")
+check(gemm["sustained"]["repeats"] > 0, "gpu_bench: no back-to-back GEMM blocks")
+for p in g["prefill"]:
+    name = f"prefill {p['seqs']}x{p['len']}"
+    check(near(p["gemm_bound_ms"], 1e3 * p["flops"] / gemm["sustained_flops_per_s"]),
+          f"{name}: GEMM bound is not flops over the back-to-back rate")
+    check(near(p["single_gemm_bound_ms"], 1e3 * p["flops"] / gemm["flops_per_s"]),
+          f"{name}: single-GEMM bound is not flops over the single rate")
+    check(near(p["tokens_per_s"], p["seqs"] * p["len"] / (p["median_ms"] * 1e-3)),
+          f"{name}: tokens/s is not tokens over the median step")
+for d in g["decode"]:
+    check(near(d["tokens_per_s"], d["batch"] / (d["ms_per_step"] * 1e-3)),
+          f"decode b={d['batch']}: tokens/s is not the batch over the step")
+    check(d["roofline_ms"] > 0, f"decode b={d['batch']}: no roofline")
+check(g["ttft"]["limit_ms"] > 0 and g["decode1"]["read_limit_ms"] > 0, "gpu_bench: read limits")
+check(i["logits_finite"] and i["host_gpu_logits_match"], "inject_bench: logits")
+check(len(i["rows"]) > 0, "inject_bench: no rows")
+for e in errors:
+    print("bench dry run:", e)
+sys.exit(1 if errors else 0)
+PY
+echo "bench dry runs: gpu_bench and inject_bench on the CPU backend pass their checks"
