@@ -25,6 +25,14 @@ bundle_libs() {
     done < <(ldd "$exe" | awk '$2 == "=>" && $3 ~ /^\// {print $1, $3}')
 }
 
+# Copies EXE to DEST (a file path), stripped, and the non-system libraries it needs into LIB_DIR.
+bundle_exe() {
+    local exe=$1 dest=$2 lib_dir=$3
+    cp "$exe" "$dest"
+    strip --strip-unneeded "$dest" 2>/dev/null || true
+    bundle_libs "$exe" "$lib_dir"
+}
+
 # Directories on the GPU machine that may hold the CUDA 13 runtime and cuBLASLt; PyTorch's
 # wheels carry the same libraries when the toolkit's are missing.
 cuda_lib_dirs() {

@@ -49,15 +49,11 @@ for t in json.load(sys.stdin)["tests"]:
     local exe
     for exe in $tests; do
         [[ -x $exe ]] || die "$exe is not built (ninja -C $build <test targets>)"
-        cp "$exe" "$out/bin/"
-        strip --strip-unneeded "$out/bin/$(basename "$exe")" 2>/dev/null || true
-        bundle_libs "$exe" "$out/lib"
+        bundle_exe "$exe" "$out/bin/$(basename "$exe")" "$out/lib"
     done
     if [[ -x $build/bin/inferscale ]]; then
         mkdir -p "$out/app"
-        cp "$build/bin/inferscale" "$out/app/"
-        strip --strip-unneeded "$out/app/inferscale" 2>/dev/null || true
-        bundle_libs "$build/bin/inferscale" "$out/lib"
+        bundle_exe "$build/bin/inferscale" "$out/app/inferscale" "$out/lib"
     fi
     echo "bundled into $out:"
     ls -l "$out/bin" "$out/lib"

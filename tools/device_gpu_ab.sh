@@ -33,13 +33,8 @@ bundle() {
     [[ $base == - ]] && base=$exe
     rm -rf "$out"
     mkdir -p "$out/bin" "$out/lib"
-    cp "$exe" "$out/bin/gpu_bench_new"
-    cp "$base" "$out/bin/gpu_bench_base"
-    local side
-    for side in new base; do
-        strip --strip-unneeded "$out/bin/gpu_bench_$side" 2>/dev/null || true
-        bundle_libs "$out/bin/gpu_bench_$side" "$out/lib"
-    done
+    bundle_exe "$exe" "$out/bin/gpu_bench_new" "$out/lib"
+    bundle_exe "$base" "$out/bin/gpu_bench_base" "$out/lib"
     echo "bundled into $out:"
     ls -l "$out/bin"
     du -sh "$out"

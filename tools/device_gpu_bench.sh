@@ -33,9 +33,7 @@ bundle() {
     [[ -x $build/bin/cuda_decode_graph_test ]] && exes+=("$build/bin/cuda_decode_graph_test")
     local e
     for e in "${exes[@]}"; do
-        cp "$e" "$out/bin/"
-        strip --strip-unneeded "$out/bin/$(basename "$e")" 2>/dev/null || true
-        bundle_libs "$e" "$out/lib"
+        bundle_exe "$e" "$out/bin/$(basename "$e")" "$out/lib"
     done
     echo "bundled into $out:"
     ls -l "$out/bin" "$out/lib"

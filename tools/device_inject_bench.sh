@@ -27,9 +27,7 @@ bundle() {
     [[ -x $exe ]] || die "$exe is not built (ninja -C $build inject_bench)"
     rm -rf "$out"
     mkdir -p "$out/bin" "$out/lib"
-    cp "$exe" "$out/bin/"
-    strip --strip-unneeded "$out/bin/inject_bench" 2>/dev/null || true
-    bundle_libs "$exe" "$out/lib"
+    bundle_exe "$exe" "$out/bin/inject_bench" "$out/lib"
     echo "bundled into $out:"
     ls -l "$out/bin" "$out/lib"
     du -sh "$out"

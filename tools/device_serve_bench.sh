@@ -29,9 +29,7 @@ bundle() {
     [[ -f $CONVERSATION ]] || die "no $CONVERSATION"
     rm -rf "$out"
     mkdir -p "$out/app" "$out/lib"
-    cp "$build/bin/inferscale" "$out/app/"
-    strip --strip-unneeded "$out/app/inferscale" 2>/dev/null || true
-    bundle_libs "$build/bin/inferscale" "$out/lib"
+    bundle_exe "$build/bin/inferscale" "$out/app/inferscale" "$out/lib"
     cp "$CONVERSATION" "$out/conversation.json"
     du -sh "$out"
 }
