@@ -105,7 +105,8 @@ Status measure_gemm(tensor::Backend& backend, StepTimer& timer, std::int64_t n,
         const double ms = timer.stop_ms();
         if (i >= kWarmup) rates.gemm.ms.push_back(ms);
     }
-    const double flops = 2.0 * static_cast<double>(n) * static_cast<double>(n) * static_cast<double>(n);
+    const auto size = static_cast<double>(n);
+    const double flops = 2.0 * size * size * size;
     rates.gemm_flops_per_s = flops / (rates.gemm.median() * 1e-3);
     // Then back to back for kSustainBlocks blocks of ~kSustainBlockMs, each timed as a whole:
     // what the chip holds through a long compute-bound step once its power and clock limits

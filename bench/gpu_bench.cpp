@@ -146,7 +146,8 @@ int run_profile(const Args& a, const model::ModelConfig& config,
     double prefill_ms = 0.0;
     Result<Measurement> d1 = mb.decode_single(&prefill_ms);
     if (!d1.ok()) return fail("decode1", d1.error());
-    print_profile("decode b=1 @" + ctx + " (eager, device argmax)", prof, d1->samples.median(), out);
+    print_profile("decode b=1 @" + ctx + " (eager, device argmax)", prof, d1->samples.median(),
+                  out);
 
     for (const std::int64_t b : mo.decode_batches) {
         const std::string name = "decode b=" + std::to_string(b) + " @" + ctx;
@@ -440,10 +441,9 @@ int run(const Args& a) {
                          "single-GEMM rate %.1f ms: %s)",
                          ms, tps, m.flops / (ms * 1e-3) / 1e12, gemm_ms, pct(gemm_ms, ms).c_str(),
                          single_ms, pct(single_ms, ms).c_str());
-                table.push_back({"prefill " + shape + " tok/s",
-                                 fmt("%.0f", tps),
-                                 gemm_ms > 0 ? fmt("%.0f gemm-bound", m.new_tokens / (gemm_ms * 1e-3))
-                                             : "",
+                const std::string bound =
+                    gemm_ms > 0 ? fmt("%.0f gemm-bound", m.new_tokens / (gemm_ms * 1e-3)) : "";
+                table.push_back({"prefill " + shape + " tok/s", fmt("%.0f", tps), bound,
                                  pct(gemm_ms, ms)});
             }
         }

@@ -162,8 +162,8 @@ Status finish_k(const Args& a, InjectBenchHarness& h, StepMarks& marks, Profilin
         row.logit_scale = scale;
     }
     progress("  k=%lld: M %lld tok (%lld injected, tail %lld, forward %lld): kv %.3f ms "
-             "(inject done at %.3f), host tier %.3f ms (first copies issued at %.3f), prompt %.3f ms; "
-             "inject op %.1f us for %.1f MB = %.0f GB/s (call %.1f us)%s",
+             "(inject done at %.3f), host tier %.3f ms (first copies issued at %.3f), "
+             "prompt %.3f ms; inject op %.1f us for %.1f MB = %.0f GB/s (call %.1f us)%s",
              static_cast<long long>(k), static_cast<long long>(row.memory_tokens),
              static_cast<long long>(row.loaded_tokens), static_cast<long long>(row.tail_tokens),
              static_cast<long long>(row.forward_tokens), row.kv.median(), row.kv_inject.median(),

@@ -178,7 +178,8 @@ Result<std::unique_ptr<ModelBench>> ModelBench::create(tensor::Backend& backend,
         o.decode_batches.empty()
             ? 1
             : *std::max_element(o.decode_batches.begin(), o.decode_batches.end());
-    const std::int64_t decode_steps = kDecodeWarmup + std::max(kDecodeSingleSteps, kDecodeBatchSteps);
+    const std::int64_t decode_steps =
+        kDecodeWarmup + std::max(kDecodeSingleSteps, kDecodeBatchSteps);
     // Every sequence gets a stride of pages big enough for the longest thing it does.
     const std::int64_t batched_prefill_kv = o.prefill_context + o.prefill_seq_len;
     const std::int64_t pages_per_seq =
@@ -279,7 +280,8 @@ Result<Measurement> ModelBench::decode_single(double* prefill_ms) {
     }
     IS_RETURN_IF_ERROR(im.refresh_decode_logits());
     m.flops = cost_.sequence_flops(1, static_cast<double>(m.kv_len)) + cost_.logits_flops(1);
-    m.bytes = cost_.step_weight_bytes() + cost_.kv_bytes_per_token() * static_cast<double>(m.kv_len);
+    m.bytes =
+        cost_.step_weight_bytes() + cost_.kv_bytes_per_token() * static_cast<double>(m.kv_len);
     m.logits_finite = im.logits_finite(1);
     return m;
 }

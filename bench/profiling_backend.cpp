@@ -110,9 +110,9 @@ void ProfilingBackend::end_step() {
 
 std::vector<OpProfile> ProfilingBackend::totals() const {
     std::vector<OpProfile> out = keys_;
-    out.erase(std::remove_if(out.begin(), out.end(), [](const OpProfile& p) { return p.calls == 0; }),
-              out.end());
-    std::sort(out.begin(), out.end(), [](const OpProfile& a, const OpProfile& b) { return a.ms > b.ms; });
+    std::erase_if(out, [](const OpProfile& p) { return p.calls == 0; });
+    std::sort(out.begin(), out.end(),
+              [](const OpProfile& a, const OpProfile& b) { return a.ms > b.ms; });
     return out;
 }
 
@@ -284,8 +284,9 @@ void print_profile(const std::string& title, const ProfilingBackend& prof, doubl
     const double steps = std::max(1, prof.steps());
     double sum_ms = 0.0;
     for (const OpProfile& p : ops) sum_ms += p.ms / steps;
-    std::printf("\n== profile: %s: step %.3f ms (median, profiled), ops %.3f ms, other %.3f ms ==\n",
-                title.c_str(), step_ms, sum_ms, step_ms - sum_ms);
+    std::printf(
+        "\n== profile: %s: step %.3f ms (median, profiled), ops %.3f ms, other %.3f ms ==\n",
+        title.c_str(), step_ms, sum_ms, step_ms - sum_ms);
     std::printf("%-16s %-28s %10s %9s %7s %9s %8s\n", "op", "shape", "calls/step", "ms/step",
                 "% step", "GB/s", "TFLOP/s");
     nlohmann::json rows = nlohmann::json::array();

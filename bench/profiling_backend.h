@@ -3,9 +3,9 @@
 // --profile. Every call goes to the real backend; while recording, each op is bracketed by a
 // pair of CUDA events on the real backend's stream, and end_step() (which waits for the
 // device) adds the elapsed times into per-(op, shape class) totals: linear by [out x in] and
-// row count, attention by decode or prefill, the rest by name. Bytes and FLOPs per call are estimated from the shapes (each
-// operand read once, each result written once), so the table can show achieved GB/s and
-// TFLOP/s next to the measured ceilings.
+// row count, attention by decode or prefill, the rest by name. Bytes and FLOPs per call are
+// estimated from the shapes (each operand read once, each result written once), so the table
+// can show achieved GB/s and TFLOP/s next to the measured ceilings.
 //
 // Events between ops add a few microseconds of host work per op, and an event pair measures
 // from the moment the stream reaches it, so launch gaps while the GPU waits for the host show

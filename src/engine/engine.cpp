@@ -316,7 +316,8 @@ Status Engine::run_forward(StepPlan& plan) {
         IS_RETURN_IF_ERROR(graphs_->decode(batch, sampled_));
     } else if (device_argmax) {
         sampled_.resize(rows);
-        IS_RETURN_IF_ERROR(model_.model().forward_greedy(batch, model_.kv(), model_.workspace(), sampled_));
+        IS_RETURN_IF_ERROR(
+            model_.model().forward_greedy(batch, model_.kv(), model_.workspace(), sampled_));
     } else {
         logits_.resize(rows * vocab);
         IS_RETURN_IF_ERROR(model_.model().forward(batch, model_.kv(), model_.workspace(), logits_));
@@ -335,7 +336,8 @@ Status Engine::run_forward(StepPlan& plan) {
         ++sampled;
         Active& a = *active_.at(run.seq->id);
         const std::span<const float> row =
-            device_argmax ? std::span<const float>() : std::span<const float>(logits_).subspan(r * vocab, vocab);
+            device_argmax ? std::span<const float>()
+                          : std::span<const float>(logits_).subspan(r * vocab, vocab);
         const std::int32_t token = device_argmax ? sampled_[r] : a.sampler.sample(row);
         std::optional<sampling::SampledLogprobs> lp;
         if (a.params.logprobs >= 0) lp = sampling::sampled_logprobs(row, token, a.params.logprobs);
