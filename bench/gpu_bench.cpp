@@ -425,15 +425,15 @@ int run(const Args& a) {
                 };
                 const double gemm_ms = bound_ms(rates.gemm_bound_flops_per_s());
                 const double single_ms = bound_ms(rates.gemm_flops_per_s);
-                const double tps = static_cast<double>(m.new_tokens) / (ms * 1e-3);
+                const auto tokens = static_cast<double>(m.new_tokens);
+                const double tps = tokens / (ms * 1e-3);
+                const double bound_tps = gemm_ms > 0 ? tokens / (gemm_ms * 1e-3) : 0.0;
                 all_finite = all_finite && m.logits_finite;
                 json row = samples_json(m.samples);
                 row.update({{"seqs", seqs}, {"len", len}, {"context", context},
                             {"tokens_per_s", tps},
                             {"flops", m.flops}, {"gemm_bound_ms", gemm_ms},
-                            {"gemm_bound_tokens_per_s",
-                             gemm_ms > 0 ? static_cast<double>(m.new_tokens) / (gemm_ms * 1e-3)
-                                         : 0.0},
+                            {"gemm_bound_tokens_per_s", bound_tps},
                             {"single_gemm_bound_ms", single_ms},
                             {"achieved_flops_per_s", m.flops / (ms * 1e-3)}});
                 out["prefill"].push_back(row);
@@ -441,9 +441,8 @@ int run(const Args& a) {
                          "single-GEMM rate %.1f ms: %s)",
                          ms, tps, m.flops / (ms * 1e-3) / 1e12, gemm_ms, pct(gemm_ms, ms).c_str(),
                          single_ms, pct(single_ms, ms).c_str());
-                const std::string bound =
-                    gemm_ms > 0 ? fmt("%.0f gemm-bound", m.new_tokens / (gemm_ms * 1e-3)) : "";
-                table.push_back({"prefill " + shape + " tok/s", fmt("%.0f", tps), bound,
+                table.push_back({"prefill " + shape + " tok/s", fmt("%.0f", tps),
+                                 gemm_ms > 0 ? fmt("%.0f gemm-bound", bound_tps) : "",
                                  pct(gemm_ms, ms)});
             }
         }
