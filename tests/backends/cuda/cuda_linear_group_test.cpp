@@ -180,6 +180,85 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaGatedLinearTest,
                                            GroupCase{1, 200, {77, 77}, true, DType::BF16}),
                          case_name);
 
+// One token's norm-in-linear ops on the GEMV (Backend::fuses_norm_into_linear), as a layer
+// runs them: an o-like linear_residual that starts the post-attention norm, then
+// norm_linear_swiglu finishing it; and a step's first norm from begin_rms_norm. Against
+// Backend's defaults (linear, add, then rms_norm and the linear): the residual stream bit for
+// bit, the norm's start exactly residual * weight rounded, and the MLP within bf16 tolerance
+// (the normalized x is not rounded on the GEMV).
+class CudaNormInGemvTest : public CudaLinearGroupTest {};
+
+TEST_P(CudaNormInGemvTest, MatchesComposedOps) {
+    const GroupCase c = GetParam();
+    ASSERT_EQ(c.outs.size(), 2u);
+    const std::int64_t hidden = c.in, attn_width = 256;
+    ASSERT_TRUE(gpu_->fuses_norm_into_linear(1));
+    std::vector<float> h0 = random_bf16(hidden, rng_);
+    Group g = make_group(c, h0);
+    std::vector<float> attn = random_bf16(attn_width, rng_);
+    std::vector<float> w_o = random_bf16(hidden * attn_width, rng_, 0.05f);
+    const std::vector<float> norm_w = random_bf16(hidden, rng_);
+    auto o = gpu_->upload_weight(host_view(w_o, {hidden, attn_width}));
+    ASSERT_TRUE(o.ok()) << o.error().message;
+    DeviceTensor dattn = device_from(*gpu_, attn, DType::BF16, {1, attn_width});
+    DeviceTensor dnorm = device_from(*gpu_, norm_w, DType::BF16, {hidden});
+    DeviceTensor pending = device_empty(*gpu_, DType::BF16, {1, hidden});
+    constexpr float kEps = 1e-6f;
+    // residual * weight as bf16 stores it.
+    const auto norm_start = [&](const std::vector<float>& h) {
+        std::vector<float> v(h.size());
+        for (std::size_t i = 0; i < h.size(); ++i) v[i] = h[i] * norm_w[i];
+        return round_bf16(v);
+    };
+    struct Result {
+        std::vector<float> residual, gate, pending, pending_after;
+    };
+    const auto layer = [&](bool fused) {
+        DeviceTensor h = device_from(*gpu_, h0, DType::BF16, {1, hidden});
+        poison(*gpu_, pending.tensor);
+        if (fused) {
+            gpu_->linear_residual(dattn.tensor, o->tensor, h.tensor, dnorm.tensor,
+                                  pending.tensor);
+        } else {
+            gpu_->tensor::Backend::linear_residual(dattn.tensor, o->tensor, h.tensor,
+                                                   dnorm.tensor, pending.tensor);
+        }
+        Result r{download(*gpu_, h.tensor), {}, download(*gpu_, pending.tensor)};
+        if (fused) {
+            gpu_->norm_linear_swiglu(h.tensor, dnorm.tensor, kEps, pending.tensor, g.targets);
+        } else {
+            gpu_->tensor::Backend::norm_linear_swiglu(h.tensor, dnorm.tensor, kEps,
+                                                      pending.tensor, g.targets);
+        }
+        r.gate = download(*gpu_, g.ys[0].tensor);
+        r.pending_after = download(*gpu_, pending.tensor);
+        return r;
+    };
+    const Result fused = layer(true), composed = layer(false);
+    EXPECT_EQ(fused.residual, composed.residual);
+    EXPECT_EQ(fused.pending, norm_start(fused.residual));
+    EXPECT_EQ(fused.pending_after, fused.pending) << "the GEMV finished the norm: no rms_norm";
+    EXPECT_LT(rel_error(fused.gate, composed.gate), kBf16Tolerance);
+
+    DeviceTensor h = device_from(*gpu_, h0, DType::BF16, {1, hidden});
+    poison(*gpu_, pending.tensor);
+    gpu_->begin_rms_norm(h.tensor, dnorm.tensor, pending.tensor);
+    EXPECT_EQ(download(*gpu_, pending.tensor), norm_start(h0));
+    gpu_->norm_linear_swiglu(h.tensor, dnorm.tensor, kEps, pending.tensor, g.targets);
+    const std::vector<float> first = download(*gpu_, g.ys[0].tensor);
+    EXPECT_EQ(download(*gpu_, pending.tensor), norm_start(h0));
+    gpu_->tensor::Backend::norm_linear_swiglu(h.tensor, dnorm.tensor, kEps, pending.tensor,
+                                              g.targets);
+    EXPECT_LT(rel_error(first, download(*gpu_, g.ys[0].tensor)), kBf16Tolerance);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudaNormInGemvTest,
+                         ::testing::Values(GroupCase{1, 4096, {3000, 3000}, false, DType::BF16},
+                                           GroupCase{1, 576, {1536, 1536}, true, DType::BF16},
+                                           GroupCase{1, 14336, {100, 100}, false, DType::BF16},
+                                           GroupCase{1, 200, {77, 77}, true, DType::BF16}),
+                         case_name);
+
 // Captured and replayed (twice, new inputs each time) a split-k launch gives the eager result:
 // the register-fed kernel's arrival counters are back at zero after every launch, and the
 // cluster kernel's launch replays as recorded.
