@@ -13,8 +13,7 @@
 // Graph capture is not offered (supports_graphs false), so DecodeGraphRunner runs eagerly
 // through it and every op is seen. linear_rope_attention is left to its default here, so the
 // table keeps the q/k/v projection and the attention apart (the real backend's fusion of the
-// two, which saves a column split, is not what the profile times), and fuses_norm_into_linear
-// stays false, so one-token steps keep their norms and residual adds as ops of their own.
+// two, which saves a column split, is not what the profile times).
 
 #include <cuda_runtime_api.h>
 

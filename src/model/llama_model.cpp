@@ -252,19 +252,16 @@ void LlamaModel::enqueue(kv::KvStorage& kv, ForwardWorkspace& ws, bool sample) {
     args.qk_ggml_interleaved = config_.architecture != Architecture::Qwen2;
 
     const std::int64_t n = st.num_tokens;
-    const Tensor hidden = leading(ws.hidden, n);
-    be.embedding(embed_.tensor, meta(l.token_ids, n), hidden);
-    // Capturing memory rows needs the q/k/v projections apart from the attention.
-    const bool norm_in_linear = st.capture_rows == 0 && be.fuses_norm_into_linear(n);
+    be.embedding(embed_.tensor, meta(l.token_ids, n), leading(ws.hidden, n));
     for (std::int64_t layer = 0; layer < config_.num_layers; ++layer) {
         if (st.before_layer != nullptr) (*st.before_layer)(layer);
-        run_layer(layer, args, kv, ws, norm_in_linear);
+        run_layer(layer, args, kv, ws);
     }
 
     const std::int64_t rows = st.logit_rows;
     if (rows == 0) return;
     const Tensor last = leading(ws.final_hidden, rows);
-    be.gather_rows(hidden, meta(l.logit_rows, rows), last);
+    be.gather_rows(leading(ws.hidden, n), meta(l.logit_rows, rows), last);
     be.rms_norm(last, final_norm_.tensor, config_.rms_norm_eps, last);
     const Tensor& head = config_.tie_word_embeddings ? embed_.tensor : lm_head_.tensor;
     const Tensor out = leading(ws.logits, rows);
@@ -289,7 +286,7 @@ void LlamaModel::read_results(ForwardWorkspace& ws, std::span<std::int32_t> ids,
 }
 
 void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs& attn_args,
-                           kv::KvStorage& kv, ForwardWorkspace& ws, bool norm_in_linear) {
+                           kv::KvStorage& kv, ForwardWorkspace& ws) {
     tensor::Backend& be = *backend_;
     const LayerWeights& w = layers_[layer];
     const ModelConfig& c = config_;
@@ -309,33 +306,17 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     const Tensor up = leading(ws.up, n);          // [n, ffn]
     const Tensor positions = meta(l.positions, n);  // [n] i32
 
+    // Later layers find their input norm in `normed`: the previous layer's last residual add
+    // computed it (add_rms_norm).
+    if (layer == 0) be.rms_norm(hidden, w.input_norm.tensor, c.rms_norm_eps, normed);
     const auto bias = [&w](std::size_t i) {
         return w.qkv_bias.parts.empty() ? Tensor() : w.qkv_bias.parts[i];
     };
     const tensor::LinearTarget qkv[] = {{w.qkv.parts[0], bias(0), q},
                                         {w.qkv.parts[1], bias(1), k},
                                         {w.qkv.parts[2], bias(2), v}};
-    const tensor::LinearTarget gate_up[] = {{w.gate.tensor, Tensor(), gate},
-                                            {w.up.tensor, Tensor(), up}};
     const tensor::KvPages pages = kv.pages(layer);
     const Tensor attn3 = reshaped(attn, {n, c.num_heads, c.head_dim});
-    const Tensor slots = meta(l.slots, n);
-    const float eps = c.rms_norm_eps;
-
-    if (norm_in_linear) {  // `normed` holds each norm's start (Backend::linear_residual)
-        if (layer == 0) be.begin_rms_norm(hidden, w.input_norm.tensor, normed);
-        be.norm_linear_rope_attention(hidden, w.input_norm.tensor, eps, normed, qkv, positions,
-                                      rope_, slots, pages, attn_args, attn3);
-        be.linear_residual(attn, w.o.tensor, hidden, w.post_norm.tensor, normed);
-        be.norm_linear_swiglu(hidden, w.post_norm.tensor, eps, normed, gate_up);
-        // The final norm runs on the rows that give logits only.
-        const Tensor next_norm =
-            layer + 1 < c.num_layers ? layers_[layer + 1].input_norm.tensor : Tensor();
-        be.linear_residual(gate, w.down.tensor, hidden, next_norm, normed);
-        return;
-    }
-    if (layer == 0) be.rms_norm(hidden, w.input_norm.tensor, eps, normed);
-
     if (const std::int64_t m = st.capture_rows; m > 0) {
         be.linear_group(normed, qkv);
         // K is still unrotated here: the memory-injection chunk format wants it that way.
@@ -345,18 +326,22 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
         be.gather_rows(v, rows, reshaped(tensor::index0(st.capture_v, layer), {m, kv_dim}));
         be.rope_attention(reshaped(q, {n, c.num_heads, c.head_dim}),
                           reshaped(k, {n, c.num_kv_heads, c.head_dim}),
-                          reshaped(v, {n, c.num_kv_heads, c.head_dim}), positions, rope_, slots,
-                          pages, attn_args, attn3);
+                          reshaped(v, {n, c.num_kv_heads, c.head_dim}), positions, rope_,
+                          meta(l.slots, n), pages, attn_args, attn3);
     } else {
-        be.linear_rope_attention(normed, qkv, positions, rope_, slots, pages, attn_args, attn3);
+        be.linear_rope_attention(normed, qkv, positions, rope_, meta(l.slots, n), pages,
+                                 attn_args, attn3);
     }
 
     be.linear(attn, w.o.tensor, Tensor(), normed);
-    be.add_rms_norm(hidden, normed, w.post_norm.tensor, eps, normed);
+    be.add_rms_norm(hidden, normed, w.post_norm.tensor, c.rms_norm_eps, normed);
+    const tensor::LinearTarget gate_up[] = {{w.gate.tensor, Tensor(), gate},
+                                            {w.up.tensor, Tensor(), up}};
     be.linear_swiglu(normed, gate_up);
     be.linear(gate, w.down.tensor, Tensor(), normed);
     if (layer + 1 < c.num_layers) {
-        be.add_rms_norm(hidden, normed, layers_[layer + 1].input_norm.tensor, eps, normed);
+        be.add_rms_norm(hidden, normed, layers_[layer + 1].input_norm.tensor, c.rms_norm_eps,
+                        normed);
     } else {
         be.add(hidden, normed);  // the final norm runs on the rows that give logits only
     }

@@ -114,12 +114,8 @@ class LlamaModel {
                                            bool ggml_angles = false);
     Status validate(const ForwardBatch& batch, const kv::KvStorage& kv,
                     const ForwardWorkspace& ws) const;
-    // One decoder layer. norm_in_linear (Backend::fuses_norm_into_linear): the layer takes
-    // the residual stream as it is and adds into it through linear_residual; otherwise it
-    // finds its input norm in ws.normed (the layer before it computed it; layer 0 computes its
-    // own) and leaves the next one's there.
     void run_layer(std::int64_t layer, const tensor::PagedAttentionArgs& attn_args,
-                   kv::KvStorage& kv, ForwardWorkspace& ws, bool norm_in_linear);
+                   kv::KvStorage& kv, ForwardWorkspace& ws);
 
     tensor::Backend* backend_ = nullptr;
     ModelConfig config_;

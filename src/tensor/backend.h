@@ -177,58 +177,6 @@ class Backend {
                        slots, pages, args, out);
     }
 
-    // ---- the residual add and the input norm inside the linears (optional) ---------------
-    // Whether steps of n tokens should run a layer through the ops below instead of
-    // add_rms_norm and the plain linears: true where they save launches here (the residual
-    // add in the store of the linear before a norm, the norm in the linear after it). An
-    // RMSNorm is then split between the op before it, which leaves its start in `pending`,
-    // and the norm_linear_* op after it, which finishes it; `pending` is scratch whose
-    // contents only those ops read. Results may differ from add_rms_norm and the linears by
-    // rounding only: the normalized x need not be rounded to the activation dtype.
-    virtual bool fuses_norm_into_linear(std::int64_t n) const {
-        (void)n;
-        return false;
-    }
-
-    // residual += x W^T, and the start of the RMSNorm of the new residual with
-    // next_norm_weight (empty: no norm follows) into pending. This default runs
-    // linear(x, w, {}, pending), then add(residual, pending), and starts no norm.
-    //   x [n, in], w [out, in], residual and pending [n, out]
-    virtual void linear_residual(const Tensor& x, const Tensor& w, Tensor residual,
-                                 const Tensor& next_norm_weight, Tensor pending) {
-        (void)next_norm_weight;
-        linear(x, w, Tensor(), pending);
-        add(residual, pending);
-    }
-
-    // The start of the RMSNorm of x with norm_weight into pending where no linear_residual
-    // left it (a step's first layer). This default does nothing.  x, pending [n, hidden]
-    virtual void begin_rms_norm(const Tensor& x, const Tensor& norm_weight, Tensor pending) {
-        (void)x;
-        (void)norm_weight;
-        (void)pending;
-    }
-
-    // linear_swiglu(rms_norm(x, norm_weight, eps), gate_up), finishing the norm that
-    // linear_residual or begin_rms_norm started in pending. This default ignores what pending
-    // holds: rms_norm(x, norm_weight, eps, pending), then linear_swiglu(pending, gate_up).
-    virtual void norm_linear_swiglu(const Tensor& x, const Tensor& norm_weight, float eps,
-                                    Tensor pending, std::span<const LinearTarget> gate_up) {
-        rms_norm(x, norm_weight, eps, pending);
-        linear_swiglu(pending, gate_up);
-    }
-
-    // linear_rope_attention of rms_norm(x, norm_weight, eps), as in norm_linear_swiglu.
-    virtual void norm_linear_rope_attention(const Tensor& x, const Tensor& norm_weight,
-                                            float eps, Tensor pending,
-                                            std::span<const LinearTarget> qkv,
-                                            const Tensor& positions, const RopeTables& tables,
-                                            const Tensor& slots, const KvPages& pages,
-                                            const PagedAttentionArgs& args, Tensor out) {
-        rms_norm(x, norm_weight, eps, pending);
-        linear_rope_attention(pending, qkv, positions, tables, slots, pages, args, out);
-    }
-
     // Memory injection, all layers in one op: for every token i of `args` and layer l, reads
     // row src_row[i] of chunk src_chunk[i], rotates its K to positions[i] (the same math as
     // `rope`, f32) and writes K and V to slot slots[i] of layer l's pages. Indices outside the

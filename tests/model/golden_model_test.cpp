@@ -64,31 +64,6 @@ TEST_P(GoldenModelTest, GreedyDecodeThroughPagedCacheMatchesTransformers) {
     EXPECT_EQ(generated, golden_.greedy);
 }
 
-// A backend that asks for the norm-in-linear ops (Backend::fuses_norm_into_linear) gets
-// one-token steps run through them; their CPU defaults are the plain path's ops in the same
-// order, so the same greedy decode gives the same logits bit for bit.
-class NormInLinearCpu final : public backends::cpu::CpuBackend {
-  public:
-    bool fuses_norm_into_linear(std::int64_t n) const override { return n == 1; }
-};
-
-TEST_P(GoldenModelTest, NormInLinearDecodeEqualsThePlainOps) {
-    Harness fused;
-    fused.backend = std::make_unique<NormInLinearCpu>();
-    ASSERT_NO_FATAL_FAILURE(fused.init(GetParam(), 16, 8));
-    ASSERT_NO_FATAL_FAILURE(h_.init(GetParam(), 16, 8));
-    const std::vector<std::int32_t> pages{5, 2, 7, 0, 3};
-    const auto last = LogitsSelection::LastPerSequence;
-    std::vector<float> plain = h_.run_one(golden_.prompt, 0, pages, last);
-    EXPECT_EQ(fused.run_one(golden_.prompt, 0, pages, last), plain);
-    auto len = static_cast<std::int32_t>(golden_.prompt.size());
-    for (int step = 0; step < 4; ++step, ++len) {
-        const std::int32_t token = argmax(plain.data(), h_.config.vocab_size);
-        plain = h_.run_one({token}, len, pages, last);
-        EXPECT_EQ(fused.run_one({token}, len, pages, last), plain) << "step " << step;
-    }
-}
-
 // Step 1: A prefills 30 prompt tokens, B prefills 13 other tokens.
 // Step 2: A continues with the other 18 prompt tokens (chunked prefill), B decodes one token,
 // C prefills 7 tokens. Pages come from a scrambled pool, interleaved between the sequences.

@@ -30,7 +30,7 @@ struct CpuBackendOptions {
     Arithmetic arithmetic = Arithmetic::Auto;
 };
 
-class CpuBackend : public tensor::Backend {
+class CpuBackend final : public tensor::Backend {
   public:
     explicit CpuBackend(CpuBackendOptions options = {});
 

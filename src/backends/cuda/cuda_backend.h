@@ -112,11 +112,6 @@ struct LinearPathOptions {
     // model TTFT-32 -2.0%, decode b=64 / 128 +0.9% / +0.6%, b=256 -0.5%
     // (docs/results/concurrent_targets_h200_2026-12-03_s13.txt).
     int concurrent_max_rows = 128;
-    // One-token steps run the layer through the norm-in-linear ops
-    // (Backend::fuses_norm_into_linear): the GEMVs apply the input RMSNorm themselves and add
-    // the o and down projections into the residual stream in their stores, so the 65 norm
-    // launches of a step go (needs gemv).
-    bool norm_in_gemv = true;
 };
 struct CudaBackendOptions {
     // Split-KV decode partials: [seqs, heads, splits, head_dim + 2] f32. Decode uses as many
@@ -212,27 +207,6 @@ class CudaBackend final : public tensor::Backend {
                                const tensor::Tensor& slots, const tensor::KvPages& pages,
                                const tensor::PagedAttentionArgs& args,
                                tensor::Tensor out) override;
-    // In linear.cpp: true for one token on the GEMV (LinearPathOptions::norm_in_gemv). A norm's
-    // start is then residual * norm weight (bf16; the GEMV before it stores it, or
-    // begin_rms_norm's launch makes it), and the GEMV after it finishes the norm (GemvOptions);
-    // where the path race gives a group cuBLASLt instead, the ops compose.
-    bool fuses_norm_into_linear(std::int64_t n) const override;
-    void linear_residual(const tensor::Tensor& x, const tensor::Tensor& w, tensor::Tensor residual,
-                         const tensor::Tensor& next_norm_weight, tensor::Tensor pending) override;
-    void begin_rms_norm(const tensor::Tensor& x, const tensor::Tensor& norm_weight,
-                        tensor::Tensor pending) override;
-    void norm_linear_swiglu(const tensor::Tensor& x, const tensor::Tensor& norm_weight, float eps,
-                            tensor::Tensor pending,
-                            std::span<const tensor::LinearTarget> gate_up) override;
-    // In paged_attention.cpp.
-    void norm_linear_rope_attention(const tensor::Tensor& x, const tensor::Tensor& norm_weight,
-                                    float eps, tensor::Tensor pending,
-                                    std::span<const tensor::LinearTarget> qkv,
-                                    const tensor::Tensor& positions,
-                                    const tensor::RopeTables& tables, const tensor::Tensor& slots,
-                                    const tensor::KvPages& pages,
-                                    const tensor::PagedAttentionArgs& args,
-                                    tensor::Tensor out) override;
     // In inject.cu.
     void inject_chunks(const tensor::InjectArgs& args,
                        const tensor::RopeTables& tables) override;
@@ -308,35 +282,9 @@ class CudaBackend final : public tensor::Backend {
     // The small-batch linear kernel for `targets` when it takes them; false enqueues nothing.
     bool small_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
     SmallLinearScratch small_linear_scratch() const;
-    // One token's group on the GEMV with `options`, where the path race gives it the
-    // small-batch kernel anyway; false enqueues nothing.
-    bool gemv(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets,
-              const GemvOptions& options);
-    // linear_swiglu's operand checks: a gate and an up target of one shape and dtype.
-    static void check_gate_up(const tensor::Tensor& x,
-                              std::span<const tensor::LinearTarget> gate_up);
-    // A norm weight [x's width] on the device.
-    static void check_norm_weight(const tensor::Tensor& x, const tensor::Tensor& weight);
-    // Whether the norm of x with this weight is split between GEMVs (fuses_norm_into_linear,
-    // bf16 operands).
-    bool splits_norm(const tensor::Tensor& x, const tensor::Tensor& norm_weight) const;
-    // A norm_linear op's operands checked, and the GEMV options that finish the norm of x from
-    // pending (none where the norm is not split: the op composes).
-    GemvOptions finishing_norm(const tensor::Tensor& x, const tensor::Tensor& norm_weight,
-                               float eps, const tensor::Tensor& pending) const;
-    // linear_rope_attention's operands checked and its attention planned.
-    struct QkvAttention {
-        tensor::Tensor q, k, v;  // the targets' outputs as [n, heads, d]
-        PagedKvView view;
-        AttentionPlan plan;
-    };
-    QkvAttention plan_qkv_attention(const tensor::Tensor& x,
-                                    std::span<const tensor::LinearTarget> qkv,
-                                    const tensor::Tensor& positions,
-                                    const tensor::RopeTables& tables, const tensor::Tensor& slots,
-                                    const tensor::KvPages& pages,
-                                    const tensor::PagedAttentionArgs& args,
-                                    const tensor::Tensor& out) const;
+    // linear_swiglu as one GEMV launch, where one token's group takes the small-batch kernel
+    // anyway; false enqueues nothing.
+    bool gated_gemv(const tensor::Tensor& x, std::span<const tensor::LinearTarget> gate_up);
     // Whether LinearPath::Stacked can run `targets` on x: weights (and biases) adjoin, one
     // output dtype, 16-byte output rows, and the stacked output fits the scratch.
     bool stackable(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets) const;

@@ -58,9 +58,6 @@ void launch_add(void* x, const void* y, DType dtype, std::int64_t count, cudaStr
 // out = silu(gate) * up; out may alias gate or up.
 void launch_swiglu(const void* gate, const void* up, void* out, DType dtype, std::int64_t count,
                    cudaStream_t stream);
-// out[r, i] = x[r, i] * weight[i], bf16.  x, out [n, width], weight [width]
-void launch_scale_columns(const void* x, const void* weight, std::int64_t n, std::int64_t width,
-                          void* out, cudaStream_t stream);
 // y[t, o] += bias[o].  y [n, out] y_dtype, bias [out] bias_dtype (BF16 or F32)
 void launch_add_bias(void* y, DType y_dtype, const void* bias, DType bias_dtype, std::int64_t n,
                      std::int64_t out, cudaStream_t stream);

@@ -96,15 +96,6 @@ void swiglu_typed(const T* gate, const T* up, T* out, std::int64_t count, cudaSt
     }
 }
 
-__global__ void scale_columns_kernel(const bf16* x, const bf16* weight, std::int64_t width,
-                                     std::int64_t count, bf16* out) {
-    allow_next_launch();
-    wait_for_inputs();
-    for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
-        out[i] = from_f32<bf16>(to_f32(x[i]) * to_f32(weight[i % width]));
-    }
-}
-
 template <class T, class B>
 __global__ void add_bias_kernel(T* y, const B* bias, std::int64_t n, std::int64_t out) {
     allow_next_launch();
@@ -153,15 +144,6 @@ void launch_swiglu(const void* gate, const void* up, void* out, DType dtype, std
         swiglu_typed(static_cast<const float*>(gate), static_cast<const float*>(up),
                      static_cast<float*>(out), count, stream);
     }
-}
-
-void launch_scale_columns(const void* x, const void* weight, std::int64_t n, std::int64_t width,
-                          void* out, cudaStream_t stream) {
-    const std::int64_t count = n * width;
-    if (count == 0) return;
-    launch_dependent(scale_columns_kernel, grid_for(count, kThreads), kThreads, 0, stream,
-                     static_cast<const bf16*>(x), static_cast<const bf16*>(weight), width, count,
-                     static_cast<bf16*>(out));
 }
 
 void launch_add_bias(void* y, DType y_dtype, const void* bias, DType bias_dtype, std::int64_t n,

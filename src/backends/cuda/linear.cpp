@@ -209,106 +209,20 @@ bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTa
                                small_linear_scratch(), stream_);
 }
 
-bool CudaBackend::gemv(const Tensor& x, std::span<const tensor::LinearTarget> targets,
-                       const GemvOptions& options) {
+void CudaBackend::linear_swiglu(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
+    if (!gated_gemv(x, gate_up)) Backend::linear_swiglu(x, gate_up);
+}
+
+bool CudaBackend::gated_gemv(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
+    check_linear_group(x, gate_up, "linear_swiglu x");
+    IS_CHECK(gate_up.size() == 2 && gate_up[0].y.shape == gate_up[1].y.shape)
+        << "linear_swiglu takes a gate and an up target of one shape";
     if (x.shape[0] != 1 || !options_.linear_paths.gemv) return false;
     SmallLinearTarget small[kSmallLinearMaxTargets];
-    if (!to_small_targets(targets, small)) return false;
+    if (gate_up[0].y.dtype != DType::BF16 || !to_small_targets(gate_up, small)) return false;
     activate();
-    if (choose_linear_path(x, targets) != LinearPath::SmallKernel) return false;
-    return launch_gemv_linear(x.data, x.shape[1], {small, targets.size()},
-                              targets[0].y.dtype == DType::F32, options, small_linear_scratch(),
-                              stream_);
-}
-
-void CudaBackend::check_gate_up(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
-    check_linear_group(x, gate_up, "linear_swiglu x");
-    IS_CHECK(gate_up.size() == 2 && gate_up[0].y.shape == gate_up[1].y.shape &&
-             gate_up[0].y.dtype == gate_up[1].y.dtype)
-        << "linear_swiglu takes a gate and an up target of one shape";
-}
-
-void CudaBackend::check_norm_weight(const Tensor& x, const Tensor& weight) {
-    check_device(weight, 1, "norm weight");
-    IS_CHECK(weight.shape[0] == x.shape[1]) << "norm weight [" << weight.shape[0] << "] for x ["
-                                            << x.shape[0] << "," << x.shape[1] << "]";
-}
-
-void CudaBackend::linear_swiglu(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
-    check_gate_up(x, gate_up);
-    GemvOptions o;
-    o.gated = true;
-    if (!gemv(x, gate_up, o)) Backend::linear_swiglu(x, gate_up);
-}
-
-bool CudaBackend::fuses_norm_into_linear(std::int64_t n) const {
-    return n == 1 && options_.linear_paths.gemv && options_.linear_paths.norm_in_gemv;
-}
-
-bool CudaBackend::splits_norm(const Tensor& x, const Tensor& norm_weight) const {
-    return fuses_norm_into_linear(x.shape[0]) && x.dtype == DType::BF16 &&
-           norm_weight.dtype == DType::BF16;
-}
-
-void CudaBackend::linear_residual(const Tensor& x, const Tensor& w, Tensor residual,
-                                  const Tensor& next_norm_weight, Tensor pending) {
-    const tensor::LinearTarget target{w, Tensor(), residual};
-    check_linear_group(x, {&target, 1});
-    check_device(pending, residual.dtype, 2, "linear_residual pending");
-    IS_CHECK(pending.shape == residual.shape) << "linear_residual pending shape";
-    const bool norm = !next_norm_weight.empty();
-    if (norm) check_norm_weight(residual, next_norm_weight);
-    if (!splits_norm(residual, norm ? next_norm_weight : residual)) {
-        Backend::linear_residual(x, w, residual, next_norm_weight, pending);
-        return;
-    }
-    // The path race on a new shape runs the paths into their outputs: into pending, then.
-    activate();
-    const tensor::LinearTarget into_pending{w, Tensor(), pending};
-    choose_linear_path(x, {&into_pending, 1});
-    GemvOptions o;
-    o.accumulate = true;
-    if (norm) {
-        o.next_norm_weight = next_norm_weight.data;
-        o.norm_out = pending.data;
-    }
-    if (gemv(x, {&target, 1}, o)) return;
-    Backend::linear_residual(x, w, residual, next_norm_weight, pending);
-    if (norm) begin_rms_norm(residual, next_norm_weight, pending);
-}
-
-void CudaBackend::begin_rms_norm(const Tensor& x, const Tensor& norm_weight, Tensor pending) {
-    check_device(x, 2, "begin_rms_norm x");
-    check_device(pending, x.dtype, 2, "begin_rms_norm pending");
-    check_norm_weight(x, norm_weight);
-    IS_CHECK(pending.shape == x.shape) << "begin_rms_norm pending shape";
-    if (!splits_norm(x, norm_weight)) return;
-    activate();
-    launch_scale_columns(x.data, norm_weight.data, x.shape[0], x.shape[1], pending.data, stream_);
-}
-
-GemvOptions CudaBackend::finishing_norm(const Tensor& x, const Tensor& norm_weight, float eps,
-                                        const Tensor& pending) const {
-    check_norm_weight(x, norm_weight);
-    check_device(pending, x.dtype, 2, "norm pending");
-    IS_CHECK(pending.shape == x.shape) << "norm pending shape";
-    GemvOptions o;
-    if (splits_norm(x, norm_weight)) {
-        o.norm_residual = x.data;
-        o.eps = eps;
-    }
-    return o;
-}
-
-void CudaBackend::norm_linear_swiglu(const Tensor& x, const Tensor& norm_weight, float eps,
-                                     Tensor pending,
-                                     std::span<const tensor::LinearTarget> gate_up) {
-    check_gate_up(x, gate_up);
-    GemvOptions o = finishing_norm(x, norm_weight, eps, pending);
-    o.gated = true;
-    if (o.norm_residual == nullptr || !gemv(pending, gate_up, o)) {
-        Backend::norm_linear_swiglu(x, norm_weight, eps, pending, gate_up);
-    }
+    if (choose_linear_path(x, gate_up) != LinearPath::SmallKernel) return false;
+    return launch_gated_gemv(x.data, x.shape[1], {small, 2}, small_linear_scratch(), stream_);
 }
 
 void CudaBackend::per_target_linear(const Tensor& x,

@@ -10,18 +10,8 @@
 // Gated (the MLP's gate and up projections), a warp's unit is a gate row and the up row of the
 // same index, and it stores silu(gate) * up from the two outputs rounded as stored: the swiglu
 // kernel's bits, without its launch and without writing up.
-// Finishing an input RMSNorm (GemvOptions::norm_residual): x holds residual * norm weight
-// (what the GEMV before wrote, see below), and the residual itself is copied beside x; every
-// warp sums residual^2 while it reads x for its first row (the same lanes and butterfly in
-// every warp, so every warp finds the same scale), and each sum is scaled by
-// 1 / sqrt(mean(residual^2) + eps) before its bias. That replaces the norm kernel before the
-// GEMV and its launch boundary, and no CTA waits for a reduction before its first dot product.
-// Accumulating (GemvOptions::accumulate), the output, the residual stream, gets the result
-// added as the add kernel adds it, and with a next norm weight the store also writes
-// residual * weight for the GEMV that finishes that norm.
 
 #include <algorithm>
-#include <cstdint>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dependent_launch.cuh"
@@ -38,20 +28,13 @@ constexpr int kChunkBytes = kChunk * 2;
 constexpr int kLaneStep = 32 * 8;  // k elements of one warp-wide 16-byte read
 constexpr int kCtasPerSm = 2;
 constexpr int kMinDepth = 2, kMaxDepth = 8;
-// Shared memory of a CTA (x, the norm's residual, the warps' rings and their barriers): two fit
-// an SM (228 KB, 1 KB of it reserved per CTA), so a 4096-wide x and its residual still leave
-// rings 6 deep. Measured on the H200 against 1, 3 and 4 CTAs an SM and a shallower ring
-// (depth 4): those lose 2-11% of the graph decode step
-// (docs/results/linear_gemv_bulk_h200_2026-12-03_s10.txt).
+// Shared memory of a CTA (x, the warps' rings and their barriers): two fit an SM. Measured on
+// the H200 against 1, 3 and 4 CTAs an SM and a shallower ring (depth 4): those lose 2-11% of
+// the graph decode step (docs/results/linear_gemv_bulk_h200_2026-12-03_s10.txt).
 constexpr int kSmemBytes = 110 * 1024;
 
 struct GemvParams {
     const bf16* x;
-    const bf16* norm_residual;  // null: x as it is
-    float eps;
-    bool accumulate;
-    const bf16* next_norm_weight;  // accumulating: with norm_out, or null
-    bf16* norm_out;
     int in;
     int chunks;   // ring slots per weight row
     int depth;    // ring slots per warp
@@ -60,26 +43,21 @@ struct GemvParams {
     LinearTargets targets;
 };
 
-// Shared memory: x, the norm's residual (kNorm), the warps' rings, then the barriers.
-__host__ __device__ constexpr int rings_offset(int x_bytes, bool norm) {
-    return norm ? 2 * x_bytes : x_bytes;
-}
-__host__ __device__ constexpr int barriers_offset(int x_bytes, bool norm, int depth) {
-    return rings_offset(x_bytes, norm) + kWarps * depth * kChunkBytes;
+__host__ __device__ constexpr int barriers_offset(int x_bytes, int depth) {
+    return x_bytes + kWarps * depth * kChunkBytes;
 }
 
-template <bool kGated, bool kNorm>
+template <bool kGated>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
     constexpr int kParts = kGated ? 2 : 1;  // weight rows per unit
     extern __shared__ __align__(128) unsigned char smem[];
     allow_next_launch();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
     const auto base = smem_addr(smem);
-    const unsigned bars = base + barriers_offset(p.x_bytes, kNorm, p.depth);  // x's, per warp
+    const unsigned bars = base + barriers_offset(p.x_bytes, p.depth);  // x's, then per warp
     const unsigned x_bar = bars;
     const unsigned warp_bars = bars + 8 * (1 + warp * p.depth);
-    const int rings = rings_offset(p.x_bytes, kNorm);
-    const unsigned ring = base + rings + warp * p.depth * kChunkBytes;
+    const unsigned ring = base + p.x_bytes + warp * p.depth * kChunkBytes;
     if (threadIdx.x == 0) {
         for (int b = 0; b < 1 + kWarps * p.depth; ++b) tma::barrier_init(bars + 8 * b, 1);
         tma::fence_barrier_init();
@@ -122,28 +100,16 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
     }
     wait_for_inputs();
     if (threadIdx.x == 0) {
-        const auto x_bytes = static_cast<unsigned>(p.in * 2);
-        tma::arrive_expect(x_bar, kNorm ? 2 * x_bytes : x_bytes);
-        tma::load_1d(base, p.x, x_bytes, x_bar);
-        if (kNorm) tma::load_1d(base + p.x_bytes, p.norm_residual, x_bytes, x_bar);
+        tma::arrive_expect(x_bar, static_cast<unsigned>(p.in * 2));
+        tma::load_1d(base, p.x, static_cast<unsigned>(p.in * 2), x_bar);
     }
     if (items == 0) return;
     tma::wait(x_bar, 0);
 
     const auto* xs = reinterpret_cast<const bf16*>(smem);
-    const auto* residual = reinterpret_cast<const bf16*>(smem + p.x_bytes);
-    const unsigned char* my_ring = smem + rings + warp * p.depth * kChunkBytes;
-    float acc = 0.0f, gate = 0.0f, squares = 0.0f, scale = 1.0f;
+    const unsigned char* my_ring = smem + p.x_bytes + warp * p.depth * kChunkBytes;
+    float acc = 0.0f, gate = 0.0f;
     int row_unit = first, at = 0, phase = 0, chunk = 0, row_part = 0;
-    // Accumulating, lane 0 asks for a row's residual (and next norm weight) as the row starts,
-    // so its store at the row's end does not wait for them.
-    float y_old = 0.0f, next_weight = 0.0f;
-    const auto fetch = [&] {
-        if (!p.accumulate || lane != 0 || row_unit >= p.units) return;
-        y_old = to_f32(static_cast<const bf16*>(p.targets.y[0])[row_unit]);
-        if (p.norm_out != nullptr) next_weight = to_f32(p.next_norm_weight[row_unit]);
-    };
-    fetch();
     for (int i = 0; i < items; ++i) {
         tma::wait(warp_bars + 8 * at, static_cast<unsigned>(phase));
         const int k0 = chunk * kChunk;
@@ -156,12 +122,6 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
             float wf[8], xf[8];
             unpack8(*reinterpret_cast<const uint4*>(w + e), wf);
             unpack8(*reinterpret_cast<const uint4*>(xs + k0 + e), xf);
-            if (kNorm && i < p.chunks) {
-                float rf[8];
-                unpack8(*reinterpret_cast<const uint4*>(residual + k0 + e), rf);
-#pragma unroll
-                for (int q = 0; q < 8; ++q) squares = fmaf(rf[q], rf[q], squares);
-            }
 #pragma unroll
             for (int q = 0; q < 8; ++q) acc = fmaf(wf[q], xf[q], acc);
         }
@@ -170,10 +130,7 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
         if (++at == p.depth) at = 0, phase ^= 1;
         if (++chunk < p.chunks) continue;
         chunk = 0;
-        if (kNorm && i + 1 == p.chunks) {  // the residual has been read once: the norm's scale
-            scale = 1.0f / sqrtf(warp_sum(squares) / static_cast<float>(p.in) + p.eps);
-        }
-        const float sum = warp_sum(acc) * scale;
+        const float sum = warp_sum(acc);
         acc = 0.0f;
         if (kGated && row_part == 0) {
             gate = sum;
@@ -187,73 +144,41 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
                 const float g = rounded<bf16>(p.targets.with_bias(0, row, gate));
                 const float u = rounded<bf16>(p.targets.with_bias(1, row, sum));
                 static_cast<bf16*>(p.targets.y[0])[row] = from_f32<bf16>(silu_mul(g, u));
-            } else if (p.accumulate) {  // one target: row is row_unit
-                const float v = rounded<bf16>(p.targets.with_bias(0, row, sum));
-                const float h = rounded<bf16>(y_old + v);
-                static_cast<bf16*>(p.targets.y[0])[row] = from_f32<bf16>(h);
-                if (p.norm_out != nullptr) p.norm_out[row] = from_f32<bf16>(h * next_weight);
             } else {
                 p.targets.store(target, 0, row, sum);
             }
         }
         row_part = 0;
         row_unit += stride;
-        fetch();
     }
 }
 
 int x_share(int in) { return (in * 2 + 127) / 128 * 128; }
 
-template <bool kGated>
-void set_smem_limit() {
-    for (const auto kernel : {gemv_kernel<kGated, false>, gemv_kernel<kGated, true>}) {
+}  // namespace
+
+void init_gemv() {
+    for (const auto kernel : {gemv_kernel<false>, gemv_kernel<true>}) {
         IS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            kSmemBytes));
     }
 }
 
-}  // namespace
-
-void init_gemv() {
-    set_smem_limit<false>();
-    set_smem_limit<true>();
-}
-
-bool launch_gemv(const bf16* x, int in, LinearTargets targets, const GemvOptions& o, int num_sms,
+bool launch_gemv(const bf16* x, int in, LinearTargets targets, bool gated, int num_sms,
                  cudaStream_t stream) {
-    const bool norm = o.norm_residual != nullptr;
-    const int ring_bytes =
-        kSmemBytes - rings_offset(x_share(in), norm) - 8 * (1 + kWarps * kMaxDepth);
+    const int ring_bytes = kSmemBytes - x_share(in) - 8 * (1 + kWarps * kMaxDepth);
     const int depth = std::min(kMaxDepth, ring_bytes / (kWarps * kChunkBytes));
     if (depth < kMinDepth) return false;
-    if (o.gated && (targets.count != 2 || targets.out[0] != targets.out[1] || targets.y_f32)) {
+    if (gated && (targets.count != 2 || targets.out[0] != targets.out[1] || targets.y_f32)) {
         return false;
     }
-    if (o.accumulate && (o.gated || targets.count != 1 || targets.y_f32)) return false;
-    if ((o.norm_out != nullptr) != (o.next_norm_weight != nullptr) ||
-        (o.norm_out != nullptr && !o.accumulate)) {
-        return false;
-    }
-    if (norm && reinterpret_cast<std::uintptr_t>(o.norm_residual) % 16 != 0) return false;
-    GemvParams p{};
-    p.x = x;
-    p.norm_residual = static_cast<const bf16*>(o.norm_residual);
-    p.eps = o.eps;
-    p.accumulate = o.accumulate;
-    p.next_norm_weight = static_cast<const bf16*>(o.next_norm_weight);
-    p.norm_out = static_cast<bf16*>(o.norm_out);
-    p.in = in;
-    p.chunks = (in + kChunk - 1) / kChunk;
-    p.depth = depth;
-    p.x_bytes = x_share(in);
-    p.targets = targets;
-    p.units = o.gated ? p.targets.out[0] : p.targets.cut(1);
+    GemvParams p{x, in, (in + kChunk - 1) / kChunk, depth, x_share(in), 0, targets};
+    p.units = gated ? p.targets.out[0] : p.targets.cut(1);
     const int ctas = std::min(kCtasPerSm * num_sms, (p.units + kWarps - 1) / kWarps);
-    const int smem = barriers_offset(p.x_bytes, norm, depth) + 8 * (1 + kWarps * depth);
-    const auto kernel = o.gated ? (norm ? gemv_kernel<true, true> : gemv_kernel<true, false>)
-                                : (norm ? gemv_kernel<false, true> : gemv_kernel<false, false>);
-    launch_dependent(kernel, dim3(static_cast<unsigned>(ctas)), kThreads,
-                     static_cast<std::size_t>(smem), stream, p);
+    const int smem = barriers_offset(p.x_bytes, depth) + 8 * (1 + kWarps * depth);
+    launch_dependent(gated ? gemv_kernel<true> : gemv_kernel<false>,
+                     dim3(static_cast<unsigned>(ctas)), kThreads, static_cast<std::size_t>(smem),
+                     stream, p);
     return true;
 }
 

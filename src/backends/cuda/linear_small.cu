@@ -233,7 +233,7 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
     p.n = static_cast<int>(n);
     p.in = static_cast<int>(in);
     if (!p.targets.set(targets, y_f32)) return false;
-    if (n == 1 && gemv && launch_gemv(p.x, p.in, p.targets, {}, scratch.num_sms, stream)) {
+    if (n == 1 && gemv && launch_gemv(p.x, p.in, p.targets, false, scratch.num_sms, stream)) {
         return true;
     }
     if (n <= 8) return launch<1, 1, 4, 4>(p, scratch, stream);
@@ -241,13 +241,13 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
     return launch_cluster_linear(p.x, p.n, p.in, p.targets, scratch.cluster, stream);
 }
 
-bool launch_gemv_linear(const void* x, std::int64_t in, std::span<const SmallLinearTarget> targets,
-                        bool y_f32, const GemvOptions& options, const SmallLinearScratch& scratch,
-                        cudaStream_t stream) {
-    if (!takes(x, in, targets.size())) return false;
-    LinearTargets t;
-    if (!t.set(targets, y_f32)) return false;
-    return launch_gemv(static_cast<const bf16*>(x), static_cast<int>(in), t, options,
+bool launch_gated_gemv(const void* x, std::int64_t in,
+                       std::span<const SmallLinearTarget> gate_up,
+                       const SmallLinearScratch& scratch, cudaStream_t stream) {
+    if (!takes(x, in, gate_up.size())) return false;
+    LinearTargets targets;
+    if (!targets.set(gate_up, false)) return false;
+    return launch_gemv(static_cast<const bf16*>(x), static_cast<int>(in), targets, true,
                        scratch.num_sms, stream);
 }
 

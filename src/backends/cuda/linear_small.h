@@ -62,32 +62,12 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
                          std::span<const SmallLinearTarget> targets, bool y_f32, bool gemv,
                          const SmallLinearScratch& scratch, cudaStream_t stream);
 
-// What a one-token linear on the GEMV may do beside y = x W^T (+ bias). An RMSNorm between
-// two GEMVs is split between them: the first adds into the residual stream and stores
-// residual * norm weight (accumulate, next_norm_weight, norm_out), the second takes that as x
-// and finishes the norm from the residual (norm_residual, eps).
-struct GemvOptions {
-    // The gated MLP (targets gate then up, bf16 outputs of one size): gate = silu(x W_gate^T) *
-    // (x W_up^T), bit for bit as the linears and the swiglu kernel make it; up is not written.
-    bool gated = false;
-    // x is residual * norm weight ([in] bf16 each, 16-byte aligned) and every result is scaled
-    // by 1 / sqrt(mean(residual^2) + eps) before its bias: rms_norm(residual) W^T up to
-    // rounding (the normalized x is never rounded to bf16). Null: x as it is.
-    const void* norm_residual = nullptr;
-    float eps = 0.0f;
-    // y += the result (one bf16 target, the residual stream): the result rounded as stored,
-    // then added and rounded as the add kernel does.
-    bool accumulate = false;
-    // Accumulating: norm_out[row] = (new y[row]) * next_norm_weight[row] (bf16), the x of the
-    // GEMV that finishes the next norm. Both or neither.
-    const void* next_norm_weight = nullptr;
-    void* norm_out = nullptr;
-};
-
-// One token's linear on the GEMV with `options`. False (nothing enqueued) when the GEMV does
-// not take the problem (see launch_small_linear and GemvOptions).
-bool launch_gemv_linear(const void* x, std::int64_t in, std::span<const SmallLinearTarget> targets,
-                        bool y_f32, const GemvOptions& options, const SmallLinearScratch& scratch,
-                        cudaStream_t stream);
+// One token of the gated MLP: gate = silu(x W_gate^T) * (x W_up^T) on the GEMV in one launch,
+// bit for bit as the linears and the swiglu kernel make it; up's output is not written. The
+// targets are gate then up, bf16 outputs of one size. False (nothing enqueued) when the GEMV
+// does not take the problem.
+bool launch_gated_gemv(const void* x, std::int64_t in,
+                       std::span<const SmallLinearTarget> gate_up,
+                       const SmallLinearScratch& scratch, cudaStream_t stream);
 
 }  // namespace inferscale::backends::cuda

@@ -157,68 +157,41 @@ void CudaBackend::enqueue_rope_attention(Tensor q, Tensor k, const Tensor& v,
     launch_attention(q, plan, out);
 }
 
-CudaBackend::QkvAttention CudaBackend::plan_qkv_attention(
-    const Tensor& x, std::span<const tensor::LinearTarget> qkv, const Tensor& positions,
-    const tensor::RopeTables& tables, const Tensor& slots, const tensor::KvPages& pages,
-    const tensor::PagedAttentionArgs& args, const Tensor& out) const {
-    IS_CHECK(qkv.size() == 3 && out.rank == 3) << "linear_rope_attention takes q, k and v";
-    check_linear_group(x, qkv);
-    const std::int64_t n = x.shape[0], d = out.shape[2];
-    const auto heads = [&](const Tensor& y) { return tensor::reshaped(y, {n, y.shape[1] / d, d}); };
-    QkvAttention a{heads(qkv[0].y), heads(qkv[1].y), heads(qkv[2].y), {}, {}};
-    check_rope(a.q, a.k, positions, tables.cos, tables.sin);
-    a.view = checked_write_kv(a.k, a.v, slots, pages);
-    a.plan = plan_attention(a.q, pages, args, out);
-    return a;
-}
-
 void CudaBackend::linear_rope_attention(const Tensor& x,
                                         std::span<const tensor::LinearTarget> qkv,
                                         const Tensor& positions, const tensor::RopeTables& tables,
                                         const Tensor& slots, const tensor::KvPages& pages,
                                         const tensor::PagedAttentionArgs& args, Tensor out) {
-    const QkvAttention a = plan_qkv_attention(x, qkv, positions, tables, slots, pages, args, out);
+    IS_CHECK(qkv.size() == 3 && out.rank == 3) << "linear_rope_attention takes q, k and v";
+    check_linear_group(x, qkv);
     const std::int64_t n = x.shape[0], d = out.shape[2];
+    const auto heads = [&](const Tensor& y) { return tensor::reshaped(y, {n, y.shape[1] / d, d}); };
+    const Tensor q = heads(qkv[0].y), k = heads(qkv[1].y), v = heads(qkv[2].y);
+    check_rope(q, k, positions, tables.cos, tables.sin);
+    const PagedKvView view = checked_write_kv(k, v, slots, pages);
+    const AttentionPlan plan = plan_attention(q, pages, args, out);
     activate();
-    if (n == 0 || a.plan.fast_decode || a.q.dtype != DType::BF16 ||
+    if (n == 0 || plan.fast_decode || q.dtype != DType::BF16 ||
         choose_linear_path(x, qkv) != LinearPath::Stacked) {
         linear_group(x, qkv);
-        enqueue_rope_attention(a.q, a.k, a.v, positions, tables, slots, a.view, a.plan, out);
+        enqueue_rope_attention(q, k, v, positions, tables, slots, view, plan, out);
         return;
     }
     // A token's stacked row is q | k | v.
     const Tensor stacked = stacked_gemm(x, qkv);
-    const std::int64_t row = stacked.shape[1], q_width = a.q.shape[1] * d;
-    const std::int64_t kv_width = a.k.shape[1] * d;
+    const std::int64_t row = stacked.shape[1], q_width = q.shape[1] * d, kv_width = k.shape[1] * d;
     const auto* base = static_cast<const char*>(stacked.data);
     const std::int64_t elem = static_cast<std::int64_t>(tensor::dtype_size(DType::BF16));
     const QkvRows from_stack{base, base + q_width * elem, base + (q_width + kv_width) * elem,
-                             row, row, row, a.q.data, q_width, nullptr, 0};
-    if (!launch_rope_write_kv(from_stack, a.q.shape[1], n, positions.as<std::int32_t>(),
+                             row, row, row, q.data, q_width, nullptr, 0};
+    if (!launch_rope_write_kv(from_stack, q.shape[1], n, positions.as<std::int32_t>(),
                               tables.cos.as<float>(), tables.sin.as<float>(),
-                              tables.cos.shape[0], slots.as<std::int32_t>(), a.view, stream_)) {
+                              tables.cos.shape[0], slots.as<std::int32_t>(), view, stream_)) {
         // Rows the fused launch does not take: the targets' own buffers after all.
         split_stacked(stacked, qkv);
-        enqueue_rope_write_kv(a.q, a.k, a.v, positions, tables, slots, a.view);
+        enqueue_rope_write_kv(q, k, v, positions, tables, slots, view);
     }
-    launch_attention(a.q, a.plan, out);
-}
-
-void CudaBackend::norm_linear_rope_attention(const Tensor& x, const Tensor& norm_weight,
-                                             float eps, Tensor pending,
-                                             std::span<const tensor::LinearTarget> qkv,
-                                             const Tensor& positions,
-                                             const tensor::RopeTables& tables,
-                                             const Tensor& slots, const tensor::KvPages& pages,
-                                             const tensor::PagedAttentionArgs& args, Tensor out) {
-    const QkvAttention a = plan_qkv_attention(x, qkv, positions, tables, slots, pages, args, out);
-    const GemvOptions o = finishing_norm(x, norm_weight, eps, pending);
-    if (o.norm_residual != nullptr && gemv(pending, qkv, o)) {
-        enqueue_rope_attention(a.q, a.k, a.v, positions, tables, slots, a.view, a.plan, out);
-        return;
-    }
-    Backend::norm_linear_rope_attention(x, norm_weight, eps, pending, qkv, positions, tables,
-                                        slots, pages, args, out);
+    launch_attention(q, plan, out);
 }
 
 void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,

@@ -531,55 +531,15 @@ class CudaLinearRopeAttentionTest : public CudaTest {
     struct Outcome {
         std::vector<float> out, k_pages, v_pages, k_target;
     };
-    // How the q/k/v projection and the attention run: as linear_group then rope_attention,
-    // as linear_rope_attention, or from the un-normalized x as begin_rms_norm then
-    // norm_linear_rope_attention (the backend's, or Backend's defaults: rms_norm then
-    // linear_rope_attention).
-    enum class Path { Composed, Fused, NormFused, NormComposed };
 
-    // The case's problem, rotary operands, x and stacked q/k/v weights and biases.
-    struct Inputs {
-        Problem p;
-        RopeOperands r;
-        std::vector<float> x;
-        model::StackedWeight w, b;
-    };
-    Inputs make_inputs(const LinearRopeCase& lc) {
-        const AttnCase& c = lc.attn;
-        Problem p = make_problem(*gpu_, c, rng_);
-        RopeOperands r = rope_operands(p, RopeCase{c, false}, rng_);
-        std::vector<float> x = random_bf16(p.n * kHidden, rng_);
-        const std::int64_t d = c.head_dim;
-        const std::int64_t rows[] = {c.heads * d, c.kv_heads * d, c.kv_heads * d};
-        std::vector<std::vector<float>> w_host, b_host;
-        std::vector<Tensor> w_views, b_views;
-        for (std::int64_t out : rows) {
-            w_host.push_back(random_bf16(out * kHidden, rng_, 0.05f));
-            b_host.push_back(random_bf16(out, rng_));
-        }
-        for (int i = 0; i < 3; ++i) {
-            w_views.push_back(host_view(w_host[i], {rows[i], kHidden}));
-            b_views.push_back(host_view(b_host[i], {rows[i]}));
-        }
-        auto w = model::upload_stacked(*gpu_, w_views);
-        IS_CHECK(w.ok()) << w.error().message;
-        auto b = model::upload_stacked(*gpu_, b_views);
-        IS_CHECK(b.ok()) << b.error().message;
-        return {std::move(p), std::move(r), std::move(x), std::move(*w), std::move(*b)};
-    }
-
-    Outcome run(const LinearRopeCase& lc, const Inputs& in, Path path) {
-        const Problem& p = in.p;
-        const RopeOperands& r = in.r;
-        const model::StackedWeight &w = in.w, &b = in.b;
+    Outcome run(const LinearRopeCase& lc, const Problem& p, const RopeOperands& r,
+                const std::vector<float>& x, const model::StackedWeight& w,
+                const model::StackedWeight& b, bool fused) {
         const AttnCase& c = lc.attn;
         const std::int64_t n = p.n, d = c.head_dim, kvh = c.kv_heads, bs = c.block_size;
         const std::int64_t widths[] = {c.heads * d, kvh * d, kvh * d};
         const std::int64_t heads[] = {c.heads, kvh, kvh};
-        DeviceTensor dx = device_from(*gpu_, in.x, DType::BF16, {n, kHidden});
-        DeviceTensor norm_w = device_from(*gpu_, norm_weight_, DType::BF16, {kHidden});
-        DeviceTensor normed = device_empty(*gpu_, DType::BF16, {n, kHidden});
-        poison(*gpu_, normed.tensor);
+        DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {n, kHidden});
         std::vector<DeviceTensor> ys;
         std::vector<tensor::LinearTarget> qkv;
         for (int i = 0; i < 3; ++i) {
@@ -598,37 +558,20 @@ class CudaLinearRopeAttentionTest : public CudaTest {
         const auto args = device_args(p, static_cast<int>(c.seqs.size()),
                                       1.0f / std::sqrt(static_cast<float>(d)));
         poison(*gpu_, p.dout.tensor);
-        switch (path) {
-            case Path::Composed: {
-                gpu_->linear_group(dx.tensor, qkv);
-                const auto view = [&](int i) { return reshaped(ys[i].tensor, {n, heads[i], d}); };
-                gpu_->rope_attention(view(0), view(1), view(2), positions.tensor, tables,
-                                     slots.tensor, pages, args, p.dout.tensor);
-                break;
-            }
-            case Path::Fused:
-                gpu_->linear_rope_attention(dx.tensor, qkv, positions.tensor, tables,
-                                            slots.tensor, pages, args, p.dout.tensor);
-                break;
-            case Path::NormFused:
-                gpu_->begin_rms_norm(dx.tensor, norm_w.tensor, normed.tensor);
-                gpu_->norm_linear_rope_attention(dx.tensor, norm_w.tensor, kEps, normed.tensor,
-                                                 qkv, positions.tensor, tables, slots.tensor,
-                                                 pages, args, p.dout.tensor);
-                break;
-            case Path::NormComposed:
-                gpu_->tensor::Backend::norm_linear_rope_attention(
-                    dx.tensor, norm_w.tensor, kEps, normed.tensor, qkv, positions.tensor, tables,
-                    slots.tensor, pages, args, p.dout.tensor);
-                break;
+        if (fused) {
+            gpu_->linear_rope_attention(dx.tensor, qkv, positions.tensor, tables, slots.tensor,
+                                        pages, args, p.dout.tensor);
+        } else {
+            gpu_->linear_group(dx.tensor, qkv);
+            const auto view = [&](int i) { return reshaped(ys[i].tensor, {n, heads[i], d}); };
+            gpu_->rope_attention(view(0), view(1), view(2), positions.tensor, tables,
+                                 slots.tensor, pages, args, p.dout.tensor);
         }
         return {download(*gpu_, p.dout.tensor), download(*gpu_, kp.tensor),
                 download(*gpu_, vp.tensor), download(*gpu_, ys[1].tensor)};
     }
 
     static constexpr std::int64_t kHidden = 256;
-    static constexpr float kEps = 1e-5f;
-    std::vector<float> norm_weight_ = random_bf16(kHidden, rng_);
 };
 
 TEST_F(CudaLinearRopeAttentionTest, StackedOutputFeedsTheRotation) {
@@ -639,44 +582,34 @@ TEST_F(CudaLinearRopeAttentionTest, StackedOutputFeedsTheRotation) {
         {{"d64", 16, 2, 64, 32, {{1, 500}, {30, 30}}}, false}};
     for (const LinearRopeCase& lc : cases) {
         const AttnCase& c = lc.attn;
-        const Inputs in = make_inputs(lc);
-        const Outcome want = run(lc, in, Path::Composed);
-        const Outcome got = run(lc, in, Path::Fused);
+        Problem p = make_problem(*gpu_, c, rng_);
+        const RopeOperands r = rope_operands(p, RopeCase{c, false}, rng_);
+        const std::vector<float> x = random_bf16(p.n * kHidden, rng_);
+        const std::int64_t d = c.head_dim;
+        const std::int64_t rows[] = {c.heads * d, c.kv_heads * d, c.kv_heads * d};
+        std::vector<std::vector<float>> w_host, b_host;
+        std::vector<Tensor> w_views, b_views;
+        for (std::int64_t out : rows) {
+            w_host.push_back(random_bf16(out * kHidden, rng_, 0.05f));
+            b_host.push_back(random_bf16(out, rng_));
+        }
+        for (int i = 0; i < 3; ++i) {
+            w_views.push_back(host_view(w_host[i], {rows[i], kHidden}));
+            b_views.push_back(host_view(b_host[i], {rows[i]}));
+        }
+        auto w = model::upload_stacked(*gpu_, w_views);
+        ASSERT_TRUE(w.ok()) << w.error().message;
+        auto b = model::upload_stacked(*gpu_, b_views);
+        ASSERT_TRUE(b.ok()) << b.error().message;
+        const Outcome want = run(lc, p, r, x, *w, *b, false);
+        const Outcome got = run(lc, p, r, x, *w, *b, true);
         EXPECT_EQ(got.out, want.out) << c.name;
         EXPECT_EQ(got.k_pages, want.k_pages) << c.name;
         EXPECT_EQ(got.v_pages, want.v_pages) << c.name;
-        EXPECT_NE(want.k_pages, in.p.k_pages) << c.name << ": the new tokens were written";
+        EXPECT_NE(want.k_pages, p.k_pages) << c.name << ": the new tokens were written";
         std::size_t k_written = 0;
         for (float e : got.k_target) k_written += std::isnan(e) ? 0 : 1;
         EXPECT_EQ(k_written, 0u) << c.name << ": the fused path leaves the k target unwritten";
-    }
-}
-
-// One decode token with the input norm split between begin_rms_norm and the q/k/v GEMV
-// (norm_linear_rope_attention on the fast decode kernel): the attention output and the pages
-// within bf16 tolerance of rms_norm then linear_rope_attention (the normalized x is not
-// rounded on the GEMV).
-class CudaNormLinearRopeAttentionTest : public CudaLinearRopeAttentionTest {
-  protected:
-    CudaBackendOptions options() const override {
-        CudaBackendOptions o;
-        o.linear_paths.autotune = false;  // one token on the GEMV
-        return o;
-    }
-};
-
-TEST_F(CudaNormLinearRopeAttentionTest, GemvNormMatchesNormThenLinear) {
-    const LinearRopeCase cases[] = {{{"decode", 32, 8, 128, 16, {{1, 300}}}, false},
-                                    {{"qwen_like_bias", 28, 4, 128, 16, {{1, 77}}}, true}};
-    for (const LinearRopeCase& lc : cases) {
-        const std::string& name = lc.attn.name;
-        const Inputs in = make_inputs(lc);
-        const Outcome want = run(lc, in, Path::NormComposed);
-        const Outcome got = run(lc, in, Path::NormFused);
-        EXPECT_LT(rel_error(got.out, want.out), kBf16Tolerance) << name;
-        EXPECT_LT(rel_error(got.k_pages, want.k_pages), kBf16Tolerance) << name;
-        EXPECT_LT(rel_error(got.v_pages, want.v_pages), kBf16Tolerance) << name;
-        EXPECT_NE(got.k_pages, in.p.k_pages) << name << ": the new token was written";
     }
 }
 
