@@ -79,7 +79,6 @@ struct Args {
     bool gemv = true;
     bool linear_autotune = true;
     int concurrent_linear_max_rows = -1;  // -1: the backend's default
-    double l2_prefetch_mib = -1.0;        // -1: the backend's default
     backends::cuda::DecodeAttentionOptions decode;
     backends::cuda::PrefillAttentionOptions prefill;
     ModelBenchOptions model;
@@ -262,9 +261,6 @@ int run(const Args& a) {
         if (!a.linear_autotune) o.autotune = false;
         if (a.concurrent_linear_max_rows >= 0) {
             o.concurrent_max_rows = a.concurrent_linear_max_rows;
-        }
-        if (a.l2_prefetch_mib >= 0.0) {
-            o.l2_prefetch_bytes = static_cast<std::size_t>(a.l2_prefetch_mib * (1 << 20));
         }
         cuda_backend.set_linear_path_options(o);
     }
@@ -553,9 +549,6 @@ int main(int argc, char** argv) {
     app.add_option("--concurrent-linear-max-rows", a.concurrent_linear_max_rows,
                    "a group's per-target cuBLASLt GEMMs of at most this many tokens alternate "
                    "between two streams (0: one after another on one stream)");
-    app.add_option("--l2-prefetch-mib", a.l2_prefetch_mib,
-                   "MiB of a cuBLASLt group's weights the RMSNorm or SwiGLU before it asks into "
-                   "L2 (0: none)");
     app.add_flag("!--no-graphs", a.graphs,
                  "decode rows as plain forwards with host logits (the first run's method)");
     CLI11_PARSE(app, argc, argv);

@@ -1,7 +1,6 @@
 #include "model/llama_model.h"
 
 #include <algorithm>
-#include <array>
 #include <cmath>
 #include <string>
 
@@ -307,18 +306,15 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     const Tensor up = leading(ws.up, n);          // [n, ffn]
     const Tensor positions = meta(l.positions, n);  // [n] i32
 
-    const auto qkv_of = [&](const LayerWeights& lw) {
-        const auto bias = [&lw](std::size_t i) {
-            return lw.qkv_bias.parts.empty() ? Tensor() : lw.qkv_bias.parts[i];
-        };
-        return std::array<tensor::LinearTarget, 3>{{{lw.qkv.parts[0], bias(0), q},
-                                                    {lw.qkv.parts[1], bias(1), k},
-                                                    {lw.qkv.parts[2], bias(2), v}}};
-    };
-    const auto qkv = qkv_of(w);
     // Later layers find their input norm in `normed`: the previous layer's last residual add
     // computed it (add_rms_norm).
     if (layer == 0) be.rms_norm(hidden, w.input_norm.tensor, c.rms_norm_eps, normed);
+    const auto bias = [&w](std::size_t i) {
+        return w.qkv_bias.parts.empty() ? Tensor() : w.qkv_bias.parts[i];
+    };
+    const tensor::LinearTarget qkv[] = {{w.qkv.parts[0], bias(0), q},
+                                        {w.qkv.parts[1], bias(1), k},
+                                        {w.qkv.parts[2], bias(2), v}};
     const tensor::KvPages pages = kv.pages(layer);
     const Tensor attn3 = reshaped(attn, {n, c.num_heads, c.head_dim});
     if (const std::int64_t m = st.capture_rows; m > 0) {
@@ -333,21 +329,19 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
                           reshaped(v, {n, c.num_kv_heads, c.head_dim}), positions, rope_,
                           meta(l.slots, n), pages, attn_args, attn3);
     } else {
-        const tensor::LinearTarget o{w.o.tensor, Tensor(), normed};
-        be.prefetch_linear(attn, {&o, 1});  // the decode attention may take it
         be.linear_rope_attention(normed, qkv, positions, rope_, meta(l.slots, n), pages,
                                  attn_args, attn3);
     }
 
     be.linear(attn, w.o.tensor, Tensor(), normed);
+    be.add_rms_norm(hidden, normed, w.post_norm.tensor, c.rms_norm_eps, normed);
     const tensor::LinearTarget gate_up[] = {{w.gate.tensor, Tensor(), gate},
                                             {w.up.tensor, Tensor(), up}};
-    be.add_rms_norm(hidden, normed, w.post_norm.tensor, c.rms_norm_eps, normed);
     be.linear_swiglu(normed, gate_up);
     be.linear(gate, w.down.tensor, Tensor(), normed);
     if (layer + 1 < c.num_layers) {
-        const LayerWeights& next = layers_[layer + 1];
-        be.add_rms_norm(hidden, normed, next.input_norm.tensor, c.rms_norm_eps, normed);
+        be.add_rms_norm(hidden, normed, layers_[layer + 1].input_norm.tensor, c.rms_norm_eps,
+                        normed);
     } else {
         be.add(hidden, normed);  // the final norm runs on the rows that give logits only
     }

@@ -93,15 +93,6 @@ class Backend {
         for (const LinearTarget& t : targets) linear(x, t.w, t.bias, t.y);
     }
 
-    // A hint: the next linear op the caller issues (linear, linear_group, linear_swiglu or
-    // linear_rope_attention) takes an x of this shape and these targets, and the ops issued
-    // before it may overlap reading the targets' weights. Only shapes and weights are looked at
-    // (x and the outputs may not be written yet); no result changes. This default does nothing.
-    virtual void prefetch_linear(const Tensor& x, std::span<const LinearTarget> targets) {
-        (void)x;
-        (void)targets;
-    }
-
     // x += y.  x, y [n, k]
     virtual void add(Tensor x, const Tensor& y) = 0;
 

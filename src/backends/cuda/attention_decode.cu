@@ -50,7 +50,6 @@
 #include "backends/cuda/attention_common.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dependent_launch.cuh"
-#include "backends/cuda/l2_prefetch.cuh"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -346,7 +345,6 @@ __global__ void __launch_bounds__(kFastThreads)
         // Prefill rows belong to the prefill kernel; past the sequence's end the merge skips
         // this split.
         wait_for_inputs();
-        issue_l2_prefetch(launch.prefetch);
         return;
     }
     const int row = s.q_start;
@@ -400,7 +398,6 @@ __global__ void __launch_bounds__(kFastThreads)
         rope_angles8<kLanes>(part, pos, rope, cos8, sin8);
     }
     wait_for_inputs();
-    issue_l2_prefetch(launch.prefetch);
     float qf[kG][8];
 #pragma unroll
     for (int g = 0; g < kG; ++g) {

@@ -307,7 +307,7 @@ void CudaBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Ten
     activate();
     // Without a residual x is only read.
     launch_rms_norm(x.data, nullptr, x.dtype, weight.data, weight.dtype, eps, x.shape[0],
-                    x.shape[1], out.data, take_prefetch(), stream_);
+                    x.shape[1], out.data, stream_);
 }
 
 void CudaBackend::add_rms_norm(Tensor x, const Tensor& y, const Tensor& weight, float eps,
@@ -321,7 +321,7 @@ void CudaBackend::add_rms_norm(Tensor x, const Tensor& y, const Tensor& weight, 
         << "add_rms_norm shape";
     activate();
     launch_rms_norm(x.data, y.data, x.dtype, weight.data, weight.dtype, eps, x.shape[0],
-                    x.shape[1], out.data, take_prefetch(), stream_);
+                    x.shape[1], out.data, stream_);
 }
 
 void CudaBackend::add(Tensor x, const Tensor& y) {
@@ -340,8 +340,7 @@ void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
     IS_CHECK(gate.dtype == up.dtype && gate.dtype == out.dtype) << "swiglu dtypes";
     IS_CHECK(gate.numel() == up.numel() && gate.numel() == out.numel()) << "swiglu";
     activate();
-    launch_swiglu(gate.data, up.data, out.data, gate.dtype, gate.numel(), take_prefetch(),
-                  stream_);
+    launch_swiglu(gate.data, up.data, out.data, gate.dtype, gate.numel(), stream_);
 }
 
 void CudaBackend::rope(Tensor x, const Tensor& positions, const tensor::RopeTables& tables) {

@@ -112,10 +112,6 @@ struct LinearPathOptions {
     // model TTFT-32 -2.0%, decode b=64 / 128 +0.9% / +0.6%, b=256 -0.5%
     // (docs/results/concurrent_targets_h200_2026-12-03_s13.txt).
     int concurrent_max_rows = 128;
-    // prefetch_linear's budget: before a group that runs on cuBLASLt, the RMSNorm or SwiGLU
-    // launched ahead of it asks L2 for about this many bytes of its weights, the front of
-    // every row (l2_prefetch.h); 0: never.
-    std::size_t l2_prefetch_bytes = 0;
 };
 struct CudaBackendOptions {
     // Split-KV decode partials: [seqs, heads, splits, head_dim + 2] f32. Decode uses as many
@@ -179,10 +175,6 @@ class CudaBackend final : public tensor::Backend {
     // In linear.cpp: the small-batch kernel for few tokens, cuBLASLt otherwise.
     void linear_group(const tensor::Tensor& x,
                       std::span<const tensor::LinearTarget> targets) override;
-    // In linear.cpp: a hint for the next RMSNorm or SwiGLU launch (LinearPathOptions::
-    // l2_prefetch_bytes), kept until one takes it or the group itself runs.
-    void prefetch_linear(const tensor::Tensor& x,
-                         std::span<const tensor::LinearTarget> targets) override;
     // In linear.cpp: one token runs both on the GEMV.
     void linear_swiglu(const tensor::Tensor& x,
                        std::span<const tensor::LinearTarget> gate_up) override;
@@ -243,8 +235,6 @@ class CudaBackend final : public tensor::Backend {
     // recorded, and shapes already timed keep their measured choice.
     void set_linear_path_options(const LinearPathOptions& o) { options_.linear_paths = o; }
     const LinearPathOptions& linear_path_options() const { return options_.linear_paths; }
-    // Whether a prefetch_linear hint waits for a kernel to take it (tests look).
-    bool has_pending_prefetch() const { return pending_prefetch_.weights > 0; }
     // The stream every op is enqueued on (for graph capture and interop).
     cudaStream_t stream() const { return stream_; }
 
@@ -317,19 +307,6 @@ class CudaBackend final : public tensor::Backend {
     // the group allow (the small kernel up to small_max_rows tokens, the stack where stackable).
     LinearPath choose_linear_path(const tensor::Tensor& x,
                                   std::span<const tensor::LinearTarget> targets);
-    // The path choose_linear_path would take without timing anything; none while the group's
-    // shape waits for its race.
-    std::optional<LinearPath> known_linear_path(
-        const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets) const;
-    // linear_paths_'s key: (n's tuning bucket, in, y dtype, which paths are allowed, then out
-    // and has-bias per target).
-    std::vector<std::int64_t> linear_path_key(
-        const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets) const;
-    // prefetch_linear's hint for the next RMSNorm or SwiGLU launch, which takes it, and the
-    // first weight it names (null without a hint).
-    L2Prefetch pending_prefetch_{};
-    const void* prefetch_weight_ = nullptr;
-    L2Prefetch take_prefetch();
     // A stream and the cuBLASLt instance (with its own workspace) that enqueues on it.
     struct GemmLane {
         cudaStream_t stream;
@@ -347,7 +324,8 @@ class CudaBackend final : public tensor::Backend {
     float* linear_partials_ = nullptr;  // options_.small_linear_scratch_bytes
     int* linear_counters_ = nullptr;    // [kSmallLinearCounters], zero between launches
     void* stacked_output_ = nullptr;    // options_.stacked_linear_scratch_bytes
-    // Measured choices by linear_path_key.
+    // Measured choices by (n's tuning bucket, in, y dtype, which paths were allowed, then out
+    // and has-bias per target).
     BucketChoices<std::vector<std::int64_t>, LinearPath> linear_paths_;
     StreamStopwatch tune_stopwatch_;  // times the paths of a new group shape
     std::unique_ptr<LtMatmul> matmul_;

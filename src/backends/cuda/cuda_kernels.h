@@ -10,7 +10,6 @@
 
 #include <cstdint>
 
-#include "backends/cuda/l2_prefetch.h"
 #include "tensor/dtype.h"
 
 namespace inferscale::backends::cuda {
@@ -49,17 +48,16 @@ void launch_split_columns(const void* x, std::int64_t n, const ColumnParts& part
 // ---- norm.cu ----
 // out = x / sqrt(mean(x^2) + eps) * weight per row. With a residual, x += residual first (x is
 // written, rounded to dtype) and that sum is normalized. out may alias x or the residual.
-// `prefetch`: weights to ask into L2 once the inputs are ready (l2_prefetch.h).
 //   x, residual (or null), out [n, hidden] dtype, weight [hidden] weight_dtype (BF16 or F32)
 void launch_rms_norm(void* x, const void* residual, DType dtype, const void* weight,
                      DType weight_dtype, float eps, std::int64_t n, std::int64_t hidden, void* out,
-                     const L2Prefetch& prefetch, cudaStream_t stream);
+                     cudaStream_t stream);
 
 // ---- elementwise.cu ----
 void launch_add(void* x, const void* y, DType dtype, std::int64_t count, cudaStream_t stream);
-// out = silu(gate) * up; out may alias gate or up. `prefetch` as in launch_rms_norm.
+// out = silu(gate) * up; out may alias gate or up.
 void launch_swiglu(const void* gate, const void* up, void* out, DType dtype, std::int64_t count,
-                   const L2Prefetch& prefetch, cudaStream_t stream);
+                   cudaStream_t stream);
 // y[t, o] += bias[o].  y [n, out] y_dtype, bias [out] bias_dtype (BF16 or F32)
 void launch_add_bias(void* y, DType y_dtype, const void* bias, DType bias_dtype, std::int64_t n,
                      std::int64_t out, cudaStream_t stream);
@@ -185,8 +183,6 @@ struct DecodeLaunch {
     // zeroes its count (device ints, zero before the first launch), so launch_merge_splits
     // has nothing left to do. Null: the merge kernel merges.
     int* split_arrivals = nullptr;
-    // Fast kernel: weights it asks into L2 once its inputs are ready (experiment).
-    L2Prefetch prefetch{};
     // Fast kernel: rope_write_kv fused in. With rope.positions set, q holds the rows
     // unrotated; each block rotates its heads' rows, and the block holding a sequence's newest
     // KV token first writes that token's K (rotated) and V, rows rope.k / rope.v [num_tokens,

@@ -12,7 +12,6 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
-#include "backends/cuda/l2_prefetch.cuh"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -51,11 +50,9 @@ __global__ void add_vec_kernel(T* x, const T* y, std::int64_t groups) {
 }
 
 template <class T>
-__global__ void swiglu_vec_kernel(const T* gate, const T* up, T* out, std::int64_t groups,
-                                  const __grid_constant__ L2Prefetch prefetch) {
+__global__ void swiglu_vec_kernel(const T* gate, const T* up, T* out, std::int64_t groups) {
     allow_next_launch();
     wait_for_inputs();
-    issue_l2_prefetch(prefetch);
     for (std::int64_t g = first_index(); g < groups; g += grid_stride()) {
         float a[8], b[8];
         load8(gate + g * 8, a);
@@ -67,11 +64,9 @@ __global__ void swiglu_vec_kernel(const T* gate, const T* up, T* out, std::int64
 }
 
 template <class T>
-__global__ void swiglu_kernel(const T* gate, const T* up, T* out, std::int64_t count,
-                              const __grid_constant__ L2Prefetch prefetch) {
+__global__ void swiglu_kernel(const T* gate, const T* up, T* out, std::int64_t count) {
     allow_next_launch();
     wait_for_inputs();
-    issue_l2_prefetch(prefetch);
     for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
         out[i] = from_f32<T>(silu_mul(to_f32(gate[i]), to_f32(up[i])));
     }
@@ -90,15 +85,14 @@ void add_typed(T* x, const T* y, std::int64_t count, cudaStream_t stream) {
 }
 
 template <class T>
-void swiglu_typed(const T* gate, const T* up, T* out, std::int64_t count,
-                  const L2Prefetch& prefetch, cudaStream_t stream) {
+void swiglu_typed(const T* gate, const T* up, T* out, std::int64_t count, cudaStream_t stream) {
     if (count % 8 == 0 && aligned16(gate) && aligned16(up) && aligned16(out)) {
         const std::int64_t groups = count / 8;
         launch_dependent(swiglu_vec_kernel<T>, grid_for(groups, kVecThreads), kVecThreads, 0,
-                         stream, gate, up, out, groups, prefetch);
+                         stream, gate, up, out, groups);
     } else {
         launch_dependent(swiglu_kernel<T>, grid_for(count, kThreads), kThreads, 0, stream, gate,
-                         up, out, count, prefetch);
+                         up, out, count);
     }
 }
 
@@ -140,15 +134,15 @@ void launch_add(void* x, const void* y, DType dtype, std::int64_t count, cudaStr
 }
 
 void launch_swiglu(const void* gate, const void* up, void* out, DType dtype, std::int64_t count,
-                   const L2Prefetch& prefetch, cudaStream_t stream) {
+                   cudaStream_t stream) {
     if (count == 0) return;
     if (dtype == DType::BF16) {
         swiglu_typed(static_cast<const bf16*>(gate), static_cast<const bf16*>(up),
-                     static_cast<bf16*>(out), count, prefetch, stream);
+                     static_cast<bf16*>(out), count, stream);
     } else {
         IS_CHECK(dtype == DType::F32) << "swiglu dtype " << tensor::dtype_name(dtype);
         swiglu_typed(static_cast<const float*>(gate), static_cast<const float*>(up),
-                     static_cast<float*>(out), count, prefetch, stream);
+                     static_cast<float*>(out), count, stream);
     }
 }
 

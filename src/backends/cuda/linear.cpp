@@ -7,11 +7,9 @@
 // is fastest depends on the shape and the token count, so it is timed once per shape and
 // bucket.
 
-#include <algorithm>
 #include <functional>
 #include <optional>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
@@ -20,7 +18,6 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/linear_small.h"
 #include "backends/cuda/lt_matmul.h"
-#include "backends/cuda/tensor_map.h"
 #include "base/log.h"
 
 namespace inferscale::backends::cuda {
@@ -72,42 +69,25 @@ void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTa
     per_target_linear(x, targets);
 }
 
-std::vector<std::int64_t> CudaBackend::linear_path_key(
-    const Tensor& x, std::span<const tensor::LinearTarget> targets) const {
-    // One decision per token-count bucket (tuning_buckets.h), as cuBLASLt tunes.
-    const LinearPathOptions& o = options_.linear_paths;
-    std::vector<std::int64_t> key{tuning_bucket(x.shape[0]), x.shape[1],
-                                  static_cast<std::int64_t>(targets[0].y.dtype),
-                                  x.shape[0] <= o.small_max_rows, o.stacked && stackable(x, targets)};
-    for (const tensor::LinearTarget& t : targets) {
-        key.push_back(t.w.shape[0]);
-        key.push_back(t.bias.empty() ? 0 : 1);
-    }
-    return key;
-}
-
-std::optional<LinearPath> CudaBackend::known_linear_path(
-    const Tensor& x, std::span<const tensor::LinearTarget> targets) const {
+LinearPath CudaBackend::choose_linear_path(const Tensor& x,
+                                           std::span<const tensor::LinearTarget> targets) {
     const LinearPathOptions& o = options_.linear_paths;
     const bool small_ok = x.shape[0] <= o.small_max_rows;
     const bool stacked_ok = o.stacked && stackable(x, targets);
     if (!small_ok && !stacked_ok) return LinearPath::PerTarget;
-    if (!o.autotune) return small_ok ? LinearPath::SmallKernel : LinearPath::Stacked;
-    const LinearPath* path = linear_paths_.find(linear_path_key(x, targets), x.shape[0]);
-    return path != nullptr ? std::optional<LinearPath>(*path) : std::nullopt;
-}
-
-LinearPath CudaBackend::choose_linear_path(const Tensor& x,
-                                           std::span<const tensor::LinearTarget> targets) {
-    // A hint for these weights that no small kernel took is stale now.
-    if (prefetch_weight_ == targets[0].w.data) take_prefetch();
-    if (const std::optional<LinearPath> known = known_linear_path(x, targets)) return *known;
+    const LinearPath untimed = small_ok ? LinearPath::SmallKernel : LinearPath::Stacked;
+    if (!options_.linear_paths.autotune) return untimed;
+    // One decision per token-count bucket (tuning_buckets.h), as cuBLASLt tunes.
     const std::int64_t n = x.shape[0];
-    const bool small_ok = n <= options_.linear_paths.small_max_rows;
-    const bool stacked_ok = options_.linear_paths.stacked && stackable(x, targets);
-    if (capturing_) {  // no timing inside a capture; not remembered
-        return small_ok ? LinearPath::SmallKernel : LinearPath::Stacked;
+    std::vector<std::int64_t> key{tuning_bucket(n), x.shape[1],
+                                  static_cast<std::int64_t>(targets[0].y.dtype), small_ok,
+                                  stacked_ok};
+    for (const tensor::LinearTarget& t : targets) {
+        key.push_back(t.w.shape[0]);
+        key.push_back(t.bias.empty() ? 0 : 1);
     }
+    if (const LinearPath* path = linear_paths_.find(key, n)) return *path;
+    if (capturing_) return untimed;  // no timing inside a capture; not remembered
     // Each timing runs its path once untimed first (cuBLASLt builds and tunes its plans then),
     // then kTimedRuns times, the paths alternating for two rounds. The outputs are
     // overwritten by the caller's run.
@@ -140,37 +120,8 @@ LinearPath CudaBackend::choose_linear_path(const Tensor& x,
     }
     IS_LOG(Debug) << "linear paths: " << n << " rows x " << x.shape[1] << ", " << targets.size()
                   << " targets: " << times << " -> " << kNames[static_cast<int>(paths[best])];
-    linear_paths_.record(linear_path_key(x, targets), n, paths[best]);
+    linear_paths_.record(key, n, paths[best]);
     return paths[best];
-}
-
-void CudaBackend::prefetch_linear(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
-    take_prefetch();
-    const std::size_t budget = options_.linear_paths.l2_prefetch_bytes;
-    if (budget == 0 || targets.empty() ||
-        targets.size() > static_cast<std::size_t>(kL2PrefetchMaxWeights)) {
-        return;
-    }
-    check_linear_group(x, targets);
-    std::int64_t rows = 0;
-    for (const tensor::LinearTarget& t : targets) rows += t.w.shape[0];
-    const std::int64_t row_bytes = x.shape[1] * 2;
-    const std::int64_t lines = std::min(row_bytes, static_cast<std::int64_t>(budget) / rows) / 128;
-    if (lines == 0 || row_bytes % 128 != 0) return;
-    L2Prefetch p{};
-    p.row_bytes = row_bytes;
-    p.lines = static_cast<int>(lines);
-    for (const tensor::LinearTarget& t : targets) {
-        p.first_row[p.weights] = t.w.data;
-        p.rows[p.weights++] = t.w.shape[0];
-    }
-    pending_prefetch_ = p;
-    prefetch_weight_ = targets[0].w.data;
-}
-
-L2Prefetch CudaBackend::take_prefetch() {
-    prefetch_weight_ = nullptr;
-    return std::exchange(pending_prefetch_, {});
 }
 
 bool CudaBackend::stackable(const Tensor& x, std::span<const tensor::LinearTarget> targets) const {

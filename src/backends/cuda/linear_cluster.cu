@@ -18,13 +18,13 @@
 // weights and of x per launch.
 
 #include <cooperative_groups.h>
+#include <cudaTypedefs.h>
 
 #include <algorithm>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/linear_cluster.cuh"
-#include "backends/cuda/tensor_map.h"
 #include "backends/cuda/tma.cuh"
 #include "backends/cuda/wgmma.cuh"
 
@@ -203,12 +203,30 @@ int choose_splits(int tiles, int blocks, int stages, const ClusterLinearLimits& 
     return best;
 }
 
-// A map of the weights or x in boxes of box_rows x kKBlock, swizzled 128 bytes. L2 fills only
-// the box's own 128 bytes of a row: promoting them to 256 bytes streamed weights 3-5% slower
-// (bench/stream_probe.cu).
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+    static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult found{};
+        IS_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                       cudaEnableDefault, &found));
+        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    }();
+    return encode;
+}
+
+// A map of a row-major bf16 [rows, inner] matrix in boxes of box_rows x kKBlock, swizzled
+// 128 bytes; rows past the end arrive as zeros. L2 fills only the box's own 128 bytes of a row:
+// promoting them to 256 bytes streamed weights 3-5% slower (bench/stream_probe.cu).
 bool encode_rows(CUtensorMap* map, const void* base, int inner, int rows, int box_rows) {
-    return encode_bf16_rows(map, base, inner, rows, kKBlock, box_rows, BoxSwizzle::Bytes128,
-                            false);
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(rows)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(inner) * 2};
+    const cuuint32_t box[2] = {kKBlock, static_cast<cuuint32_t>(box_rows)};
+    const cuuint32_t element_strides[2] = {1, 1};
+    return tensor_map_encoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                                const_cast<void*>(base), dims, strides, box, element_strides,
+                                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
 template <int kTokens, int kStages>

@@ -12,15 +12,13 @@
 // 16-byte aligned take the scalar kernel.
 //
 // Each thread writes only the elements it read, and every read comes before the reduction's
-// barrier, so out may alias x or y. Once its inputs are ready the kernel may ask L2 for the
-// weights of the GEMM after it (l2_prefetch.h).
+// barrier, so out may alias x or y.
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
-#include "backends/cuda/l2_prefetch.cuh"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -28,8 +26,7 @@ namespace {
 // residual == nullptr: plain RMSNorm of x. Otherwise x += residual first (stored in x).
 template <class T, class W, int kPer>
 __global__ void __launch_bounds__(1024)
-    rms_norm_vec_kernel(T* x, const T* residual, const W* weight, float eps, int hidden, T* out,
-                        const __grid_constant__ L2Prefetch prefetch) {
+    rms_norm_vec_kernel(T* x, const T* residual, const W* weight, float eps, int hidden, T* out) {
     __shared__ float scratch[32];
     allow_next_launch();
     const std::int64_t base = static_cast<std::int64_t>(blockIdx.x) * hidden;
@@ -42,7 +39,6 @@ __global__ void __launch_bounds__(1024)
         if (g < groups) load8(weight + g * 8, w[k]);
     }
     wait_for_inputs();
-    issue_l2_prefetch(prefetch);
     float sum = 0.0f;
 #pragma unroll
     for (int k = 0; k < kPer; ++k) {
@@ -76,12 +72,10 @@ __global__ void __launch_bounds__(1024)
 
 template <class T, class W>
 __global__ void rms_norm_kernel(T* x, const T* residual, const W* weight, float eps,
-                                std::int64_t hidden, T* out,
-                                const __grid_constant__ L2Prefetch prefetch) {
+                                std::int64_t hidden, T* out) {
     __shared__ float scratch[32];
     allow_next_launch();
     wait_for_inputs();
-    issue_l2_prefetch(prefetch);
     T* row = x + blockIdx.x * hidden;
     const T* res = residual != nullptr ? residual + blockIdx.x * hidden : nullptr;
     T* dst = out + blockIdx.x * hidden;
@@ -103,8 +97,7 @@ __global__ void rms_norm_kernel(T* x, const T* residual, const W* weight, float 
 
 template <class T, class W>
 void rms_norm_launch(T* x, const T* residual, const W* weight, float eps, std::int64_t n,
-                     std::int64_t hidden, T* out, const L2Prefetch& prefetch,
-                     cudaStream_t stream) {
+                     std::int64_t hidden, T* out, cudaStream_t stream) {
     const auto grid = static_cast<unsigned>(n);
     const std::int64_t groups = hidden / 8;
     if (hidden % 8 == 0 && groups <= 4096 && aligned16(x) && aligned16(weight) &&
@@ -115,26 +108,22 @@ void rms_norm_launch(T* x, const T* residual, const W* weight, float eps, std::i
         const auto kernel = per == 1   ? rms_norm_vec_kernel<T, W, 1>
                             : per == 2 ? rms_norm_vec_kernel<T, W, 2>
                                        : rms_norm_vec_kernel<T, W, 4>;
-        launch_dependent(kernel, grid, threads, 0, stream, x, residual, weight, eps, h, out,
-                         prefetch);
+        launch_dependent(kernel, grid, threads, 0, stream, x, residual, weight, eps, h, out);
     } else {
         const int threads = hidden >= 1024 ? 256 : 128;
         launch_dependent(rms_norm_kernel<T, W>, grid, threads, 0, stream, x, residual, weight, eps,
-                         hidden, out, prefetch);
+                         hidden, out);
     }
 }
 
 template <class T>
 void rms_norm_typed(T* x, const T* residual, const void* weight, DType weight_dtype, float eps,
-                    std::int64_t n, std::int64_t hidden, T* out, const L2Prefetch& prefetch,
-                    cudaStream_t stream) {
+                    std::int64_t n, std::int64_t hidden, T* out, cudaStream_t stream) {
     if (weight_dtype == DType::BF16) {
-        rms_norm_launch(x, residual, static_cast<const bf16*>(weight), eps, n, hidden, out,
-                        prefetch, stream);
+        rms_norm_launch(x, residual, static_cast<const bf16*>(weight), eps, n, hidden, out, stream);
     } else {
         IS_CHECK(weight_dtype == DType::F32) << "rms_norm weight " << tensor::dtype_name(weight_dtype);
-        rms_norm_launch(x, residual, static_cast<const float*>(weight), eps, n, hidden, out,
-                        prefetch, stream);
+        rms_norm_launch(x, residual, static_cast<const float*>(weight), eps, n, hidden, out, stream);
     }
 }
 
@@ -142,16 +131,16 @@ void rms_norm_typed(T* x, const T* residual, const void* weight, DType weight_dt
 
 void launch_rms_norm(void* x, const void* residual, DType dtype, const void* weight,
                      DType weight_dtype, float eps, std::int64_t n, std::int64_t hidden, void* out,
-                     const L2Prefetch& prefetch, cudaStream_t stream) {
+                     cudaStream_t stream) {
     if (n == 0) return;
     IS_CHECK(n <= 0x7fffffff) << "rms_norm rows " << n;
     if (dtype == DType::BF16) {
         rms_norm_typed(static_cast<bf16*>(x), static_cast<const bf16*>(residual), weight,
-                       weight_dtype, eps, n, hidden, static_cast<bf16*>(out), prefetch, stream);
+                       weight_dtype, eps, n, hidden, static_cast<bf16*>(out), stream);
     } else {
         IS_CHECK(dtype == DType::F32) << "rms_norm dtype " << tensor::dtype_name(dtype);
         rms_norm_typed(static_cast<float*>(x), static_cast<const float*>(residual), weight,
-                       weight_dtype, eps, n, hidden, static_cast<float*>(out), prefetch, stream);
+                       weight_dtype, eps, n, hidden, static_cast<float*>(out), stream);
     }
 }
 

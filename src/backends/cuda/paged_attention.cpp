@@ -379,9 +379,7 @@ void CudaBackend::launch_attention(const Tensor& q, const AttentionPlan& plan, T
         launch_merge_prefill_splits(plan.view, plan.batch, *plan.prefill, out.data, stream_);
     }
     if (plan.decode) {
-        DecodeLaunch decode = *plan.decode;
-        if (plan.fast_decode) decode.prefetch = take_prefetch();
-        launch_decode_attention(q.data, plan.view, plan.batch, decode, out.data, stream_);
+        launch_decode_attention(q.data, plan.view, plan.batch, *plan.decode, out.data, stream_);
         launch_merge_splits(plan.view, plan.batch, *plan.decode, out.data, stream_);
     }
 }

@@ -8,9 +8,7 @@
 // columns split into the targets. Separate GEMMs per target, forked onto two streams.
 
 #include <cmath>
-#include <functional>
 #include <string>
-#include <utility>
 
 #include "cuda_test_util.h"
 #include "model/stacked_weight.h"
@@ -261,65 +259,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaConcurrentTargetsTest,
                                            GroupCase{32, 896, {128, 32, 32}, true, DType::BF16},
                                            GroupCase{3, 200, {301, 77, 5}, true, DType::F32},
                                            GroupCase{128, 512, {1000, 24}, false, DType::BF16}),
-                         case_name);
-
-// prefetch_linear before the RMSNorm and the SwiGLU of an MLP whose GEMMs run on cuBLASLt:
-// each hint is taken by the kernel after it (the norm asks L2 for gate/up's rows, the SwiGLU
-// for down's), and the residual stream and the MLP's output equal the same ops without hints
-// bit for bit, eagerly and replayed from a CUDA graph.
-class CudaL2PrefetchTest : public CudaConcurrentTargetsTest {};
-
-TEST_P(CudaL2PrefetchTest, HintsAreTakenAndChangeNoResult) {
-    const GroupCase c = GetParam();
-    ASSERT_EQ(c.outs.size(), 2u);
-    const std::int64_t n = c.n, in = c.in, ffn = c.outs[0];
-    std::vector<float> x = random_bf16(n * in, rng_);
-    Group g = make_group(c, x);
-    std::vector<float> h0 = random_bf16(n * in, rng_), w_down = random_bf16(in * ffn, rng_);
-    const DeviceTensor h_init = device_from(*gpu_, h0, DType::BF16, {n, in});
-    DeviceTensor h = device_empty(*gpu_, DType::BF16, {n, in});
-    DeviceTensor delta = device_from(*gpu_, random_bf16(n * in, rng_), DType::BF16, {n, in});
-    DeviceTensor norm_w = device_from(*gpu_, random_bf16(in, rng_), DType::BF16, {in});
-    DeviceTensor normed = device_empty(*gpu_, DType::BF16, {n, in});
-    DeviceTensor out = device_empty(*gpu_, DType::BF16, {n, in});
-    auto down = gpu_->upload_weight(host_view(w_down, {in, ffn}));
-    ASSERT_TRUE(down.ok()) << down.error().message;
-    const tensor::LinearTarget down_target{down->tensor, Tensor(), out.tensor};
-    const Tensor gate = g.ys[0].tensor;
-    const auto mlp = [&](bool hints) {
-        if (hints) gpu_->prefetch_linear(normed.tensor, g.targets);
-        EXPECT_EQ(gpu_->has_pending_prefetch(), hints);
-        gpu_->add_rms_norm(h.tensor, delta.tensor, norm_w.tensor, 1e-5f, normed.tensor);
-        EXPECT_FALSE(gpu_->has_pending_prefetch());
-        if (hints) gpu_->prefetch_linear(gate, {&down_target, 1});
-        gpu_->linear_swiglu(normed.tensor, g.targets);
-        EXPECT_FALSE(gpu_->has_pending_prefetch());
-        gpu_->linear(gate, down_target.w, down_target.bias, down_target.y);
-    };
-    const auto run = [&](const std::function<void()>& enqueue) {
-        EXPECT_EQ(cudaMemcpyAsync(h.tensor.data, h_init.tensor.data, h.tensor.nbytes(),
-                                  cudaMemcpyDeviceToDevice, gpu_->stream()),
-                  cudaSuccess);
-        poison(*gpu_, out.tensor);
-        enqueue();
-        return std::pair{download(*gpu_, h.tensor), download(*gpu_, out.tensor)};
-    };
-
-    const auto plain = run([&] { mlp(false); });
-    backends::cuda::LinearPathOptions paths = gpu_->linear_path_options();
-    paths.l2_prefetch_bytes = std::size_t{64} << 20;
-    gpu_->set_linear_path_options(paths);
-    EXPECT_EQ(run([&] { mlp(true); }), plain);
-    ASSERT_TRUE(gpu_->begin_capture().ok());
-    mlp(true);
-    auto graph = gpu_->end_capture();
-    ASSERT_TRUE(graph.ok()) << graph.error().message;
-    EXPECT_EQ(run([&] { gpu_->replay(**graph); }), plain);
-}
-
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaL2PrefetchTest,
-                         ::testing::Values(GroupCase{32, 4096, {14336, 14336}, false, DType::BF16},
-                                           GroupCase{3, 512, {301, 301}, false, DType::BF16}),
                          case_name);
 
 class CudaStackedLinearTest : public CudaTest, public ::testing::WithParamInterface<GroupCase> {
