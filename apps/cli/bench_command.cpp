@@ -35,9 +35,12 @@ Command add_bench_command(CLI::App& app) {
     auto args = std::make_shared<Args>();
     CLI::App* cmd = app.add_subcommand("bench", "measure prefill and decode tokens/s");
     add_model_flags(*cmd, args->model);
-    cmd->add_option("--prompt-tokens", args->prompt_tokens)->capture_default_str()->check(CLI::Range(1, 1 << 16));
-    cmd->add_option("--gen-tokens", args->gen_tokens)->capture_default_str()->check(CLI::Range(2, 1 << 16));
-    cmd->add_option("--repeats", args->repeats, "best of N runs")->capture_default_str()->check(CLI::Range(1, 100));
+    cmd->add_option("--prompt-tokens", args->prompt_tokens)
+        ->capture_default_str()->check(CLI::Range(1, 1 << 16));
+    cmd->add_option("--gen-tokens", args->gen_tokens)
+        ->capture_default_str()->check(CLI::Range(2, 1 << 16));
+    cmd->add_option("--repeats", args->repeats, "best of N runs")
+        ->capture_default_str()->check(CLI::Range(1, 100));
     cmd->add_flag("--json", args->json, "print one JSON object");
 
     return [args]() -> int {
@@ -75,7 +78,8 @@ Command add_bench_command(CLI::App& app) {
                                   {"decode_tokens_per_s", decode_tps}};
             std::printf("%s\n", out.dump().c_str());
         } else {
-            std::printf("model %s\nprefill %d tokens: %.1f tokens/s\ndecode %d tokens: %.1f tokens/s\n",
+            std::printf("model %s\nprefill %d tokens: %.1f tokens/s\n"
+                        "decode %d tokens: %.1f tokens/s\n",
                         lm.config().name.c_str(), args->prompt_tokens, prefill_tps,
                         args->gen_tokens, decode_tps);
         }

@@ -53,7 +53,8 @@ class MemorySession {
         s->mode_ = IS_TRY(engine::parse_memory_mode(args.mode.empty() ? "kv" : args.mode));
         s->store_ = IS_TRY(open_store(args.db));
         if (!IS_TRY(s->store_->has_user(args.user)))
-            return make_error("unknown user '" + args.user + "' (add memories with `inferscale memory add`)");
+            return make_error("unknown user '" + args.user +
+                              "' (add memories with `inferscale memory add`)");
         s->indexer_ = IS_TRY(memory::FactIndexer::attach(*s->store_, s->index_));
         s->runtime_ = IS_TRY(engine::MemoryRuntime::create(
             lm, memory_options(args.chunks, s->store_->path())));

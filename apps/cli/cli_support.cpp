@@ -27,7 +27,8 @@ std::string default_model_path() {
     if (const char* env = std::getenv("INFERSCALE_MODEL"); env != nullptr && *env != '\0')
         return env;
     // build/bin/inferscale -> <repo>/models
-    for (const auto& dir : {executable_dir() / ".." / ".." / "models", std::filesystem::path("models")}) {
+    for (const auto& dir :
+         {executable_dir() / ".." / ".." / "models", std::filesystem::path("models")}) {
         auto candidate = dir / kBundledModel;
         if (std::filesystem::exists(candidate)) return candidate.lexically_normal().string();
     }
@@ -78,7 +79,8 @@ std::string default_db_path() {
         const char* value = std::getenv(name);
         return value != nullptr ? value : "";
     };
-    if (auto dir = env("INFERSCALE_DATA"); !dir.empty()) return (fs::path(dir) / "memory.db").string();
+    if (auto dir = env("INFERSCALE_DATA"); !dir.empty())
+        return (fs::path(dir) / "memory.db").string();
     if (auto dir = env("XDG_DATA_HOME"); !dir.empty())
         return (fs::path(dir) / "inferscale" / "memory.db").string();
     if (auto home = env("HOME"); !home.empty())
@@ -97,8 +99,9 @@ void add_chunk_flags(CLI::App& cmd, ChunkArgs& args) {
                    "chunk encoding: after-header (chunks follow the memory header) or standalone")
         ->check(CLI::IsMember({"after-header", "standalone"}))
         ->capture_default_str();
-    cmd.add_option("--chunk-dir", args.chunk_dir,
-                   "disk tier of encoded KV chunks (default: chunks/ beside the database; none: off)");
+    cmd.add_option(
+        "--chunk-dir", args.chunk_dir,
+        "disk tier of encoded KV chunks (default: chunks/ beside the database; none: off)");
     cmd.add_option("--device-pool-mb", args.device_pool_mb, "chunk pool: device tier size in MiB")
         ->capture_default_str();
     cmd.add_option("--host-pool-mb", args.host_pool_mb, "chunk pool: host tier size in MiB")
@@ -126,7 +129,9 @@ Result<std::unique_ptr<memory::MemoryStore>> open_store(const DbArgs& args) {
             return make_error("no --db given and none of INFERSCALE_DATA, XDG_DATA_HOME, HOME set");
         std::error_code ec;
         fs::create_directories(fs::path(path).parent_path(), ec);
-        if (ec) return make_error("cannot create " + fs::path(path).parent_path().string() + ": " + ec.message());
+        if (ec)
+            return make_error("cannot create " + fs::path(path).parent_path().string() + ": " +
+                              ec.message());
     }
     return memory::MemoryStore::open(path);
 }

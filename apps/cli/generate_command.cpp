@@ -39,11 +39,13 @@ Command add_generate_command(CLI::App& app) {
         auto gen = engine::generate(lm, prompt, args->sampling, sink);
         if (!gen.ok()) return fail(gen.error().message);
         if (args->json) {
-            nlohmann::json out = {{"prompt_token_ids", prompt},
-                                  {"token_ids", gen->token_ids},
-                                  {"text", gen->text},
-                                  {"finish_reason", engine::finish_reason_name(gen->finish_reason)}};
-            std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+            nlohmann::json out = {
+                {"prompt_token_ids", prompt},
+                {"token_ids", gen->token_ids},
+                {"text", gen->text},
+                {"finish_reason", engine::finish_reason_name(gen->finish_reason)}};
+            std::printf("%s\n",
+                        out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
         } else {
             std::printf("\n");
         }

@@ -221,7 +221,8 @@ Command add_memory_command(CLI::App& app) {
         if (add->parsed()) return run_add(a.db, a.user, a.text, a.from_stdin);
         if (list->parsed()) return run_list(a.db, a.user, a.json);
         if (update->parsed())
-            return run_update(a.db, update_id->count() ? std::optional(a.id) : std::nullopt, a.text);
+            return run_update(a.db, update_id->count() ? std::optional(a.id) : std::nullopt,
+                              a.text);
         if (del->parsed())
             return run_delete(a.db, del_id->count() ? std::optional(a.id) : std::nullopt, a.user);
         if (search->parsed()) return run_search(a.db, a.user, a.query, a.top_k, a.json);

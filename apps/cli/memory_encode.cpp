@@ -23,7 +23,8 @@ struct EncodeArgs {
 void print_tier(const char* name, const inject::TierStats& tier, std::size_t capacity) {
     if (capacity > 0)
         std::printf("  %-6s %7zu chunks %10.1f MiB of %.0f MiB\n", name, tier.chunks,
-                    static_cast<double>(tier.bytes) / (1 << 20), static_cast<double>(capacity) / (1 << 20));
+                    static_cast<double>(tier.bytes) / (1 << 20),
+                    static_cast<double>(capacity) / (1 << 20));
     else
         std::printf("  %-6s %7zu chunks %10.1f MiB\n", name, tier.chunks,
                     static_cast<double>(tier.bytes) / (1 << 20));

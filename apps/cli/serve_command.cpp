@@ -42,16 +42,19 @@ Command add_serve_command(CLI::App& app) {
         bool no_warm_up = false;
     };
     auto a = std::make_shared<Args>();
-    CLI::App* cmd = app.add_subcommand("serve", "serve the OpenAI-compatible API with per-user memory");
+    CLI::App* cmd =
+        app.add_subcommand("serve", "serve the OpenAI-compatible API with per-user memory");
     add_model_flags(*cmd, a->model);
     add_db_flag(*cmd, a->db);
     cmd->add_option("--host", a->server.host, "address to listen on")->capture_default_str();
-    cmd->add_option("--port", a->server.port, "port to listen on (0: any free port)")->capture_default_str();
+    cmd->add_option("--port", a->server.port, "port to listen on (0: any free port)")
+        ->capture_default_str();
     cmd->add_option("--served-model-name", a->server.model_name,
                     "the model id clients name (default: the model file's name)");
     cmd->add_option("--api-keys", a->api_keys,
                     "JSON file of API keys and the users each may touch (default: an open server)");
-    cmd->add_option("--kv-tokens", a->kv_tokens, "KV cache capacity in tokens")->capture_default_str();
+    cmd->add_option("--kv-tokens", a->kv_tokens, "KV cache capacity in tokens")
+        ->capture_default_str();
     cmd->add_option("--max-batch-tokens", a->max_batch_tokens, "token budget of one engine step")
         ->capture_default_str();
     cmd->add_option("--max-batch-seqs", a->max_batch_seqs, "sequences in one engine step")
@@ -106,7 +109,8 @@ Command add_serve_command(CLI::App& app) {
             if (!attached.ok()) return fail(attached.error().message);
             indexer = std::move(attached).value();
             eo.memory = memory_options(a->chunks, store->path());
-            eo.background_encode_window = a->no_background_encode ? -1 : a->server.memory.context_window;
+            eo.background_encode_window =
+                a->no_background_encode ? -1 : a->server.memory.context_window;
         }
         auto engine = engine::Engine::start(lm, store.get(), store ? &index : nullptr, eo);
         if (!engine.ok()) return fail(engine.error().message);

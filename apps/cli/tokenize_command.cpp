@@ -24,7 +24,8 @@ Command add_tokenize_command(CLI::App& app) {
     return [args]() -> int {
         auto loaded = load_model(args->model);
         if (!loaded.ok()) return fail(loaded.error().message);
-        const auto ids = (*loaded)->tokenizer().encode(args->text, !args->no_special, !args->no_special);
+        const auto ids =
+            (*loaded)->tokenizer().encode(args->text, !args->no_special, !args->no_special);
         for (std::size_t i = 0; i < ids.size(); ++i) std::printf(i ? " %d" : "%d", ids[i]);
         std::printf("\n");
         return 0;

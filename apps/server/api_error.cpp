@@ -5,7 +5,8 @@
 namespace inferscale::server {
 
 std::string ApiError::body() const {
-    nlohmann::json e = {{"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
+    nlohmann::json e = {
+        {"message", message}, {"type", type}, {"param", nullptr}, {"code", nullptr}};
     if (param) e["param"] = *param;
     if (code) e["code"] = *code;
     return nlohmann::json{{"error", e}}.dump();

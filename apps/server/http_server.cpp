@@ -139,12 +139,14 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     const Clock::time_point start = Clock::now();
     const ApiKey* key = authenticate(ctx_, req, res);
     if (!key) return;
-    auto parsed = parse_completion_call(req.body, chat, ctx_.options.model_name, ctx_.options.memory);
+    auto parsed =
+        parse_completion_call(req.body, chat, ctx_.options.model_name, ctx_.options.memory);
     if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
     CompletionCall call = std::move(std::get<CompletionCall>(parsed));
     if (!call.request.user.empty() && !key->may_access(call.request.user))
-        return send_error(res, {403, "this API key may not act for user '" + call.request.user + "'",
-                                "permission_error", "user", "forbidden_user"});
+        return send_error(res,
+                          {403, "this API key may not act for user '" + call.request.user + "'",
+                           "permission_error", "user", "forbidden_user"});
     if (!ctx_.store) call.request.memory_mode = engine::MemoryMode::None;
     const bool logprobs = call.request.sampling.logprobs >= 0;
     auto submitted = ctx_.engine.submit(std::move(call.request));
@@ -159,7 +161,8 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
             if (!event) continue;
             if (event->first_token) ctx_.metrics.ttft.observe(seconds_since(start));
             text += event->text;
-            token_logprobs.insert(token_logprobs.end(), event->logprobs.begin(), event->logprobs.end());
+            token_logprobs.insert(token_logprobs.end(), event->logprobs.begin(),
+                                  event->logprobs.end());
             if (!event->finished) continue;
             if (event->error) return send_error(res, from_error(*event->error));
             ctx_.metrics.latency.observe(seconds_since(start));

@@ -71,8 +71,9 @@ std::optional<memory::Fact> visible_fact(ServerContext& ctx, const ApiKey& key,
         send_error(res, not_found("no memory with id '" + raw + "'"));
         return std::nullopt;
     };
-    const bool numeric = !raw.empty() && raw.size() < 19 &&
-                         std::all_of(raw.begin(), raw.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const bool numeric =
+        !raw.empty() && raw.size() < 19 &&
+        std::all_of(raw.begin(), raw.end(), [](char c) { return c >= '0' && c <= '9'; });
     if (!numeric) return hidden();
     auto fact = ctx.store->get_fact(std::stoll(raw));
     if (!fact.ok()) {
@@ -97,10 +98,14 @@ void add_memories(ServerContext& ctx, const ApiKey& key, const httplib::Request&
         const json& messages = (*body)["messages"];
         if (!messages.is_array() || messages.empty())
             return send_error(res, bad_request("'messages' must be a non-empty list", "messages"));
-        const std::string session = body->contains("session_id") ? string_field(*body, "session_id") : "api";
-        if (session.empty()) return send_error(res, bad_request("'session_id' must be a non-empty string", "session_id"));
+        const std::string session =
+            body->contains("session_id") ? string_field(*body, "session_id") : "api";
+        if (session.empty())
+            return send_error(res,
+                              bad_request("'session_id' must be a non-empty string", "session_id"));
         auto existing = ctx.store->list_turns(user);
-        std::vector<memory::Turn> known = existing.ok() ? std::move(existing).value() : std::vector<memory::Turn>{};
+        std::vector<memory::Turn> known =
+            existing.ok() ? std::move(existing).value() : std::vector<memory::Turn>{};
         int session_index = 0, next_turn = 0, max_index = 0;
         for (const memory::Turn& t : known) {
             max_index = std::max(max_index, t.session_index);
@@ -113,7 +118,8 @@ void add_memories(ServerContext& ctx, const ApiKey& key, const httplib::Request&
         std::vector<memory::Turn> turns;
         for (const json& m : messages) {
             if (!m.is_object() || !m.contains("content") || !m["content"].is_string())
-                return send_error(res, bad_request("every message needs a string 'content'", "messages"));
+                return send_error(
+                    res, bad_request("every message needs a string 'content'", "messages"));
             memory::Turn t;
             t.session_id = session;
             t.session_index = session_index;
@@ -135,15 +141,18 @@ void add_memories(ServerContext& ctx, const ApiKey& key, const httplib::Request&
     if (body->contains("facts")) {
         const json& facts = (*body)["facts"];
         if (!facts.is_array() || facts.empty())
-            return send_error(res, bad_request("'facts' must be a non-empty list of strings", "facts"));
+            return send_error(res,
+                              bad_request("'facts' must be a non-empty list of strings", "facts"));
         for (const json& f : facts) {
-            if (!f.is_string()) return send_error(res, bad_request("'facts' must be a list of strings", "facts"));
+            if (!f.is_string())
+                return send_error(res, bad_request("'facts' must be a list of strings", "facts"));
             texts.push_back(f.get<std::string>());
         }
     } else if (body->contains("text") && (*body)["text"].is_string()) {
         texts.push_back((*body)["text"].get<std::string>());
     } else {
-        return send_error(res, bad_request("give 'facts' (a list of strings), 'text' or 'messages'"));
+        return send_error(res,
+                          bad_request("give 'facts' (a list of strings), 'text' or 'messages'"));
     }
     json results = json::array();
     for (const std::string& text : texts) {
@@ -154,7 +163,8 @@ void add_memories(ServerContext& ctx, const ApiKey& key, const httplib::Request&
         // the answer lists them with the error.
         if (!fact.ok()) {
             ApiError e = from_error(fact.error());
-            if (!results.empty()) e.message += " (" + std::to_string(results.size()) + " earlier facts were stored)";
+            if (!results.empty())
+                e.message += " (" + std::to_string(results.size()) + " earlier facts were stored)";
             return send_error(res, e);
         }
         results.push_back(fact_json(*fact));
@@ -202,14 +212,16 @@ void add_memory_routes(httplib::Server& http, ServerContext& ctx) {
             if (body->contains(name)) {
                 if (!(*body)[name].is_number_integer() || (*body)[name].get<std::int64_t>() < 1 ||
                     (*body)[name].get<std::int64_t>() > 1000)
-                    return send_error(res, bad_request(std::string("'") + name + "' must be an integer in [1, 1000]", name));
+                    return send_error(res, bad_request(std::string("'") + name +
+                                                           "' must be an integer in [1, 1000]",
+                                                       name));
                 k = (*body)[name].get<std::int64_t>();
             }
         auto known = ctx.store->has_user(user);
         if (!known.ok()) return send_error(res, from_error(known.error()));
         if (!*known) return send_error(res, not_found("unknown user '" + user + "'"));
-        const std::vector<retrieval::Hit> hits =
-            ctx.index->search(user, (*body)["query"].get<std::string>(), static_cast<std::size_t>(k));
+        const std::vector<retrieval::Hit> hits = ctx.index->search(
+            user, (*body)["query"].get<std::string>(), static_cast<std::size_t>(k));
         std::vector<memory::FactId> ids;
         std::unordered_map<memory::FactId, double> scores;
         for (const retrieval::Hit& hit : hits) {
@@ -227,26 +239,30 @@ void add_memory_routes(httplib::Server& http, ServerContext& ctx) {
         }
         send_json(res, json{{"results", results}}.dump());
     });
-    http.Get(R"(/v1/memories/([^/]+))", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    http.Get(R"(/v1/memories/([^/]+))", [&ctx](const httplib::Request& req,
+                                                httplib::Response& res) {
         const ApiKey* key = authenticate(ctx, req, res);
         if (!key) return;
         if (auto fact = visible_fact(ctx, *key, req, res)) send_json(res, fact_json(*fact).dump());
     });
-    http.Put(R"(/v1/memories/([^/]+))", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    http.Put(R"(/v1/memories/([^/]+))", [&ctx](const httplib::Request& req,
+                                                httplib::Response& res) {
         const ApiKey* key = authenticate(ctx, req, res);
         if (!key) return;
         auto body = object_body(req, res);
         if (!body) return;
         std::string text = string_field(*body, "text");
         if (text.empty()) text = string_field(*body, "memory");
-        if (text.empty()) return send_error(res, bad_request("'text' must be a non-empty string", "text"));
+        if (text.empty())
+            return send_error(res, bad_request("'text' must be a non-empty string", "text"));
         auto fact = visible_fact(ctx, *key, req, res);
         if (!fact) return;
         auto updated = ctx.store->update_fact(fact->id, text);
         if (!updated.ok()) return send_error(res, from_error(updated.error()));
         send_json(res, fact_json(*updated).dump());
     });
-    http.Delete(R"(/v1/memories/([^/]+))", [&ctx](const httplib::Request& req, httplib::Response& res) {
+    http.Delete(R"(/v1/memories/([^/]+))", [&ctx](const httplib::Request& req,
+                                                   httplib::Response& res) {
         const ApiKey* key = authenticate(ctx, req, res);
         if (!key) return;
         auto fact = visible_fact(ctx, *key, req, res);

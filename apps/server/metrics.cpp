@@ -49,33 +49,45 @@ void Histogram::render(const std::string& name, const std::string& help, std::st
 std::string ServerMetrics::render(const engine::EngineStats& s) const {
     std::string out;
     ttft.render("inferscale_time_to_first_token_seconds", "Request arrival to first token.", out);
-    latency.render("inferscale_request_latency_seconds", "Request arrival to the end of the answer.", out);
-    line(out, "inferscale_requests_running", "gauge", "Requests holding KV blocks.", double(s.running));
-    line(out, "inferscale_requests_waiting", "gauge", "Requests queued (queue depth).", double(s.waiting));
+    latency.render("inferscale_request_latency_seconds",
+                   "Request arrival to the end of the answer.", out);
+    line(out, "inferscale_requests_running", "gauge", "Requests holding KV blocks.",
+         double(s.running));
+    line(out, "inferscale_requests_waiting", "gauge", "Requests queued (queue depth).",
+         double(s.waiting));
     line(out, "inferscale_requests_waiting_for_memory", "gauge",
-         "Queued requests whose memory chunks are being fetched or encoded.", double(s.waiting_for_memory));
+         "Queued requests whose memory chunks are being fetched or encoded.",
+         double(s.waiting_for_memory));
     line(out, "inferscale_memory_facts_to_encode", "gauge",
          "Added facts waiting for background encoding.", double(s.facts_to_encode));
     line(out, "inferscale_kv_blocks_total", "gauge", "KV cache blocks.", s.kv_blocks_total);
     line(out, "inferscale_kv_blocks_in_use", "gauge",
          "KV blocks held by requests.", s.kv_blocks_used);
-    line(out, "inferscale_kv_blocks_cached", "gauge", "KV blocks held by the prefix cache.", s.kv_blocks_cached);
-    line(out, "inferscale_requests_finished_total", "counter", "Requests answered.", double(s.requests_finished));
+    line(out, "inferscale_kv_blocks_cached", "gauge", "KV blocks held by the prefix cache.",
+         s.kv_blocks_cached);
+    line(out, "inferscale_requests_finished_total", "counter", "Requests answered.",
+         double(s.requests_finished));
     line(out, "inferscale_requests_cancelled_total", "counter",
          "Requests whose client went away.", double(s.requests_cancelled));
-    line(out, "inferscale_requests_failed_total", "counter", "Requests that failed.", double(s.requests_failed));
-    line(out, "inferscale_computed_tokens_total", "counter", "Tokens run through the model.", double(s.computed_tokens));
-    line(out, "inferscale_generated_tokens_total", "counter", "Tokens sampled.", double(s.generated_tokens));
+    line(out, "inferscale_requests_failed_total", "counter", "Requests that failed.",
+         double(s.requests_failed));
+    line(out, "inferscale_computed_tokens_total", "counter", "Tokens run through the model.",
+         double(s.computed_tokens));
+    line(out, "inferscale_generated_tokens_total", "counter", "Tokens sampled.",
+         double(s.generated_tokens));
     line(out, "inferscale_injected_tokens_total", "counter",
          "Prompt tokens whose KV was injected from memory chunks.", double(s.injected_tokens));
     line(out, "inferscale_prefix_cached_tokens_total", "counter",
          "Prompt tokens served from the prefix cache.", double(s.cached_tokens));
-    line(out, "inferscale_preemptions_total", "counter", "Requests preempted for KV blocks.", double(s.preemptions));
+    line(out, "inferscale_preemptions_total", "counter", "Requests preempted for KV blocks.",
+         double(s.preemptions));
     line(out, "inferscale_engine_steps_total", "counter", "Engine steps.", double(s.steps));
     line(out, "inferscale_engine_step_seconds_total", "counter",
-         "Wall time of engine steps: scheduling, memory, forward, sampling and streaming.", s.step_seconds);
+         "Wall time of engine steps: scheduling, memory, forward, sampling and streaming.",
+         s.step_seconds);
     line(out, "inferscale_engine_forward_seconds_total", "counter",
-         "Time of engine steps spent in the model's forward (the rest is host work).", s.forward_seconds);
+         "Time of engine steps spent in the model's forward (the rest is host work).",
+         s.forward_seconds);
     if (s.chunk_pool) {
         const inject::ChunkPoolStats& p = *s.chunk_pool;
         tiers(out, "inferscale_chunk_pool_bytes", "Memory chunk bytes per tier.",
@@ -84,10 +96,14 @@ std::string ServerMetrics::render(const engine::EngineStats& s) const {
               {{"device", s.chunk_pool_device_capacity}, {"host", s.chunk_pool_host_capacity}});
         tiers(out, "inferscale_chunk_pool_chunks", "Memory chunks per tier.",
               {{"device", p.device.chunks}, {"host", p.host.chunks}, {"disk", p.disk.chunks}});
-        line(out, "inferscale_chunk_pool_hits_total", "counter", "Chunks found in a tier.", double(p.hits()));
-        line(out, "inferscale_chunk_pool_misses_total", "counter", "Chunks encoded because no tier had them.", double(p.misses));
-        line(out, "inferscale_chunk_pool_promotions_total", "counter", "Chunks copied up to the device.", double(p.promotions));
-        line(out, "inferscale_chunk_pool_demotions_total", "counter", "Chunks moved down a tier.", double(p.demotions));
+        line(out, "inferscale_chunk_pool_hits_total", "counter", "Chunks found in a tier.",
+             double(p.hits()));
+        line(out, "inferscale_chunk_pool_misses_total", "counter",
+             "Chunks encoded because no tier had them.", double(p.misses));
+        line(out, "inferscale_chunk_pool_promotions_total", "counter",
+             "Chunks copied up to the device.", double(p.promotions));
+        line(out, "inferscale_chunk_pool_demotions_total", "counter", "Chunks moved down a tier.",
+             double(p.demotions));
     }
     return out;
 }

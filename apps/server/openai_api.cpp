@@ -42,7 +42,8 @@ std::optional<ApiError> read_stop(const json* v, std::vector<std::string>& out) 
         out.push_back(v->get<std::string>());
     } else if (v->is_array()) {
         for (const json& s : *v) {
-            if (!s.is_string()) return bad_request("'stop' must be a string or a list of strings", "stop");
+            if (!s.is_string())
+                return bad_request("'stop' must be a string or a list of strings", "stop");
             out.push_back(s.get<std::string>());
         }
     } else {
@@ -101,7 +102,8 @@ json logprobs_json(bool chat, const std::vector<engine::TokenLogprobs>* logprobs
         for (const engine::TokenLogprobs& t : *logprobs) {
             json top = json::array();
             for (const engine::LogprobEntry& e : t.top)
-                top.push_back({{"token", e.token}, {"logprob", e.logprob}, {"bytes", token_bytes(e.token)}});
+                top.push_back(
+                    {{"token", e.token}, {"logprob", e.logprob}, {"bytes", token_bytes(e.token)}});
             content.push_back({{"token", t.sampled.token},
                                {"logprob", t.sampled.logprob},
                                {"bytes", token_bytes(t.sampled.token)},
@@ -186,7 +188,8 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
     f.read("ignore_eos", s.ignore_eos, "a boolean", &json::is_boolean);  // as vLLM takes it
     if (f.error) return *f.error;
     if (const json* so = f.get("stream_options")) {
-        if (!so->is_object()) return bad_request("'stream_options' must be an object", "stream_options");
+        if (!so->is_object())
+            return bad_request("'stream_options' must be an object", "stream_options");
         Fields sf(*so);
         sf.read("include_usage", call.include_usage, "a boolean", &json::is_boolean);
         if (sf.error) return *sf.error;
@@ -253,15 +256,18 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
             if (!parsed.ok()) return bad_request(parsed.error().message, "memory.mode");
             r.memory_mode = *parsed;
         }
-        if (top_k < 0 || top_k > 1000) return bad_request("'memory.top_k' must be in [0, 1000]", "memory.top_k");
+        if (top_k < 0 || top_k > 1000)
+            return bad_request("'memory.top_k' must be in [0, 1000]", "memory.top_k");
         if (window < 0 || window > 1000)
-            return bad_request("'memory.context_window' must be in [0, 1000]", "memory.context_window");
+            return bad_request("'memory.context_window' must be in [0, 1000]",
+                               "memory.context_window");
         r.retrieval.top_k = static_cast<int>(top_k);
         r.retrieval.context_window = static_cast<int>(window);
     }
     if (r.memory_mode != engine::MemoryMode::None && r.user.empty())
         return bad_request("memory needs a 'user'", "user");
-    if (!chat && r.memory_mode != engine::MemoryMode::None) r.memory_mode = engine::MemoryMode::None;
+    if (!chat && r.memory_mode != engine::MemoryMode::None)
+        r.memory_mode = engine::MemoryMode::None;
     return call;
 }
 

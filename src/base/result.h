@@ -34,7 +34,10 @@ class [[nodiscard]] Result {
 
     T& value() & { IS_CHECK(ok()) << error_message_or_empty(); return std::get<0>(v_); }
     const T& value() const& { IS_CHECK(ok()) << error_message_or_empty(); return std::get<0>(v_); }
-    T&& value() && { IS_CHECK(ok()) << error_message_or_empty(); return std::get<0>(std::move(v_)); }
+    T&& value() && {
+        IS_CHECK(ok()) << error_message_or_empty();
+        return std::get<0>(std::move(v_));
+    }
     T* operator->() { return &value(); }
     const T* operator->() const { return &value(); }
     T& operator*() & { return value(); }

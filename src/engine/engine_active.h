@@ -49,7 +49,8 @@ struct Engine::Active {
     // finish in ticket order, so the latest chunk's ticket covers them all); 0: none in flight.
     std::uint64_t layers_ticket(std::int64_t layer) const {
         std::uint64_t ticket = 0;
-        for (const inject::ChunkLease& l : leases) ticket = std::max(ticket, l.layers_ticket(layer));
+        for (const inject::ChunkLease& l : leases)
+            ticket = std::max(ticket, l.layers_ticket(layer));
         return ticket;
     }
 
@@ -71,7 +72,8 @@ class Engine::FactQueue final : public memory::FactListener {
     std::vector<memory::Fact> take(std::size_t n) {
         std::lock_guard lock(mutex_);
         n = std::min(n, queue_.size());
-        std::vector<memory::Fact> out(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
+        std::vector<memory::Fact> out(queue_.begin(),
+                                      queue_.begin() + static_cast<std::ptrdiff_t>(n));
         queue_.erase(queue_.begin(), queue_.begin() + static_cast<std::ptrdiff_t>(n));
         return out;
     }

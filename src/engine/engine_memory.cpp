@@ -82,10 +82,11 @@ Status Engine::lay_out_memory(Active& a, const EngineRequest& request) {
         for (const inject::MemoryPiece& piece : inject::memory_pieces(scaffold, fact_tokens)) {
             using Kind = inject::MemoryPiece::Kind;
             lengths.push_back(static_cast<std::int64_t>(piece.tokens.size()));
-            keys.push_back(piece.kind == Kind::Fact ? runtime_->identity_of(a.facts[piece.fact]).key()
-                           : piece.kind == Kind::Header    ? "scaffold:header"
-                           : piece.kind == Kind::Footer    ? "scaffold:footer"
-                                                           : "scaffold:empty");
+            keys.push_back(piece.kind == Kind::Fact
+                               ? runtime_->identity_of(a.facts[piece.fact]).key()
+                           : piece.kind == Kind::Header ? "scaffold:header"
+                           : piece.kind == Kind::Footer ? "scaffold:footer"
+                                                        : "scaffold:empty");
         }
         a.seq.memory_block_keys =
             memory_block_keys(lengths, keys, a.seq.injected_tokens / bs, bs);
@@ -105,7 +106,8 @@ Result<std::size_t> Engine::encode_missing(std::span<const MemoryFact> facts, st
     // again after running requests have freed some.
     std::int64_t scratch = static_cast<std::int64_t>(runtime_->scaffold().header.size());
     for (std::size_t i = 0; i < now; ++i)
-        scratch += static_cast<std::int64_t>(missing[i].context_tokens.size() + missing[i].text.size());
+        scratch +=
+            static_cast<std::int64_t>(missing[i].context_tokens.size() + missing[i].text.size());
     const auto blocks = static_cast<std::int32_t>(scratch / model_.block_size() + 2 * now + 1);
     std::vector<kv::BlockId> probe;
     if (!cache_.allocate(blocks, probe)) return missing.size();

@@ -59,7 +59,8 @@ Result<Generation> generate(LocalModel& lm, const std::vector<std::int32_t>& pro
                           " tokens; the context holds " + std::to_string(lm.max_context()));
     const std::int64_t vocab = lm.config().vocab_size;
     for (std::int32_t id : prompt)
-        if (id < 0 || id >= vocab) return make_error("token id " + std::to_string(id) + " is outside the vocabulary");
+        if (id < 0 || id >= vocab)
+            return make_error("token id " + std::to_string(id) + " is outside the vocabulary");
     const std::int64_t max_new =
         std::min<std::int64_t>(params.max_tokens, lm.max_context() - prompt_len);
 

@@ -16,7 +16,8 @@
 
 namespace inferscale::engine {
 
-enum class FinishReason { Stop, Length };  // Stop: EOS or a stop string; Length: max tokens or context
+enum class FinishReason { Stop, Length };  // Stop: EOS or a stop string; Length: max tokens or
+                                           // context
 
 struct Generation {
     std::vector<std::int32_t> token_ids;  // sampled tokens, end-of-generation token excluded

@@ -22,7 +22,8 @@ std::string weights_identity(const LocalModelOptions& options) {
     if (!options.random_weights_config.empty())
         name += "+random(" + options.random_weights_config + ",seed=" +
                 std::to_string(options.random_seed) + ")";
-    if (options.device != tensor::Device::Cpu) name += std::string("@") + device_label(options.device);
+    if (options.device != tensor::Device::Cpu)
+        name += std::string("@") + device_label(options.device);
     return name;
 }
 
@@ -45,7 +46,8 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
     tokenizer::Tokenizer tok = IS_TRY(load_tokenizer(files));
 
     const model::ModelConfig& config = random_shape ? random_shape->config : files.config;
-    std::int64_t max_context = std::min<std::int64_t>(options.max_context, config.max_position_embeddings);
+    std::int64_t max_context =
+        std::min<std::int64_t>(options.max_context, config.max_position_embeddings);
     if (config.sliding_window > 0 && config.sliding_window < max_context) {
         IS_LOG(Info) << "the context is capped at the model's sliding window of "
                      << config.sliding_window << " tokens (no windowed attention here)";
@@ -60,8 +62,8 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
 
     const std::int64_t block_size = 16;
     const std::int64_t kv_tokens = std::max(options.kv_tokens, max_context);
-    kv::KvStorage kv =
-        IS_TRY(kv::KvStorage::create(*backend, llama.kv_layout(kv_tokens / block_size, block_size)));
+    kv::KvStorage kv = IS_TRY(
+        kv::KvStorage::create(*backend, llama.kv_layout(kv_tokens / block_size, block_size)));
 
     model::WorkspaceLimits limits;
     limits.max_tokens = options.max_batch_tokens;

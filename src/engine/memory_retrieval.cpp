@@ -14,13 +14,15 @@ Result<std::vector<std::int32_t>> context_tokens(const LocalModel& lm,
                                                  const std::vector<memory::Turn>& turns,
                                                  const memory::TurnRef& source, int w,
                                                  std::size_t fact_tokens) {
-    const auto context = IS_TRY(memory::select_context_turns(turns, source, static_cast<std::size_t>(w)));
+    const auto context =
+        IS_TRY(memory::select_context_turns(turns, source, static_cast<std::size_t>(w)));
     std::vector<std::vector<std::int32_t>> per_turn;
     std::vector<std::size_t> counts;
     for (const memory::Turn& turn : context) {
         const std::string text =
             inject::strip_whitespace(memory::format_turn_for_memory(turn)) + "\n";
-        per_turn.push_back(lm.tokenizer().encode(text, /*add_special=*/false, /*parse_special=*/false));
+        per_turn.push_back(
+            lm.tokenizer().encode(text, /*add_special=*/false, /*parse_special=*/false));
         counts.push_back(per_turn.back().size());
     }
     const auto cut = IS_TRY(memory::plan_context_truncation(
@@ -28,7 +30,8 @@ Result<std::vector<std::int32_t>> context_tokens(const LocalModel& lm,
     std::vector<std::int32_t> out;
     for (std::size_t i = cut.first_turn; i < per_turn.size(); ++i) {
         const std::size_t skip = i == cut.first_turn ? cut.first_turn_offset : 0;
-        out.insert(out.end(), per_turn[i].begin() + static_cast<std::ptrdiff_t>(skip), per_turn[i].end());
+        out.insert(out.end(), per_turn[i].begin() + static_cast<std::ptrdiff_t>(skip),
+                   per_turn[i].end());
     }
     return out;
 }
@@ -39,7 +42,8 @@ Result<std::vector<MemoryFact>> memory_facts(const LocalModel& lm, memory::Memor
                                              std::string_view user,
                                              std::span<const memory::Fact> facts,
                                              int context_window) {
-    if (context_window < 0) return make_error(ErrorKind::InvalidArgument, "context_window must be >= 0");
+    if (context_window < 0)
+        return make_error(ErrorKind::InvalidArgument, "context_window must be >= 0");
     std::optional<std::vector<memory::Turn>> turns;  // read once, only when a fact needs them
     std::vector<MemoryFact> out;
     for (const memory::Fact& fact : facts) {

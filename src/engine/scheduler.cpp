@@ -12,7 +12,8 @@ Scheduler::Scheduler(kv::PrefixCache& cache, const SchedulerOptions& options)
 }
 
 void Scheduler::add(Sequence* seq) {
-    IS_CHECK(seq->prompt_len > 0 && seq->tokens.size() >= static_cast<std::size_t>(seq->prompt_len));
+    IS_CHECK(seq->prompt_len > 0 &&
+             seq->tokens.size() >= static_cast<std::size_t>(seq->prompt_len));
     IS_CHECK(seq->injected_tokens % options_.block_size == 0 &&
              seq->injected_tokens < seq->prompt_len);
     seq->status = SequenceStatus::Waiting;
@@ -39,7 +40,8 @@ bool Scheduler::needs_memory(const Sequence& seq) {
     if (!cache_.enabled()) return true;
     std::vector<std::string> extras;
     const auto blocks = cacheable_blocks(seq, extras);
-    const auto injected_blocks = static_cast<std::size_t>(seq.injected_tokens / options_.block_size);
+    const auto injected_blocks =
+        static_cast<std::size_t>(seq.injected_tokens / options_.block_size);
     return cache_.match(std::span(blocks).first(std::min(blocks.size(), injected_blocks)),
                         nullptr) < injected_blocks;
 }
@@ -102,7 +104,8 @@ bool Scheduler::admit(Sequence* seq, std::int64_t budget, StepPlan& plan) {
     seq->num_cached = cached;
     seq->num_cache_inserted = static_cast<std::int64_t>(hits);
     if (inject) plan.injections.push_back({seq, cached});
-    plan.runs.push_back({seq, start, count, start + count == static_cast<std::int64_t>(seq->tokens.size())});
+    plan.runs.push_back(
+        {seq, start, count, start + count == static_cast<std::int64_t>(seq->tokens.size())});
     plan.num_tokens += count;
     return true;
 }
@@ -129,8 +132,9 @@ StepPlan Scheduler::schedule() {
             fits = grow(seq, seq->num_computed + count);
         }
         if (!fits) continue;
-        plan.runs.push_back({seq, seq->num_computed, count,
-                             seq->num_computed + count == static_cast<std::int64_t>(seq->tokens.size())});
+        plan.runs.push_back(
+            {seq, seq->num_computed, count,
+             seq->num_computed + count == static_cast<std::int64_t>(seq->tokens.size())});
         plan.num_tokens += count;
         budget -= count;
     }

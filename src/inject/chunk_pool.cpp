@@ -645,7 +645,8 @@ void ChunkPool::check_invariants() const {
     IS_CHECK(retired == stats_.retired_bytes);
     IS_CHECK(stats_.device.bytes + stats_.retired_bytes <= options_.device_capacity_bytes);
     const std::uint64_t demand = stats_.hits() + stats_.misses;
-    IS_CHECK(stats_.promotions <= demand && stats_.host_hits + stats_.disk_hits == stats_.promotions)
+    IS_CHECK(stats_.promotions <= demand &&
+             stats_.host_hits + stats_.disk_hits == stats_.promotions)
         << "promotions " << stats_.promotions;
 }
 

@@ -101,7 +101,9 @@ std::vector<std::int32_t> conversation_token_ids(const tokenizer::Tokenizer& tok
         rendered = tmpl->render(messages, /*add_generation_prompt=*/true);
     } else {
         for (const tokenizer::ChatMessage& m : messages)
-            rendered += (m.role == "assistant" ? "ASSISTANT: " : m.role == "system" ? "SYSTEM: " : "USER: ") +
+            rendered += (m.role == "assistant" ? "ASSISTANT: "
+                         : m.role == "system"  ? "SYSTEM: "
+                                               : "USER: ") +
                         m.content + "\n";
         rendered += "ASSISTANT:";
     }

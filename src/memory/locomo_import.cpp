@@ -32,7 +32,8 @@ std::string session_id(int number) { return "session_" + std::to_string(number);
 // "session_12" -> 12; 0 when `key` is not exactly that shape.
 int session_number(std::string_view key) {
     constexpr std::string_view kPrefix = "session_";
-    if (!key.starts_with(kPrefix) || key.size() == kPrefix.size() || key.size() > kPrefix.size() + 6)
+    if (!key.starts_with(kPrefix) || key.size() == kPrefix.size() ||
+        key.size() > kPrefix.size() + 6)
         return 0;
     int n = 0;
     for (char c : key.substr(kPrefix.size())) {
@@ -114,7 +115,8 @@ Status read_turns(const std::vector<Session>& sessions, LocomoConversation& out,
 Status read_facts(const json& root, const std::vector<Session>& sessions,
                   const std::map<std::string, TurnRef>& by_dia_id, LocomoConversation& out) {
     std::map<std::string, std::string> created_at;  // session id -> ISO date
-    for (const Session& session : sessions) created_at[session_id(session.number)] = session.date.iso_utc();
+    for (const Session& session : sessions)
+        created_at[session_id(session.number)] = session.date.iso_utc();
     for (const Session& session : sessions) {
         const std::string key = session_id(session.number) + "_observation";
         auto it = root.find(key);
@@ -124,10 +126,12 @@ Status read_facts(const json& root, const std::vector<Session>& sessions,
             if (!entries.is_array()) return make_error(key + "." + speaker + " is not a list");
             for (const json& entry : entries) {
                 if (!entry.is_array() || entry.empty() || !entry[0].is_string())
-                    return make_error(key + "." + speaker + " holds an entry that is not [text, dia_id]");
+                    return make_error(key + "." + speaker +
+                                      " holds an entry that is not [text, dia_id]");
                 NewFact fact;
                 fact.text = entry[0].get<std::string>();
-                auto source = entry.size() > 1 ? by_dia_id.find(first_dia_id(entry[1])) : by_dia_id.end();
+                auto source =
+                    entry.size() > 1 ? by_dia_id.find(first_dia_id(entry[1])) : by_dia_id.end();
                 if (source != by_dia_id.end()) {
                     fact.source = source->second;
                     fact.created_at = created_at.at(source->second.session_id);

@@ -81,7 +81,8 @@ Result<std::unique_ptr<MemoryStore>> MemoryStore::open(const std::string& path,
 
     auto mode = db.query_text("PRAGMA journal_mode = WAL");
     if (!mode.ok()) return open_error(path, mode.error().message);
-    if (*mode != "wal") return open_error(path, "cannot switch to WAL (journal mode " + *mode + ")");
+    if (*mode != "wal")
+        return open_error(path, "cannot switch to WAL (journal mode " + *mode + ")");
     IS_RETURN_IF_ERROR(db.exec("PRAGMA synchronous = FULL; PRAGMA foreign_keys = ON"));
 
     if (options.verify_on_open) {

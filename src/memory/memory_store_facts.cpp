@@ -23,7 +23,9 @@ Fact read_fact(const Statement& stmt) {
     return fact;
 }
 
-Error unknown_fact(FactId id) { return make_error(ErrorKind::NotFound, "unknown fact id " + std::to_string(id)); }
+Error unknown_fact(FactId id) {
+    return make_error(ErrorKind::NotFound, "unknown fact id " + std::to_string(id));
+}
 
 }  // namespace
 
@@ -45,11 +47,14 @@ Result<Fact> MemoryStore::insert_fact_locked(std::string_view user, const NewFac
     if (fact.source) {
         Statement turn = IS_TRY(db_.prepare(
             "SELECT 1 FROM turns WHERE user_id = ?1 AND session_id = ?2 AND turn_index = ?3"));
-        turn.bind(1, user).bind(2, fact.source->session_id).bind(3, std::int64_t{fact.source->turn_index});
+        turn.bind(1, user)
+            .bind(2, fact.source->session_id)
+            .bind(3, std::int64_t{fact.source->turn_index});
         if (!IS_TRY(turn.step()))
-            return make_error(ErrorKind::InvalidArgument, "source turn " + fact.source->session_id + ":" +
-                              std::to_string(fact.source->turn_index) + " is not a turn of user '" +
-                              std::string(user) + "'");
+            return make_error(ErrorKind::InvalidArgument,
+                              "source turn " + fact.source->session_id + ":" +
+                                  std::to_string(fact.source->turn_index) +
+                                  " is not a turn of user '" + std::string(user) + "'");
     }
     const std::string created = fact.created_at.empty() ? now() : fact.created_at;
     Statement stmt = IS_TRY(db_.prepare(
@@ -87,7 +92,8 @@ Result<Fact> MemoryStore::update_fact(FactId id, std::string_view text) {
     const bool changed = fact.text != normalized;
     fact.text = std::move(normalized);
     fact.updated_at = now();
-    Statement stmt = IS_TRY(db_.prepare("UPDATE facts SET text = ?2, updated_at = ?3 WHERE id = ?1"));
+    Statement stmt =
+        IS_TRY(db_.prepare("UPDATE facts SET text = ?2, updated_at = ?3 WHERE id = ?1"));
     stmt.bind(1, id).bind(2, fact.text).bind(3, fact.updated_at);
     IS_RETURN_IF_ERROR(stmt.run());
     IS_RETURN_IF_ERROR(tx.commit());

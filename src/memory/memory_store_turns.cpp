@@ -8,15 +8,22 @@ namespace {
 
 Status check_turn(const Turn& turn) {
     const std::string where = turn.session_id + ":" + std::to_string(turn.turn_index);
-    if (turn.session_id.empty()) return make_error(ErrorKind::InvalidArgument, "turn has an empty session id");
-    if (turn.session_index < 1) return make_error(ErrorKind::InvalidArgument, "turn " + where + ": session_index must be >= 1");
-    if (turn.turn_index < 0) return make_error(ErrorKind::InvalidArgument, "turn " + where + ": negative turn_index");
-    if (turn.speaker.empty()) return make_error(ErrorKind::InvalidArgument, "turn " + where + ": empty speaker");
+    if (turn.session_id.empty())
+        return make_error(ErrorKind::InvalidArgument, "turn has an empty session id");
+    if (turn.session_index < 1)
+        return make_error(ErrorKind::InvalidArgument,
+                          "turn " + where + ": session_index must be >= 1");
+    if (turn.turn_index < 0)
+        return make_error(ErrorKind::InvalidArgument, "turn " + where + ": negative turn_index");
+    if (turn.speaker.empty())
+        return make_error(ErrorKind::InvalidArgument, "turn " + where + ": empty speaker");
     if (turn.text.empty() && turn.image_caption.empty())
-        return make_error(ErrorKind::InvalidArgument, "turn " + where + ": no text and no image caption");
+        return make_error(ErrorKind::InvalidArgument,
+                          "turn " + where + ": no text and no image caption");
     for (const std::string* field : {&turn.session_id, &turn.speaker, &turn.text, &turn.timestamp,
                                      &turn.image_caption, &turn.image_query})
-        if (!is_valid_utf8(*field)) return make_error(ErrorKind::InvalidArgument, "turn " + where + ": not valid UTF-8");
+        if (!is_valid_utf8(*field))
+            return make_error(ErrorKind::InvalidArgument, "turn " + where + ": not valid UTF-8");
     return {};
 }
 
@@ -88,8 +95,9 @@ Result<std::vector<Fact>> MemoryStore::add_conversation(std::string_view user,
         count.bind(1, user);
         if (!IS_TRY(count.step())) return make_error("sqlite: count returned no row");
         if (const std::int64_t n = count.column_int64(0); n > 0)
-            return make_error(ErrorKind::InvalidArgument, "user '" + std::string(user) + "' already has " + std::to_string(n) +
-                              " conversation turns; delete the user first");
+            return make_error(ErrorKind::InvalidArgument,
+                              "user '" + std::string(user) + "' already has " + std::to_string(n) +
+                                  " conversation turns; delete the user first");
     }
     const std::size_t total = turns.size() + facts.size();
     std::size_t done = 0;

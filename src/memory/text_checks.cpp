@@ -65,8 +65,10 @@ bool is_valid_utf8(std::string_view text) {
 Status check_user_id(std::string_view user, std::size_t max_bytes) {
     if (user.empty()) return make_error(ErrorKind::InvalidArgument, "user id is empty");
     if (user.size() > max_bytes)
-        return make_error(ErrorKind::InvalidArgument, "user id is longer than " + std::to_string(max_bytes) + " bytes");
-    if (!is_valid_utf8(user)) return make_error(ErrorKind::InvalidArgument, "user id is not valid UTF-8");
+        return make_error(ErrorKind::InvalidArgument,
+                          "user id is longer than " + std::to_string(max_bytes) + " bytes");
+    if (!is_valid_utf8(user))
+        return make_error(ErrorKind::InvalidArgument, "user id is not valid UTF-8");
     for (const char c : user)
         if (static_cast<unsigned char>(c) < 0x20 || c == 0x7F)
             return make_error(ErrorKind::InvalidArgument, "user id contains a control character");
@@ -74,11 +76,13 @@ Status check_user_id(std::string_view user, std::size_t max_bytes) {
 }
 
 Result<std::string> normalize_fact_text(std::string_view text, std::size_t max_bytes) {
-    if (!is_valid_utf8(text)) return make_error(ErrorKind::InvalidArgument, "fact text is not valid UTF-8");
+    if (!is_valid_utf8(text))
+        return make_error(ErrorKind::InvalidArgument, "fact text is not valid UTF-8");
     std::string normalized = normalize_whitespace(text);
     if (normalized.empty()) return make_error(ErrorKind::InvalidArgument, "fact text is empty");
     if (normalized.size() > max_bytes)
-        return make_error(ErrorKind::InvalidArgument, "fact text is longer than " + std::to_string(max_bytes) + " bytes");
+        return make_error(ErrorKind::InvalidArgument,
+                          "fact text is longer than " + std::to_string(max_bytes) + " bytes");
     return normalized;
 }
 

@@ -50,7 +50,8 @@ Status DecodeGraphRunner::decode(const ForwardBatch& batch, std::span<std::int32
     auto it = std::find_if(buckets_.begin(), buckets_.end(),
                            [s](const Bucket& b) { return b.size >= s; });
     if (it == buckets_.end()) return make_error("decode graphs: batch larger than every bucket");
-    if (static_cast<std::int64_t>(ids.size()) < s) return make_error("decode graphs: ids too small");
+    if (static_cast<std::int64_t>(ids.size()) < s)
+        return make_error("decode graphs: ids too small");
     if (!logits.empty() && static_cast<std::int64_t>(logits.size()) < s * vocab) {
         return make_error("decode graphs: logits span too small");
     }

@@ -81,12 +81,20 @@ Result<GgufValue> GgufParser::read_value(GgufType type, const std::string& key, 
     const char* what = "a metadata value";
     switch (type) {
         case GgufType::U8: v.int_value = IS_TRY(read<std::uint8_t>(what)); break;
-        case GgufType::I8: v.int_value = static_cast<std::int8_t>(IS_TRY(read<std::uint8_t>(what))); break;
+        case GgufType::I8:
+            v.int_value = static_cast<std::int8_t>(IS_TRY(read<std::uint8_t>(what)));
+            break;
         case GgufType::U16: v.int_value = IS_TRY(read<std::uint16_t>(what)); break;
-        case GgufType::I16: v.int_value = static_cast<std::int16_t>(IS_TRY(read<std::uint16_t>(what))); break;
+        case GgufType::I16:
+            v.int_value = static_cast<std::int16_t>(IS_TRY(read<std::uint16_t>(what)));
+            break;
         case GgufType::U32: v.int_value = IS_TRY(read<std::uint32_t>(what)); break;
-        case GgufType::I32: v.int_value = static_cast<std::int32_t>(IS_TRY(read<std::uint32_t>(what))); break;
-        case GgufType::I64: v.int_value = static_cast<std::int64_t>(IS_TRY(read<std::uint64_t>(what))); break;
+        case GgufType::I32:
+            v.int_value = static_cast<std::int32_t>(IS_TRY(read<std::uint32_t>(what)));
+            break;
+        case GgufType::I64:
+            v.int_value = static_cast<std::int64_t>(IS_TRY(read<std::uint64_t>(what)));
+            break;
         case GgufType::U64: {
             std::uint64_t u = IS_TRY(read<std::uint64_t>(what));
             if (u > static_cast<std::uint64_t>(std::numeric_limits<std::int64_t>::max()))
@@ -96,7 +104,9 @@ Result<GgufValue> GgufParser::read_value(GgufType type, const std::string& key, 
         }
         case GgufType::Bool: {
             std::uint8_t b = IS_TRY(read<std::uint8_t>(what));
-            if (b > 1) return make_error("metadata '" + key + "' has invalid bool byte " + std::to_string(b));
+            if (b > 1)
+                return make_error("metadata '" + key + "' has invalid bool byte " +
+                                  std::to_string(b));
             v.int_value = b;
             break;
         }
@@ -202,7 +212,8 @@ Result<GgufTensorInfo> read_tensor_info(GgufParser& p, std::uint64_t file_size) 
     t.offset = IS_TRY(p.read<std::uint64_t>("a tensor offset"));
     const GgmlTypeSize size = ggml_type_size(t.type);
     if (size.block_elems == 0)
-        return make_error("tensor '" + t.name + "' has unknown ggml type " + std::to_string(t.type));
+        return make_error("tensor '" + t.name + "' has unknown ggml type " +
+                          std::to_string(t.type));
     if (static_cast<std::uint64_t>(t.ne[0]) % size.block_elems != 0)
         return make_error("tensor '" + t.name + "': first dimension " + std::to_string(t.ne[0]) +
                           " is not a multiple of the " + ggml_type_name(t.type) + " block size");

@@ -76,14 +76,17 @@ Result<ModelConfig> read_config(const GgufFile& g, const std::string& arch) {
     if (arch == "llama") c.architecture = Architecture::Llama;
     else if (arch == "mistral") c.architecture = Architecture::Mistral;
     else if (arch == "qwen2") c.architecture = Architecture::Qwen2;
-    else return make_error("unsupported architecture '" + arch + "' (supported: llama, mistral, qwen2)");
+    else
+        return make_error("unsupported architecture '" + arch +
+                          "' (supported: llama, mistral, qwen2)");
     const std::string p = arch + ".";
     c.num_layers = IS_TRY(positive(g, p + "block_count"));
     c.hidden_size = IS_TRY(positive(g, p + "embedding_length"));
     c.intermediate_size = IS_TRY(positive(g, p + "feed_forward_length"));
     c.num_heads = IS_TRY(positive(g, p + "attention.head_count"));
     c.num_kv_heads = c.num_heads;
-    if (g.find(p + "attention.head_count_kv")) c.num_kv_heads = IS_TRY(positive(g, p + "attention.head_count_kv"));
+    if (g.find(p + "attention.head_count_kv"))
+        c.num_kv_heads = IS_TRY(positive(g, p + "attention.head_count_kv"));
     if (c.num_heads % c.num_kv_heads != 0)
         return make_error("attention.head_count is not a multiple of attention.head_count_kv");
     if (g.find(p + "attention.key_length")) {
@@ -99,7 +102,8 @@ Result<ModelConfig> read_config(const GgufFile& g, const std::string& arch) {
     if (value_len != c.head_dim || rope_dims != c.head_dim)
         return make_error("partial rotary or distinct key/value head sizes are not supported");
     c.max_position_embeddings = IS_TRY(positive(g, p + "context_length"));
-    c.rms_norm_eps = static_cast<float>(IS_TRY(g.get_float(p + "attention.layer_norm_rms_epsilon")));
+    c.rms_norm_eps =
+        static_cast<float>(IS_TRY(g.get_float(p + "attention.layer_norm_rms_epsilon")));
     if (c.rms_norm_eps <= 0) return make_error("layer_norm_rms_epsilon must be positive");
     if (g.find(p + "rope.freq_base"))
         c.rope_theta = static_cast<float>(IS_TRY(g.get_float(p + "rope.freq_base")));
@@ -125,7 +129,8 @@ Result<std::vector<std::string>> string_array(const GgufFile& g, const char* key
     return v->strings;
 }
 
-Result<std::int64_t> token_id(const GgufFile& g, const char* key, std::size_t n_tokens, bool strict) {
+Result<std::int64_t> token_id(const GgufFile& g, const char* key, std::size_t n_tokens,
+                              bool strict) {
     if (g.find(key) == nullptr) return std::int64_t{-1};
     std::int64_t id = IS_TRY(g.get_int(key));
     if (n_tokens > 0 && (id < 0 || static_cast<std::size_t>(id) >= n_tokens)) {
@@ -173,7 +178,8 @@ Result<tokenizer::VocabData> read_vocab(const GgufFile& g) {
     // llama.cpp's defaults: SentencePiece vocabularies add BOS and a leading space.
     v.add_bos = v.model == "llama";
     v.add_space_prefix = v.model == "llama";
-    if (g.find("tokenizer.ggml.add_bos_token")) v.add_bos = IS_TRY(g.get_bool("tokenizer.ggml.add_bos_token"));
+    if (g.find("tokenizer.ggml.add_bos_token"))
+        v.add_bos = IS_TRY(g.get_bool("tokenizer.ggml.add_bos_token"));
     if (g.find("tokenizer.ggml.add_space_prefix"))
         v.add_space_prefix = IS_TRY(g.get_bool("tokenizer.ggml.add_space_prefix"));
     return v;
@@ -209,7 +215,8 @@ Status load_tensor(const GgufTensorInfo& info, const std::uint8_t* src, const Mo
     if (c.architecture == Architecture::Qwen2) hf.permute = QkPermute::None;
     if (!ggml_type_supported(info.type))
         return make_error("tensor '" + info.name + "' has unsupported type " +
-                          ggml_type_name(info.type) + " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+                          ggml_type_name(info.type) +
+                          " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
     tensor::Tensor t;
     t.dtype = tensor::DType::F32;
     t.rank = static_cast<int>(info.ne.size());
@@ -217,7 +224,8 @@ Status load_tensor(const GgufTensorInfo& info, const std::uint8_t* src, const Mo
     const std::size_t n = static_cast<std::size_t>(info.numel());
     const std::int64_t heads = hf.permute == QkPermute::Q ? c.num_heads : c.num_kv_heads;
     const std::int64_t rows = t.rank == 0 ? 0 : t.shape[0];
-    if (hf.permute != QkPermute::None) IS_RETURN_IF_ERROR(check_qk_rows(info, rows, heads, c.head_dim));
+    if (hf.permute != QkPermute::None)
+        IS_RETURN_IF_ERROR(check_qk_rows(info, rows, heads, c.head_dim));
 
     const std::optional<tensor::DType> block = block_dtype(info.type);
     if (keep_quantized && block.has_value() && t.rank == 2) {

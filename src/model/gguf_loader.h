@@ -3,9 +3,10 @@
 // a WeightStore in the Hugging Face layout. Every tensor is converted to F32 (quantized types
 // dequantized) in store-owned memory, except unpermuted F32 tensors, which stay zero-copy views
 // into the mapped file; with `keep_quantized`, Q8_0/Q4_0/Q4_1 matrices keep their blocks
-// (DType::Q8_0 ...), as views or, for permuted Q/K, as store-owned copies. For llama-style rotary (llama, mistral) the converter's interleaving of
-// Q/K rows is undone so that rows are in Hugging Face rotate_half order. rope_freqs.weight
-// (Llama 3.1-style scaling) becomes ModelConfig::rope_freq_factors, not a store tensor.
+// (DType::Q8_0 ...), as views or, for permuted Q/K, as store-owned copies. For llama-style rotary
+// (llama, mistral) the converter's interleaving of Q/K rows is undone so that rows are in Hugging
+// Face rotate_half order. rope_freqs.weight (Llama 3.1-style scaling) becomes
+// ModelConfig::rope_freq_factors, not a store tensor.
 
 #include <cstddef>
 #include <cstdint>

@@ -167,8 +167,9 @@ Result<HfConfig> parse_hf_config(std::string_view json_text, std::string name) {
     // As transformers reads it: Mistral's window defaults to 4096 when the field is absent and
     // null turns it off (v0.3); Qwen2 uses its window only with use_sliding_window.
     if (c.architecture == Architecture::Mistral) {
-        c.sliding_window =
-            obj.contains("sliding_window") ? IS_TRY(optional_positive(obj, "sliding_window", 0)) : 4096;
+        c.sliding_window = obj.contains("sliding_window")
+                               ? IS_TRY(optional_positive(obj, "sliding_window", 0))
+                               : 4096;
     } else if (c.architecture == Architecture::Qwen2 &&
                IS_TRY(optional_bool(obj, "use_sliding_window", false))) {
         c.sliding_window = IS_TRY(optional_positive(obj, "sliding_window", 4096));

@@ -123,15 +123,18 @@ Status validate_llama_weights(const ModelConfig& c, const WeightStore& weights) 
     for (std::int64_t i = 0; i < c.num_layers; ++i) {
         IS_RETURN_IF_ERROR(check(layer_name(i, "input_layernorm.weight"), {c.hidden_size}));
         IS_RETURN_IF_ERROR(check(layer_name(i, "self_attn.q_proj.weight"), {q_dim, c.hidden_size}));
-        IS_RETURN_IF_ERROR(check(layer_name(i, "self_attn.k_proj.weight"), {kv_dim, c.hidden_size}));
-        IS_RETURN_IF_ERROR(check(layer_name(i, "self_attn.v_proj.weight"), {kv_dim, c.hidden_size}));
+        IS_RETURN_IF_ERROR(
+            check(layer_name(i, "self_attn.k_proj.weight"), {kv_dim, c.hidden_size}));
+        IS_RETURN_IF_ERROR(
+            check(layer_name(i, "self_attn.v_proj.weight"), {kv_dim, c.hidden_size}));
         IS_RETURN_IF_ERROR(check(layer_name(i, "self_attn.o_proj.weight"), {c.hidden_size, q_dim}));
         if (c.attention_bias) {
             IS_RETURN_IF_ERROR(check(layer_name(i, "self_attn.q_proj.bias"), {q_dim}));
             IS_RETURN_IF_ERROR(check(layer_name(i, "self_attn.k_proj.bias"), {kv_dim}));
             IS_RETURN_IF_ERROR(check(layer_name(i, "self_attn.v_proj.bias"), {kv_dim}));
         }
-        IS_RETURN_IF_ERROR(check(layer_name(i, "post_attention_layernorm.weight"), {c.hidden_size}));
+        IS_RETURN_IF_ERROR(
+            check(layer_name(i, "post_attention_layernorm.weight"), {c.hidden_size}));
         IS_RETURN_IF_ERROR(
             check(layer_name(i, "mlp.gate_proj.weight"), {c.intermediate_size, c.hidden_size}));
         IS_RETURN_IF_ERROR(

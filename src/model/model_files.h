@@ -22,7 +22,8 @@ struct ModelFiles {
     ModelConfig config;
     WeightStore weights;
     tokenizer::VocabData gguf_vocab;  // filled for GGUF, empty for a Hugging Face directory
-    std::string tokenizer_json_path;  // HF directory: its tokenizer.json (empty if none, and for GGUF)
+    std::string tokenizer_json_path;  // HF directory: its tokenizer.json (empty if none, and
+                                      // for GGUF)
     std::string chat_template;        // jinja source from GGUF or the HF directory; may be empty
     // All end-of-sequence ids, config.eos_token_id first (HF: config.json then
     // generation_config.json; GGUF: eos then end-of-turn id).

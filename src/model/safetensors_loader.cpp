@@ -38,7 +38,8 @@ Result<tensor::DType> parse_dtype(const std::string& s, const std::string& name)
 
 // Validates one header entry against the data region of `data_len` bytes.
 Result<Entry> parse_entry(const std::string& name, const json& info, std::uint64_t data_len) {
-    if (!info.is_object()) return make_error("tensor '" + name + "': header entry is not an object");
+    if (!info.is_object())
+        return make_error("tensor '" + name + "': header entry is not an object");
     auto dtype_it = info.find("dtype");
     auto shape_it = info.find("shape");
     auto offs_it = info.find("data_offsets");
@@ -48,7 +49,8 @@ Result<Entry> parse_entry(const std::string& name, const json& info, std::uint64
         return make_error("tensor '" + name + "': missing or non-list 'shape'");
     if (offs_it == info.end() || !offs_it->is_array() || offs_it->size() != 2 ||
         !(*offs_it)[0].is_number_unsigned() || !(*offs_it)[1].is_number_unsigned())
-        return make_error("tensor '" + name + "': 'data_offsets' must be two non-negative integers");
+        return make_error("tensor '" + name +
+                          "': 'data_offsets' must be two non-negative integers");
 
     Entry e;
     e.name = name;

@@ -39,7 +39,8 @@ class WeightStore {
     // nullptr when absent.
     const tensor::Tensor* find(std::string_view name) const;
     // An Error naming the tensor when absent or when its shape differs from `shape`.
-    Result<tensor::Tensor> get(std::string_view name, std::initializer_list<std::int64_t> shape) const;
+    Result<tensor::Tensor> get(std::string_view name,
+                               std::initializer_list<std::int64_t> shape) const;
     const std::map<std::string, tensor::Tensor, std::less<>>& all() const { return tensors_; }
 
   private:

@@ -184,7 +184,8 @@ class Backend {
     virtual void inject_chunks(const InjectArgs& args, const RopeTables& tables) = 0;
 
     // Greedy sampling where the logits are: ids[r] = index of the largest logits[r, :], the
-    // first on ties; NaNs never win (a row of NaNs gives 0).  logits [rows, vocab] f32, ids [rows] i32
+    // first on ties; NaNs never win (a row of NaNs gives 0).  logits [rows, vocab] f32,
+    // ids [rows] i32
     virtual void argmax(const Tensor& logits, Tensor ids) = 0;
 
     // ---- copies beside compute (optional) ------------------------------------------------

@@ -36,7 +36,9 @@ constexpr std::size_t dtype_block_bytes(DType t) {
 
 // Bytes per element of a plain type; 0 for block-quantized types, which have no per-element
 // size (use dtype_row_bytes).
-constexpr std::size_t dtype_size(DType t) { return is_block_quantized(t) ? 0 : dtype_block_bytes(t); }
+constexpr std::size_t dtype_size(DType t) {
+    return is_block_quantized(t) ? 0 : dtype_block_bytes(t);
+}
 
 // Bytes of `n` consecutive elements; `n` must be a whole number of blocks.
 constexpr std::size_t dtype_row_bytes(DType t, std::int64_t n) {

@@ -60,7 +60,8 @@ struct PagedAttentionArgs {
 // RoPE, 1 is V); it may live anywhere on the device, hence the address table. Per layer the
 // pages are at layer0 + l * layer_stride elements (K and V alike), as KvStorage lays them out.
 // Only layers [first_layer, first_layer + num_layers) are written, so a caller can inject layer
-// group by layer group as each group's bytes arrive. Sizes are small (one entry per token or chunk); the KV rows are the traffic.
+// group by layer group as each group's bytes arrive. Sizes are small (one entry per token or
+// chunk); the KV rows are the traffic.
 struct InjectArgs {
     Tensor chunk_addrs;   // [c, 2] i32: each chunk's device address, low word first
     Tensor chunk_tokens;  // [c] i32: t_c, rows of chunk c

@@ -40,7 +40,8 @@ struct Tensor {
     }
     // Block-quantized rows are whole blocks, so the size is per block, not per element.
     std::size_t nbytes() const {
-        if (!is_block_quantized(dtype)) return static_cast<std::size_t>(numel()) * dtype_size(dtype);
+        if (!is_block_quantized(dtype))
+            return static_cast<std::size_t>(numel()) * dtype_size(dtype);
         IS_CHECK(rank > 0 && shape[rank - 1] % dtype_block_elems(dtype) == 0)
             << dtype_name(dtype) << " rows of " << (rank > 0 ? shape[rank - 1] : 0) << " elements";
         return dtype_row_bytes(dtype, numel());

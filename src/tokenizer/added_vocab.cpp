@@ -116,7 +116,8 @@ std::vector<Segment> AddedVocab::split(std::string_view text, bool normalized,
             pos = std::max(pos, end);
         }
         if (begin > start_offset) {
-            out.push_back({std::string(text.substr(start_offset, begin - start_offset)), -1, start_offset});
+            out.push_back(
+                {std::string(text.substr(start_offset, begin - start_offset)), -1, start_offset});
         }
         out.push_back({std::string(text.substr(begin, end - begin)), t.id, begin});
         start_offset = end;

@@ -26,7 +26,8 @@ struct Candidate {
 
 }  // namespace
 
-BpeModel::BpeModel(std::vector<std::string> tokens, Mode mode) : mode_(mode), tokens_(std::move(tokens)) {
+BpeModel::BpeModel(std::vector<std::string> tokens, Mode mode)
+    : mode_(mode), tokens_(std::move(tokens)) {
     ids_.reserve(tokens_.size());
     for (std::size_t i = 0; i < tokens_.size(); ++i) {
         ids_.emplace(tokens_[i], static_cast<std::int32_t>(i));  // first id wins on duplicates
@@ -174,7 +175,8 @@ void BpeModel::encode(std::string_view word, std::vector<std::int32_t>& out) con
     }
     std::vector<Symbol> symbols = initial_symbols(word);
     merge_symbols(word, symbols);
-    for (std::int32_t i = symbols.empty() ? -1 : 0; i >= 0; i = symbols[static_cast<std::size_t>(i)].next) {
+    for (std::int32_t i = symbols.empty() ? -1 : 0; i >= 0;
+         i = symbols[static_cast<std::size_t>(i)].next) {
         const Symbol& s = symbols[static_cast<std::size_t>(i)];
         if (s.id >= 0) {
             out.push_back(s.id);

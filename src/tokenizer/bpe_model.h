@@ -58,7 +58,8 @@ class BpeModel {
     Mode mode_;
     std::vector<std::string> tokens_;
     std::unordered_map<std::string, std::int32_t> ids_;
-    std::unordered_map<std::uint64_t, std::pair<std::int32_t, std::int32_t>> merges_;  // -> rank, id
+    std::unordered_map<std::uint64_t, std::pair<std::int32_t, std::int32_t>>
+        merges_;  // -> rank, id
     std::vector<float> scores_;
     std::vector<bool> mergeable_;
     std::array<std::int32_t, 256> byte_ids_{};

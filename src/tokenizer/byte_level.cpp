@@ -15,8 +15,10 @@ struct ByteMap {
         to_byte.fill(-1);
         int next = 256;
         for (int b = 0; b < 256; ++b) {
-            const bool printable = (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
-            const char32_t cp = printable ? static_cast<char32_t>(b) : static_cast<char32_t>(next++);
+            const bool printable =
+                (b >= 0x21 && b <= 0x7E) || (b >= 0xA1 && b <= 0xAC) || b >= 0xAE;
+            const char32_t cp =
+                printable ? static_cast<char32_t>(b) : static_cast<char32_t>(next++);
             to_unicode[b] = cp;
             to_byte[cp] = b;
         }

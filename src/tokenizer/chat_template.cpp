@@ -5,7 +5,9 @@
 namespace inferscale::tokenizer {
 namespace {
 
-bool contains(std::string_view s, std::string_view what) { return s.find(what) != std::string_view::npos; }
+bool contains(std::string_view s, std::string_view what) {
+    return s.find(what) != std::string_view::npos;
+}
 
 // Text after `marker` up to the first quote, backslash or newline.
 std::string literal_after(std::string_view source, std::string_view marker) {
@@ -94,7 +96,8 @@ std::string ChatTemplate::render(const std::vector<ChatMessage>& messages, bool 
 
 std::string ChatTemplate::render_llama3(const std::vector<ChatMessage>& messages, bool gen) const {
     auto block = [](std::string_view role, const std::string& text) {
-        return "<|start_header_id|>" + std::string(role) + "<|end_header_id|>\n\n" + text + "<|eot_id|>";
+        return "<|start_header_id|>" + std::string(role) + "<|end_header_id|>\n\n" + text +
+               "<|eot_id|>";
     };
     std::string out = "<|begin_of_text|>";
     std::size_t first = 0;

@@ -29,7 +29,8 @@ std::string lowercase(std::string_view text) {
         char32_t cp = 0;
         const std::size_t n = utf8_sequence_at(text, pos, &cp);
         if (n == 0) break;
-        append_utf8(out, static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
+        append_utf8(out,
+                    static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
         pos += n;
     }
     return out;

@@ -80,7 +80,8 @@ Ranges invert_ranges(const Ranges& matches, std::size_t size) {
 // Rust's char::is_numeric: general categories Nd, Nl and No.
 bool is_numeric(char32_t cp) {
     const auto cat = utf8proc_category(static_cast<utf8proc_int32_t>(cp));
-    return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL || cat == UTF8PROC_CATEGORY_NO;
+    return cat == UTF8PROC_CATEGORY_ND || cat == UTF8PROC_CATEGORY_NL ||
+           cat == UTF8PROC_CATEGORY_NO;
 }
 
 Ranges digit_ranges(std::string_view text, bool individual) {
@@ -129,14 +130,16 @@ void apply_step(const PreTokenizerStep& step, const Piece& piece, std::vector<Pi
             return;
         case PreTokenizerStep::Kind::ByteLevel: {
             Piece p = piece;
-            if (step.add_prefix_space && (p.text.empty() || p.text[0] != ' ')) p.text = " " + p.text;
+            if (step.add_prefix_space && (p.text.empty() || p.text[0] != ' '))
+                p.text = " " + p.text;
             std::vector<Piece> parts;
             if (step.use_regex) {
                 split_by(p, step.regex.find_all(p.text), SplitBehavior::Isolated, parts);
             } else if (!p.text.empty()) {
                 parts.push_back(std::move(p));
             }
-            for (Piece& part : parts) out.push_back({byte_level_encode(part.text), part.at_text_start});
+            for (Piece& part : parts)
+                out.push_back({byte_level_encode(part.text), part.at_text_start});
             return;
         }
         case PreTokenizerStep::Kind::Metaspace: {

@@ -48,7 +48,8 @@ std::vector<std::pair<std::size_t, std::size_t>> SplitRegex::find_all(std::strin
         if (end == begin) {
             // Empty match: step over one whole character so the loop always advances.
             std::size_t next = begin + 1;
-            while (next < text.size() && (static_cast<unsigned char>(text[next]) & 0xC0) == 0x80) ++next;
+            while (next < text.size() && (static_cast<unsigned char>(text[next]) & 0xC0) == 0x80)
+                ++next;
             offset = next;
             continue;
         }

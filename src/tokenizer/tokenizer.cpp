@@ -118,7 +118,8 @@ std::string Tokenizer::decode_piece(std::int32_t id) const {
 
 std::int64_t Tokenizer::vocab_size() const {
     std::int64_t size = model_->bpe->size();
-    for (const AddedToken& t : model_->added.tokens()) size = std::max<std::int64_t>(size, t.id + 1);
+    for (const AddedToken& t : model_->added.tokens())
+        size = std::max<std::int64_t>(size, t.id + 1);
     return size;
 }
 

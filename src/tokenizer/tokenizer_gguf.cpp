@@ -59,7 +59,8 @@ Status build_llama(const VocabData& v, TokenizerModel& m) {
     std::vector<bool> mergeable(v.tokens.size(), true);
     for (std::size_t i = 0; i < v.tokens.size(); ++i) {
         const TokenType t = type_at(v, i);
-        mergeable[i] = t == TokenType::Normal || t == TokenType::UserDefined || t == TokenType::Undefined;
+        mergeable[i] =
+            t == TokenType::Normal || t == TokenType::UserDefined || t == TokenType::Undefined;
     }
     std::vector<float> scores = v.scores;
     scores.resize(v.tokens.size(), 0.0f);
@@ -96,7 +97,8 @@ Result<Tokenizer> Tokenizer::from_vocab(const VocabData& vocab) {
     auto valid = [n](std::int64_t id) { return id >= 0 && id < n; };
     for (std::size_t i = 0; i < vocab.tokens.size(); ++i) {
         const TokenType t = type_at(vocab, i);
-        if (t != TokenType::Control && t != TokenType::UserDefined && t != TokenType::Unknown) continue;
+        if (t != TokenType::Control && t != TokenType::UserDefined && t != TokenType::Unknown)
+            continue;
         AddedToken token;
         token.content = vocab.tokens[i];
         token.id = static_cast<std::int32_t>(i);

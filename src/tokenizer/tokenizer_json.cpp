@@ -84,7 +84,8 @@ Result<SplitBehavior> read_behavior(const std::string& s) {
 std::string escape_literal(const std::string& s) {
     std::string out;
     for (char c : s) {
-        if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos) out.push_back('\\');
+        if (std::string_view("\\^$.|?*+()[]{}").find(c) != std::string_view::npos)
+            out.push_back('\\');
         out.push_back(c);
     }
     return out;
@@ -200,7 +201,8 @@ Status read_model(const json& j, TokenizerModel& m) {
     for (const auto& [text, id_json] : vocab.items()) {
         const auto id = id_json.get<std::int64_t>();
         if (id < 0 || id > 10'000'000) return make_error("vocab id out of range: " + text);
-        if (static_cast<std::size_t>(id) >= tokens.size()) tokens.resize(static_cast<std::size_t>(id) + 1);
+        if (static_cast<std::size_t>(id) >= tokens.size())
+            tokens.resize(static_cast<std::size_t>(id) + 1);
         tokens[static_cast<std::size_t>(id)] = text;
     }
     m.bpe = std::make_unique<BpeModel>(std::move(tokens), BpeModel::Mode::MergeRanks);
@@ -211,7 +213,8 @@ Status read_model(const json& j, TokenizerModel& m) {
             if (space == std::string::npos) return make_error("bad merge '" + s + "'");
             IS_RETURN_IF_ERROR(m.bpe->add_merge(s.substr(0, space), s.substr(space + 1)));
         } else if (merge.is_array() && merge.size() == 2) {
-            IS_RETURN_IF_ERROR(m.bpe->add_merge(merge[0].get<std::string>(), merge[1].get<std::string>()));
+            IS_RETURN_IF_ERROR(
+                m.bpe->add_merge(merge[0].get<std::string>(), merge[1].get<std::string>()));
         } else {
             return make_error("bad merge entry");
         }
@@ -228,7 +231,8 @@ Status read_model(const json& j, TokenizerModel& m) {
 
 Result<Tokenizer> parse(std::string_view text) {
     const json j = json::parse(text.begin(), text.end(), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded() || !j.is_object()) return make_error("tokenizer.json is not a JSON object");
+    if (j.is_discarded() || !j.is_object())
+        return make_error("tokenizer.json is not a JSON object");
     if (!j.contains("model")) return make_error("tokenizer.json has no model");
     auto m = std::make_shared<TokenizerModel>();
     IS_RETURN_IF_ERROR(read_model(j.at("model"), *m));

@@ -48,8 +48,12 @@ std::size_t utf8_sequence_at(std::string_view s, std::size_t pos, char32_t* cp) 
     const std::size_t n = valid_prefix(s, pos, &need);
     if (n == 0 || n != need) return 0;
     const auto lead = static_cast<unsigned char>(s[pos]);
-    char32_t v = need == 1 ? lead : need == 2 ? (lead & 0x1F) : need == 3 ? (lead & 0x0F) : (lead & 0x07);
-    for (std::size_t i = 1; i < need; ++i) v = (v << 6) | (static_cast<unsigned char>(s[pos + i]) & 0x3F);
+    char32_t v = need == 1   ? lead
+                 : need == 2 ? (lead & 0x1F)
+                 : need == 3 ? (lead & 0x0F)
+                             : (lead & 0x07);
+    for (std::size_t i = 1; i < need; ++i)
+        v = (v << 6) | (static_cast<unsigned char>(s[pos + i]) & 0x3F);
     *cp = v;
     return need;
 }

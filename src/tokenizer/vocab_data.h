@@ -21,7 +21,8 @@ enum class TokenType : std::int32_t {
 
 struct VocabData {
     std::string model;         // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SPM)
-    std::string pre;           // tokenizer.ggml.pre: pre-tokenizer name, e.g. "smollm", "llama-bpe", "qwen2"
+    std::string pre;           // tokenizer.ggml.pre: pre-tokenizer name, e.g. "smollm",
+                               // "llama-bpe", "qwen2"
     std::vector<std::string> tokens;     // id -> token text, as stored
     std::vector<float> scores;           // may be empty
     std::vector<TokenType> token_types;  // may be empty

@@ -113,7 +113,8 @@ TEST_P(QuantizedLinearTest, MatchesBlockFormulaInDouble) {
         std::vector<float> y1(out);
         be.linear(Tensor(x.data() + t * in, DType::F32, {1, in}), w->tensor,
                   Tensor(bias.data(), DType::F32, {out}), Tensor(y1.data(), DType::F32, {1, out}));
-        EXPECT_EQ(std::memcmp(y1.data(), y.data() + t * out, out * sizeof(float)), 0) << "row " << t;
+        EXPECT_EQ(std::memcmp(y1.data(), y.data() + t * out, out * sizeof(float)), 0)
+            << "row " << t;
     }
 }
 

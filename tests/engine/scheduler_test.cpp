@@ -25,7 +25,8 @@ struct Slot {
 class FakeEngine {
   public:
     FakeEngine(std::int32_t blocks, SchedulerOptions options, bool caching = true)
-        : pool_(blocks), cache_(pool_, caching), scheduler_(cache_, options), slots_(blocks * kBlock) {}
+        : pool_(blocks), cache_(pool_, caching), scheduler_(cache_, options),
+          slots_(blocks * kBlock) {}
 
     Sequence* add(std::vector<std::int32_t> prompt, std::int64_t max_new, std::string salt = "",
                   std::int64_t injected = 0) {
@@ -36,7 +37,8 @@ class FakeEngine {
         seq->max_len = seq->prompt_len + max_new;
         seq->cache_salt = std::move(salt);
         seq->injected_tokens = injected;
-        for (std::int64_t b = 0; b < injected / kBlock; ++b) seq->memory_block_keys.push_back("chunk");
+        for (std::int64_t b = 0; b < injected / kBlock; ++b)
+            seq->memory_block_keys.push_back("chunk");
         Sequence* raw = seq.get();
         seqs_.push_back(std::move(seq));
         scheduler_.add(raw);
@@ -89,13 +91,15 @@ class FakeEngine {
     }
 
     void run_to_end(int max_steps = 10000) {
-        for (int i = 0; i < max_steps && (scheduler_.num_running() || scheduler_.num_waiting()); ++i)
+        for (int i = 0;
+             i < max_steps && (scheduler_.num_running() || scheduler_.num_waiting()); ++i)
             step();
         ASSERT_EQ(scheduler_.num_running() + scheduler_.num_waiting(), 0u);
     }
 
     // What the sequence must end as: its prompt, then next_token applied repeatedly.
-    static std::vector<std::int32_t> expected(std::vector<std::int32_t> prompt, std::int64_t max_new) {
+    static std::vector<std::int32_t> expected(std::vector<std::int32_t> prompt,
+                                              std::int64_t max_new) {
         Sequence s;
         s.tokens = std::move(prompt);
         for (std::int64_t i = 0; i < max_new; ++i) s.tokens.push_back(next_token(s));
@@ -222,7 +226,8 @@ TEST(Scheduler, RandomizedLoadKeepsEveryInvariant) {
     std::mt19937 rng(7);
     std::uint64_t preemptions = 0, hits = 0;
     for (int trial = 0; trial < 20; ++trial) {
-        const auto blocks = static_cast<std::int32_t>(std::uniform_int_distribution<int>(10, 40)(rng));
+        const auto blocks =
+            static_cast<std::int32_t>(std::uniform_int_distribution<int>(10, 40)(rng));
         FakeEngine e(blocks, {.max_step_tokens = std::uniform_int_distribution<int>(4, 32)(rng),
                               .max_step_seqs = std::uniform_int_distribution<int>(1, 8)(rng),
                               .block_size = kBlock},
@@ -235,7 +240,8 @@ TEST(Scheduler, RandomizedLoadKeepsEveryInvariant) {
                 // Few distinct prompts, so prefixes repeat and the cache gets hits.
                 auto prompt = tokens(len, static_cast<std::int32_t>(rng() % 3));
                 const std::string salt = rng() % 2 ? "u1" : "u2";
-                want.emplace_back(e.add(prompt, max_new, salt), FakeEngine::expected(prompt, max_new));
+                want.emplace_back(e.add(prompt, max_new, salt),
+                                  FakeEngine::expected(prompt, max_new));
             }
             e.step();
         }

@@ -82,7 +82,9 @@ class ChunkPoolTest : public ::testing::Test {
         auto l = pool.put(make_chunk(be_, id, tokens, seed));
         ASSERT_TRUE(l.ok()) << l.error().message;
     }
-    std::string path_of(const ChunkIdentity& id) { return chunk_file_path(dir_.file("chunks"), id); }
+    std::string path_of(const ChunkIdentity& id) {
+        return chunk_file_path(dir_.file("chunks"), id);
+    }
 
     backends::cpu::CpuBackend be_;
     TempDir dir_;

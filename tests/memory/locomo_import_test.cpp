@@ -54,7 +54,8 @@ TEST(LocomoDate, Formats) {
     EXPECT_EQ(parse_locomo_date("12:05 PM on 1 Sept, 2023")->iso_utc(), "2023-09-01T12:05:00.000Z");
     EXPECT_EQ(parse_locomo_date("2022-12-31")->iso_utc(), "2022-12-31T00:00:00.000Z");
     EXPECT_EQ(parse_locomo_date("1:00 am on 1 January, 1970")->epoch_seconds(), 3600);
-    EXPECT_LT(*parse_locomo_date("11:59 pm on 7 May, 2023"), *parse_locomo_date("1:56 pm on 8 May, 2023"));
+    EXPECT_LT(*parse_locomo_date("11:59 pm on 7 May, 2023"),
+              *parse_locomo_date("1:56 pm on 8 May, 2023"));
     for (const char* bad : {"", "yesterday", "13:00 pm on 8 May, 2023", "1:56 pm on 31 June, 2023",
                             "1:56 pm on 8 Ma, 2023", "1:56 pm on 8 May 2023", "2023-13-01"})
         EXPECT_FALSE(parse_locomo_date(bad).ok()) << bad;

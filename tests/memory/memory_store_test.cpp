@@ -91,7 +91,8 @@ TEST(MemoryStore, GetFactsMatchesGetFactInRequestOrder) {
     auto store = open_ok(dir.file("m.db"));
     std::vector<FactId> ids;
     for (int i = 0; i < 12; ++i)
-        ids.push_back(store->add_fact(i % 2 ? "u" : "v", {"fact " + std::to_string(i), {}, ""})->id);
+        ids.push_back(
+            store->add_fact(i % 2 ? "u" : "v", {"fact " + std::to_string(i), {}, ""})->id);
     ASSERT_TRUE(store->delete_fact(ids[4]).ok());
     const std::vector<FactId> asked{ids[7], ids[4], ids[0], 999999, ids[11], ids[3]};
     auto got = store->get_facts(asked);
@@ -177,7 +178,8 @@ TEST(MemoryStore, BadInputIsAnError) {
     EXPECT_FALSE(store->add_fact("", {"text", {}, ""}).ok());
     EXPECT_FALSE(store->add_fact("bad\nuser", {"text", {}, ""}).ok());
     EXPECT_FALSE(store->add_fact("u", {"\xff\xfe", {}, ""}).ok());
-    EXPECT_FALSE(store->add_fact("u", {std::string(MemoryStore::kMaxFactBytes + 1, 'x'), {}, ""}).ok());
+    EXPECT_FALSE(
+        store->add_fact("u", {std::string(MemoryStore::kMaxFactBytes + 1, 'x'), {}, ""}).ok());
     EXPECT_FALSE(store->add_fact("u", {"text", TurnRef{"session_9", 0}, ""}).ok());
     EXPECT_FALSE(store->update_fact(424242, "text").ok());
     EXPECT_FALSE(store->delete_fact(-1).ok());
@@ -186,7 +188,8 @@ TEST(MemoryStore, BadInputIsAnError) {
     EXPECT_FALSE(store->delete_user("nobody").ok());
     // A failed batch adds nothing.
     ASSERT_TRUE(store->add_turns("t", {make_turn("s", 1, 0, "x")}).ok());
-    EXPECT_FALSE(store->add_turns("t", {make_turn("s", 1, 1, "y"), make_turn("s", 1, 0, "dup")}).ok());
+    EXPECT_FALSE(
+        store->add_turns("t", {make_turn("s", 1, 1, "y"), make_turn("s", 1, 0, "dup")}).ok());
     EXPECT_EQ(store->list_turns("t")->size(), 1u);
     EXPECT_FALSE(store->add_turns("t", {make_turn("s", 1, 5, "")}).ok());
     // A source turn of another user is not a source turn of this one.

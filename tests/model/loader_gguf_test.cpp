@@ -23,7 +23,8 @@ using test::loader_fixture;
 TEST(GgufTinyLlama, KeepQuantizedBlocksDequantizeToDefaultMode) {
     auto plain = load_model_files(loader_fixture("tiny_llama.gguf"));
     ASSERT_TRUE(plain.ok()) << plain.error().message;
-    auto kept = load_model_files(loader_fixture("tiny_llama.gguf"), {}, LoadOptions{.keep_quantized = true});
+    auto kept = load_model_files(loader_fixture("tiny_llama.gguf"), {},
+                                 LoadOptions{.keep_quantized = true});
     ASSERT_TRUE(kept.ok()) << kept.error().message;
     ASSERT_EQ(kept->weights.all().size(), plain->weights.all().size());
     std::set<tensor::DType> block_types;
@@ -41,8 +42,10 @@ TEST(GgufTinyLlama, KeepQuantizedBlocksDequantizeToDefaultMode) {
     EXPECT_EQ(block_types, (std::set<tensor::DType>{tensor::DType::Q8_0, tensor::DType::Q4_0,
                                                     tensor::DType::Q4_1}));
     // The permuted ones (q: Q8_0, k: Q4_1) stayed blocks too.
-    EXPECT_EQ(kept->weights.find("model.layers.0.self_attn.q_proj.weight")->dtype, tensor::DType::Q8_0);
-    EXPECT_EQ(kept->weights.find("model.layers.0.self_attn.k_proj.weight")->dtype, tensor::DType::Q4_1);
+    EXPECT_EQ(kept->weights.find("model.layers.0.self_attn.q_proj.weight")->dtype,
+              tensor::DType::Q8_0);
+    EXPECT_EQ(kept->weights.find("model.layers.0.self_attn.k_proj.weight")->dtype,
+              tensor::DType::Q4_1);
 }
 
 TEST(GgufTinyLlama, DequantizedValuesMatchReferenceBitForBit) {
@@ -55,7 +58,8 @@ TEST(GgufTinyLlama, DequantizedValuesMatchReferenceBitForBit) {
     EXPECT_EQ(last_total, 12u);
 
     const std::string bin = test::read_bytes(loader_fixture("tiny_llama_expected.bin"));
-    auto index = nlohmann::json::parse(test::read_bytes(loader_fixture("tiny_llama_expected.json")));
+    auto index =
+        nlohmann::json::parse(test::read_bytes(loader_fixture("tiny_llama_expected.json")));
     ASSERT_EQ(store.all().size(), index.size());
     std::set<std::string> types;
     for (auto it = index.begin(); it != index.end(); ++it) {
@@ -173,7 +177,8 @@ std::vector<float> permute_like_converter(const std::vector<float>& hf, std::int
         for (std::int64_t s = 0; s < 2; ++s)
             for (std::int64_t i = 0; i < half; ++i)
                 for (std::int64_t c = 0; c < cols; ++c)
-                    out[((h * hd + 2 * i + s) * cols) + c] = hf[((h * hd + s * half + i) * cols) + c];
+                    out[((h * hd + 2 * i + s) * cols) + c] =
+                        hf[((h * hd + s * half + i) * cols) + c];
     return out;
 }
 

@@ -234,7 +234,8 @@ TEST(HfConfig, ChatTemplate) {
     ASSERT_TRUE(t.ok());
     EXPECT_EQ(*t, "{{ x }}");
     t = parse_hf_chat_template(
-        R"({"chat_template": [{"name": "tool_use", "template": "T"}, {"name": "default", "template": "D"}]})");
+        R"({"chat_template": [{"name": "tool_use", "template": "T"}, )"
+        R"({"name": "default", "template": "D"}]})");
     ASSERT_TRUE(t.ok());
     EXPECT_EQ(*t, "D");
     t = parse_hf_chat_template(R"({"bos_token": "<s>"})");

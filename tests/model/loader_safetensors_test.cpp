@@ -40,7 +40,8 @@ void expect_values(const tensor::Tensor& t, int k, const std::string& name) {
     std::vector<float> f32(static_cast<std::size_t>(t.numel()));
     tensor::convert_to_f32(t.dtype, t.data, f32.data(), f32.size());
     for (std::size_t i = 0; i < f32.size(); ++i)
-        ASSERT_EQ(f32[i], expected_value(k, static_cast<std::int64_t>(i))) << name << "[" << i << "]";
+        ASSERT_EQ(f32[i], expected_value(k, static_cast<std::int64_t>(i)))
+            << name << "[" << i << "]";
 }
 
 void expect_tiny_weights(const WeightStore& store) {
@@ -189,14 +190,16 @@ TEST(Safetensors, CorruptHeadersAreErrors) {
          "rank 5"},
         {make_file(R"({"w": {"dtype": "F32", "shape": [-4], "data_offsets": [0, 16]}})", data),
          "shape"},
-        {make_file(R"({"w": {"dtype": "F32", "shape": [4611686018427387904, 4611686018427387904], "data_offsets": [0, 16]}})",
+        {make_file(R"({"w": {"dtype": "F32", "shape": [4611686018427387904, )"
+                   R"(4611686018427387904], "data_offsets": [0, 16]}})",
                    data),
          "larger than the file"},
         {make_file(R"({"w": {"dtype": 1, "shape": [4], "data_offsets": [0, 16]}})", data), "dtype"},
     };
     for (const Case& c : cases) {
         std::string msg = load_error(c.bytes);
-        EXPECT_NE(msg.find(c.expect), std::string::npos) << "expected '" << c.expect << "' in: " << msg;
+        EXPECT_NE(msg.find(c.expect), std::string::npos)
+            << "expected '" << c.expect << "' in: " << msg;
         EXPECT_NE(msg.find("bad.safetensors"), std::string::npos) << msg;
     }
 }
@@ -204,7 +207,8 @@ TEST(Safetensors, CorruptHeadersAreErrors) {
 TEST(Safetensors, EmptyTensorAndMetadataAreFine) {
     ScratchDir dir;
     write_bytes(dir.file("ok.safetensors"),
-                make_file(R"({"__metadata__": {"format": "pt"}, "e": {"dtype": "F16", "shape": [0, 3], "data_offsets": [0, 0]}})",
+                make_file(R"({"__metadata__": {"format": "pt"}, "e": {"dtype": "F16", )"
+                          R"("shape": [0, 3], "data_offsets": [0, 0]}})",
                           ""));
     WeightStore store;
     auto r = load_safetensors_file(dir.file("ok.safetensors"), store);
@@ -244,7 +248,8 @@ TEST(Safetensors, DuplicateTensorAcrossFiles) {
 void copy_sharded(const ScratchDir& dir) {
     for (const char* f : {"config.json", "model.safetensors.index.json",
                           "model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"})
-        write_bytes(dir.file(f), test::read_bytes(loader_fixture(std::string("tiny_hf_sharded/") + f)));
+        write_bytes(dir.file(f),
+                    test::read_bytes(loader_fixture(std::string("tiny_hf_sharded/") + f)));
 }
 
 TEST(Safetensors, ShardedIndexProblems) {
@@ -256,11 +261,13 @@ TEST(Safetensors, ShardedIndexProblems) {
         const std::string from = R"("model.norm.weight": "model-00002-of-00002.safetensors")";
         auto pos = index.find(from);
         ASSERT_NE(pos, std::string::npos) << index;
-        index.replace(pos, from.size(), R"("model.norm.weight": "model-00001-of-00002.safetensors")");
+        index.replace(pos, from.size(),
+                      R"("model.norm.weight": "model-00001-of-00002.safetensors")");
         write_bytes(dir.file("model.safetensors.index.json"), index);
         auto r = load_model_files(dir.path());
         ASSERT_FALSE(r.ok());
-        EXPECT_NE(r.error().message.find("model.norm.weight"), std::string::npos) << r.error().message;
+        EXPECT_NE(r.error().message.find("model.norm.weight"), std::string::npos)
+            << r.error().message;
     }
     {
         ScratchDir dir;

@@ -22,7 +22,8 @@ TEST(SmolLM2Gguf, LoadsWithReferenceValues) {
     if (::stat(path.c_str(), &st) != 0) GTEST_SKIP() << path << " absent";
 
     std::size_t last_done = 0, last_total = 0;
-    auto r = load_model_files(path, [&](std::size_t d, std::size_t t) { last_done = d, last_total = t; });
+    auto r = load_model_files(path,
+                              [&](std::size_t d, std::size_t t) { last_done = d, last_total = t; });
     ASSERT_TRUE(r.ok()) << r.error().message;
     EXPECT_EQ(last_done, 272u);
     EXPECT_EQ(last_total, 272u);

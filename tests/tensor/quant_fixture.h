@@ -26,7 +26,8 @@ struct QuantFixture {
             std::string(env != nullptr && *env != '\0' ? env : "tests/fixtures") +
             "/quant/quant_rows.bin";
         std::ifstream in(path, std::ios::binary);
-        const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+        const std::string bytes((std::istreambuf_iterator<char>(in)),
+                                std::istreambuf_iterator<char>());
         QuantFixture f;
         EXPECT_GE(bytes.size(), 8u) << path;
         if (bytes.size() < 8) return f;

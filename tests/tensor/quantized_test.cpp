@@ -21,7 +21,8 @@ using test::QuantFixture;
 std::int64_t bit_mismatches(const std::vector<float>& a, const std::vector<float>& b) {
     EXPECT_EQ(a.size(), b.size());
     std::int64_t bad = 0;
-    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i) bad += std::memcmp(&a[i], &b[i], 4) != 0;
+    for (std::size_t i = 0; i < a.size() && i < b.size(); ++i)
+        bad += std::memcmp(&a[i], &b[i], 4) != 0;
     return bad;
 }
 

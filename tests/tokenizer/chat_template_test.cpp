@@ -29,7 +29,8 @@ TEST(ChatTemplateTest, MatchesTransformers) {
         const std::string name = c.at("template");
         SCOPED_TRACE(name + " / " + c.at("conversation").get<std::string>() +
                      (c.at("add_generation_prompt").get<bool>() ? " +gen" : ""));
-        auto tmpl = ChatTemplate::detect(read_text(fixture_path("chat_templates/" + name + ".jinja")));
+        auto tmpl =
+            ChatTemplate::detect(read_text(fixture_path("chat_templates/" + name + ".jinja")));
         ASSERT_TRUE(tmpl.ok()) << tmpl.error().message;
         EXPECT_EQ(tmpl->kind(), kind_named(c.at("kind")));
         std::vector<ChatMessage> messages;

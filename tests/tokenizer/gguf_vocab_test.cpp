@@ -86,7 +86,8 @@ VocabData spm_as_gguf() {
     for (std::size_t i = 3; i < 3 + 256; ++i) v.token_types[i] = TokenType::Byte;
     v.token_types[0] = TokenType::Unknown;
     for (const auto& t : j.at("added_tokens")) {
-        if (t.at("id").get<std::size_t>() > 0) v.token_types[t.at("id").get<std::size_t>()] = TokenType::Control;
+        if (t.at("id").get<std::size_t>() > 0)
+            v.token_types[t.at("id").get<std::size_t>()] = TokenType::Control;
     }
     v.bos_id = 1;
     v.eos_id = 2;

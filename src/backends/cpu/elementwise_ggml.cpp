@@ -1,5 +1,5 @@
-// RMSNorm, SwiGLU and the RoPE rotation with ggml's arithmetic (Arithmetic::Ggml): what llama.cpp's CPU
-// backend computes for the same op, bit for bit (see ggml_arith.h). Built with
+// RMSNorm, SwiGLU and the RoPE rotation with ggml's arithmetic (Arithmetic::Ggml): what llama.cpp's
+// CPU backend computes for the same op, bit for bit (see ggml_arith.h). Built with
 // -ffp-contract=off, so every fused multiply-add below is one ggml's binary performs too.
 
 #include <algorithm>

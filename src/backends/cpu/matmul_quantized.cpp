@@ -52,7 +52,9 @@ constexpr WeightLayout weight_layout(DType t) {
 }
 
 // Q4_1 weights take Q8_1 activations (d, s, quants); the others Q8_0 (d, quants).
-constexpr std::size_t act_block_bytes(DType w) { return w == DType::Q4_1 ? kQ8_1Bytes : kQ8_0Bytes; }
+constexpr std::size_t act_block_bytes(DType w) {
+    return w == DType::Q4_1 ? kQ8_1Bytes : kQ8_0Bytes;
+}
 constexpr std::size_t act_quant_offset(DType w) { return w == DType::Q4_1 ? 4 : 2; }
 
 inline std::uint16_t load_u16(const std::uint8_t* p) {
@@ -206,7 +208,8 @@ void linear_quantized(const float* x, std::int64_t n, std::int64_t in, const voi
                       std::vector<std::uint8_t>& scratch) {
     if (n == 0) return;
     IS_CHECK(in % tensor::kQuantBlock == 0) << "in " << in;
-    const std::size_t a_row = static_cast<std::size_t>(in / tensor::kQuantBlock) * act_block_bytes(w_dtype);
+    const std::size_t a_row =
+        static_cast<std::size_t>(in / tensor::kQuantBlock) * act_block_bytes(w_dtype);
     if (scratch.size() < static_cast<std::size_t>(n) * a_row) scratch.resize(n * a_row);
     std::uint8_t* act = scratch.data();
     const bool q8_1 = w_dtype == DType::Q4_1;

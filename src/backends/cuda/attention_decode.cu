@@ -98,7 +98,8 @@ __global__ void __launch_bounds__(kThreads)
     const float scale_log2 = batch.scale * kLog2e;
     for (int idx = tid; idx < group * d; idx += kThreads) {
         const int g = idx / d, c = idx % d;
-        const std::int64_t src = (static_cast<std::int64_t>(row) * batch.num_heads + head0 + g) * d + c;
+        const std::int64_t src =
+            (static_cast<std::int64_t>(row) * batch.num_heads + head0 + g) * d + c;
         q_s[idx] = __bfloat162float(q[src]) * scale_log2;
     }
     if (tid < group) {
@@ -176,7 +177,8 @@ __global__ void __launch_bounds__(kThreads)
             const int idx = tid + k * kThreads;
             if (idx < group * d) {
                 const int g = idx / d, c = idx % d;
-                const std::int64_t dst = (static_cast<std::int64_t>(row) * batch.num_heads + head0 + g) * d + c;
+                const std::int64_t dst =
+                    (static_cast<std::int64_t>(row) * batch.num_heads + head0 + g) * d + c;
                 out[dst] = __float2bfloat16_rn(acc[k] / sum_s[g]);
             }
         }

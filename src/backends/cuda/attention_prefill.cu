@@ -377,7 +377,8 @@ __global__ void merge_prefill_splits_kernel(PagedKvView kv, AttentionBatch batch
         float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
         for (int i = 0; i < used; ++i) {
             const float w = exp2f(ml[2 * i] - global_max);
-            const float4 v = *reinterpret_cast<const float4*>(po + static_cast<std::int64_t>(i) * d + c);
+            const float4 v =
+                *reinterpret_cast<const float4*>(po + static_cast<std::int64_t>(i) * d + c);
             acc.x += v.x * w;
             acc.y += v.y * w;
             acc.z += v.z * w;
@@ -461,7 +462,8 @@ void launch_merge_prefill_splits(const PagedKvView& pages, const AttentionBatch&
                                  const PrefillLaunch& launch, void* out, cudaStream_t stream) {
     if (launch.num_splits <= 1 || launch.max_q_tiles <= 0 || batch.num_tokens <= 0) return;
     IS_CHECK(pages.head_dim % 4 == 0) << "prefill merge head_dim " << pages.head_dim;
-    const dim3 grid(static_cast<unsigned>(batch.num_tokens), static_cast<unsigned>(batch.num_heads));
+    const dim3 grid(static_cast<unsigned>(batch.num_tokens),
+                    static_cast<unsigned>(batch.num_heads));
     const int threads = std::min(64, pages.head_dim / 4);
     launch_dependent(merge_prefill_splits_kernel, grid, threads, 0, stream, pages, batch, launch,
                      static_cast<bf16*>(out));

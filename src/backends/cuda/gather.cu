@@ -23,7 +23,8 @@ __global__ void embedding_kernel(const TIn* table, std::int64_t vocab, std::int6
     if (id < 0 || id >= vocab) __trap();  // out-of-range token id: a bug upstream
     const TIn* src = table + id * hidden;
     TOut* dst = out + row * hidden;
-    for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x) dst[i] = from_f32<TOut>(to_f32(src[i]));
+    for (std::int64_t i = threadIdx.x; i < hidden; i += blockDim.x)
+        dst[i] = from_f32<TOut>(to_f32(src[i]));
 }
 
 // Word is the widest unit that divides the row and both base pointers' alignment.
@@ -83,7 +84,8 @@ void launch_embedding(const void* table, DType table_dtype, std::int64_t vocab,
         embedding_from(static_cast<const bf16*>(table), vocab, hidden, ids, n, out, out_dtype,
                        stream);
     } else {
-        IS_CHECK(table_dtype == DType::F32) << "embedding table " << tensor::dtype_name(table_dtype);
+        IS_CHECK(table_dtype == DType::F32)
+            << "embedding table " << tensor::dtype_name(table_dtype);
         embedding_from(static_cast<const float*>(table), vocab, hidden, ids, n, out, out_dtype,
                        stream);
     }

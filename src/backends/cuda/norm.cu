@@ -122,8 +122,10 @@ void rms_norm_typed(T* x, const T* residual, const void* weight, DType weight_dt
     if (weight_dtype == DType::BF16) {
         rms_norm_launch(x, residual, static_cast<const bf16*>(weight), eps, n, hidden, out, stream);
     } else {
-        IS_CHECK(weight_dtype == DType::F32) << "rms_norm weight " << tensor::dtype_name(weight_dtype);
-        rms_norm_launch(x, residual, static_cast<const float*>(weight), eps, n, hidden, out, stream);
+        IS_CHECK(weight_dtype == DType::F32)
+            << "rms_norm weight " << tensor::dtype_name(weight_dtype);
+        rms_norm_launch(x, residual, static_cast<const float*>(weight), eps, n, hidden, out,
+                        stream);
     }
 }
 

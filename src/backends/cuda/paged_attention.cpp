@@ -279,9 +279,10 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
         all_rows.grid_rows = static_cast<int>(n);
         return plan;
     }
-    const std::int64_t per_split_bytes =
-        static_cast<std::int64_t>(num_seqs) * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));
-    const std::int64_t workspace_bytes = static_cast<std::int64_t>(options_.attention_workspace_bytes);
+    const std::int64_t per_split_bytes = static_cast<std::int64_t>(num_seqs) * heads * (d + 2) *
+                                         static_cast<std::int64_t>(sizeof(float));
+    const std::int64_t workspace_bytes =
+        static_cast<std::int64_t>(options_.attention_workspace_bytes);
     if (tiling[0].max_q_tiles > 0) {
         PrefillLaunch& prefill = plan.prefill.emplace();
         // Wide tiles halve the blocks: only while the GPU stays full with them.
@@ -294,7 +295,8 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
         const Tiling& chosen = tiling[prefill.row_frags - 1];
         prefill.max_q_tiles = chosen.max_q_tiles;
         // Partials are kept per batch row, decode rows included (they are few when this pays).
-        const std::int64_t row_split_bytes = n * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));
+        const std::int64_t row_split_bytes =
+            n * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));
         const std::int64_t blocks = chosen.tiles * view.kv_heads;
         const std::int64_t wanted = (kPrefillBlocksPerSm * num_sms_ + blocks - 1) / blocks;
         const std::int64_t by_length =
@@ -364,7 +366,8 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
     if (decode.num_splits > 1) {
         auto* ws = static_cast<float*>(attention_workspace_);
         decode.partial_o = ws;
-        decode.partial_ml = ws + static_cast<std::int64_t>(num_seqs) * heads * decode.num_splits * d;
+        decode.partial_ml =
+            ws + static_cast<std::int64_t>(num_seqs) * heads * decode.num_splits * d;
     }
     plan.fast_decode = decode.max_ctas == 0 && decode_fast_supports(static_cast<int>(d), group);
     if (plan.fast_decode && std::int64_t{num_seqs} * view.kv_heads <= kSplitArrivals) {

@@ -81,7 +81,8 @@ __global__ void __launch_bounds__(kThreads)
 void argmax_rows(const float* logits, std::int64_t rows, std::int64_t vocab, std::int32_t* ids,
                  cudaStream_t stream) {
     if (rows == 0) return;
-    IS_CHECK(rows <= 0x7fffffff && vocab > 0 && vocab < INT_MAX) << "argmax " << rows << "x" << vocab;
+    IS_CHECK(rows <= 0x7fffffff && vocab > 0 && vocab < INT_MAX)
+        << "argmax " << rows << "x" << vocab;
     launch_dependent(argmax_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, logits, vocab,
                      ids);
 }

@@ -124,7 +124,8 @@ void run_case(CudaBackend& gpu, CpuBackend& cpu, const AttnCase& c, std::mt19937
     const std::vector<float> got = download(gpu, p.dout.tensor);
     const std::vector<float> ref = cpu_reference(cpu, p, c, scale);
     EXPECT_LT(rel_error(got, ref), kBf16Tolerance) << c.name;
-    EXPECT_LT(worst_row_error(got, ref, p.n, std::int64_t{c.heads} * c.head_dim), 2 * kBf16Tolerance)
+    EXPECT_LT(worst_row_error(got, ref, p.n, std::int64_t{c.heads} * c.head_dim),
+              2 * kBf16Tolerance)
         << c.name;
 }
 

@@ -27,7 +27,8 @@ inject::ChunkIdentity ident(int i) {
 
 std::vector<float> contents(int i) {
     std::vector<float> v(kBytes / sizeof(float));
-    for (std::size_t j = 0; j < v.size(); ++j) v[j] = static_cast<float>((j * 2654435761u + i) % 100003);
+    for (std::size_t j = 0; j < v.size(); ++j)
+        v[j] = static_cast<float>((j * 2654435761u + i) % 100003);
     return v;
 }
 
@@ -44,10 +45,12 @@ class CudaChunkPoolTest : public CudaTest {
         for (int i = 0; i < n + device_chunks; ++i) {
             const std::vector<float> v = contents(i);
             tensor::Buffer buf = gpu_->allocate(kBytes).value();
-            gpu_->copy_from_host(buf.view(DType::F32, {static_cast<std::int64_t>(v.size())}), v.data(), kBytes);
+            gpu_->copy_from_host(buf.view(DType::F32, {static_cast<std::int64_t>(v.size())}),
+                                 v.data(), kBytes);
             gpu_->synchronize();
-            auto lease = (*pool)->put(inject::KvChunk(ident(i), std::vector<std::int32_t>(kTokens, 1), kLayers,
-                                                      kHeads, kDim, DType::F32, std::move(buf)));
+            auto lease =
+                (*pool)->put(inject::KvChunk(ident(i), std::vector<std::int32_t>(kTokens, 1),
+                                             kLayers, kHeads, kDim, DType::F32, std::move(buf)));
             EXPECT_TRUE(lease.ok()) << lease.error().message;
         }
         // The last puts hold the device tier; 0..n-1 sit in host memory now.

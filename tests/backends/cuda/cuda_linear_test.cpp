@@ -26,8 +26,8 @@ class CudaLinearTest : public CudaTest, public ::testing::WithParamInterface<Lin
 
 TEST_P(CudaLinearTest, MatchesCpu) {
     const LinearCase c = GetParam();
-    std::vector<float> x = random_bf16(c.n * c.in, rng_), w = random_bf16(c.out * c.in, rng_, 0.05f),
-                       b = random_bf16(c.out, rng_);
+    std::vector<float> x = random_bf16(c.n * c.in, rng_),
+                       w = random_bf16(c.out * c.in, rng_, 0.05f), b = random_bf16(c.out, rng_);
     auto dw = gpu_->upload_weight(host_view(w, {c.out, c.in}));
     ASSERT_TRUE(dw.ok());
     Tensor dbias;
@@ -53,7 +53,8 @@ TEST_P(CudaLinearTest, MatchesCpu) {
     std::vector<float> ref(c.n * c.out);
     cpu_.linear(host_view(x, {c.n, c.in}), host_view(w, {c.out, c.in}),
                 c.bias ? host_view(b, {c.out}) : Tensor(), host_view(ref, {c.n, c.out}));
-    EXPECT_LT(rel_error(download(*gpu_, y.tensor), ref), c.y_dtype == DType::F32 ? 1e-3 : kBf16Tolerance);
+    EXPECT_LT(rel_error(download(*gpu_, y.tensor), ref),
+              c.y_dtype == DType::F32 ? 1e-3 : kBf16Tolerance);
 
     // A second call reuses the cached plan and must give the same bits.
     const std::vector<float> first = download(*gpu_, y.tensor);

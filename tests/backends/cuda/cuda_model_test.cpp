@@ -40,7 +40,8 @@ TEST_P(CudaModelTest, PromptLogitsMatchTransformers) {
 
     auto files = model::load_model_files(dir);
     ASSERT_TRUE(files.ok()) << files.error().message;
-    auto m = model::LlamaModel::create(*gpu_, files->config, files->weights, {.max_positions = 128});
+    auto m =
+        model::LlamaModel::create(*gpu_, files->config, files->weights, {.max_positions = 128});
     ASSERT_TRUE(m.ok()) << m.error().message;
     const std::int64_t bs = 4, num_blocks = 64;
     auto kv = kv::KvStorage::create(*gpu_, m->kv_layout(num_blocks, bs));

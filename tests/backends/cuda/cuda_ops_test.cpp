@@ -85,7 +85,8 @@ TEST_F(CudaOpsTest, EmbeddingAndGatherRows) {
     ASSERT_TRUE(dw.ok());
     DeviceTensor d_ids = device_ints(*gpu_, ids);
     std::vector<float> ref(n * hidden);
-    cpu_.embedding(host_view(table, {vocab, hidden}), host_view(ids, {n}), host_view(ref, {n, hidden}));
+    cpu_.embedding(host_view(table, {vocab, hidden}), host_view(ids, {n}),
+                   host_view(ref, {n, hidden}));
     for (DType out_dtype : {DType::BF16, DType::F32}) {
         DeviceTensor out = device_empty(*gpu_, out_dtype, {n, hidden});
         poison(*gpu_, out.tensor);
@@ -94,7 +95,8 @@ TEST_F(CudaOpsTest, EmbeddingAndGatherRows) {
     }
 
     // gather_rows on bf16 rows (16-byte path) and on odd-width f32 rows (4-byte path).
-    for (auto [k, dtype] : {std::pair{std::int64_t{72}, DType::BF16}, std::pair{std::int64_t{5}, DType::F32}}) {
+    for (auto [k, dtype] :
+         {std::pair{std::int64_t{72}, DType::BF16}, std::pair{std::int64_t{5}, DType::F32}}) {
         const std::int64_t rows_in = 20, m = 9;
         std::vector<float> x = random_bf16(rows_in * k, rng_);
         std::vector<std::int32_t> rows(m);
@@ -118,13 +120,15 @@ TEST_F(CudaOpsTest, RmsNormMatchesCpu) {
         auto dw = gpu_->upload_weight(host_view(w, {hidden}));
         ASSERT_TRUE(dw.ok());
         std::vector<float> ref(n * hidden);
-        cpu_.rms_norm(host_view(x, {n, hidden}), host_view(w, {hidden}), 1e-6f, host_view(ref, {n, hidden}));
+        cpu_.rms_norm(host_view(x, {n, hidden}), host_view(w, {hidden}), 1e-6f,
+                      host_view(ref, {n, hidden}));
         for (DType dtype : {DType::BF16, DType::F32}) {
             DeviceTensor dx = device_from(*gpu_, x, dtype, {n, hidden});
             DeviceTensor out = device_empty(*gpu_, dtype, {n, hidden});
             poison(*gpu_, out.tensor);
             gpu_->rms_norm(dx.tensor, dw->tensor, 1e-6f, out.tensor);
-            EXPECT_LT(rel_error(download(*gpu_, out.tensor), ref), kBf16Tolerance) << hidden << "x" << n;
+            EXPECT_LT(rel_error(download(*gpu_, out.tensor), ref), kBf16Tolerance)
+                << hidden << "x" << n;
             gpu_->rms_norm(dx.tensor, dw->tensor, 1e-6f, dx.tensor);  // in place
             EXPECT_EQ(download(*gpu_, dx.tensor), download(*gpu_, out.tensor));
         }
@@ -143,7 +147,8 @@ TEST_F(CudaOpsTest, AddRmsNormEqualsAddThenRmsNorm) {
         ASSERT_TRUE(dw.ok());
         std::vector<float> sum = x, ref(n * hidden);
         cpu_.add(host_view(sum, {n, hidden}), host_view(y, {n, hidden}));
-        cpu_.rms_norm(host_view(sum, {n, hidden}), host_view(w, {hidden}), 1e-6f, host_view(ref, {n, hidden}));
+        cpu_.rms_norm(host_view(sum, {n, hidden}), host_view(w, {hidden}), 1e-6f,
+                      host_view(ref, {n, hidden}));
         for (DType dtype : {DType::BF16, DType::F32}) {
             DeviceTensor ux = device_from(*gpu_, x, dtype, {n, hidden});
             DeviceTensor uy = device_from(*gpu_, y, dtype, {n, hidden});
@@ -155,8 +160,10 @@ TEST_F(CudaOpsTest, AddRmsNormEqualsAddThenRmsNorm) {
             DeviceTensor fy = device_from(*gpu_, y, dtype, {n, hidden});
             gpu_->add_rms_norm(fx.tensor, fy.tensor, dw->tensor, 1e-6f, fy.tensor);
             EXPECT_EQ(download(*gpu_, fx.tensor), download(*gpu_, ux.tensor)) << hidden << "x" << n;
-            EXPECT_EQ(download(*gpu_, fy.tensor), download(*gpu_, unfused.tensor)) << hidden << "x" << n;
-            EXPECT_LT(rel_error(download(*gpu_, fy.tensor), ref), kBf16Tolerance) << hidden << "x" << n;
+            EXPECT_EQ(download(*gpu_, fy.tensor), download(*gpu_, unfused.tensor))
+                << hidden << "x" << n;
+            EXPECT_LT(rel_error(download(*gpu_, fy.tensor), ref), kBf16Tolerance)
+                << hidden << "x" << n;
         }
     }
 }
@@ -214,15 +221,18 @@ TEST_F(CudaOpsTest, RopeMatchesCpu) {
     for (DType dtype : {DType::BF16, DType::F32}) {
         DeviceTensor dx = device_from(*gpu_, x, dtype, {n, heads, d});
         gpu_->rope(dx.tensor, dpos.tensor, {dcos.tensor, dsin.tensor});
-        EXPECT_LT(rel_error(download(*gpu_, dx.tensor), ref), dtype == DType::F32 ? 1e-6 : kBf16Tolerance)
+        EXPECT_LT(rel_error(download(*gpu_, dx.tensor), ref),
+                  dtype == DType::F32 ? 1e-6 : kBf16Tolerance)
             << n << "x" << heads << "x" << d;
         DeviceTensor dk = device_from(*gpu_, k, dtype, {n, k_heads, d});
         gpu_->rope(dk.tensor, dpos.tensor, {dcos.tensor, dsin.tensor});
         DeviceTensor pq = device_from(*gpu_, x, dtype, {n, heads, d});
         DeviceTensor pk = device_from(*gpu_, k, dtype, {n, k_heads, d});
         gpu_->rope_qk(pq.tensor, pk.tensor, dpos.tensor, {dcos.tensor, dsin.tensor});
-        EXPECT_EQ(download(*gpu_, pq.tensor), download(*gpu_, dx.tensor)) << n << "x" << heads << "x" << d;
-        EXPECT_EQ(download(*gpu_, pk.tensor), download(*gpu_, dk.tensor)) << n << "x" << k_heads << "x" << d;
+        EXPECT_EQ(download(*gpu_, pq.tensor), download(*gpu_, dx.tensor))
+            << n << "x" << heads << "x" << d;
+        EXPECT_EQ(download(*gpu_, pk.tensor), download(*gpu_, dk.tensor))
+            << n << "x" << k_heads << "x" << d;
     }
   }
 }
@@ -256,7 +266,8 @@ TEST_F(CudaOpsTest, ArgmaxMatchesMaxElement) {
 TEST_F(CudaOpsTest, WriteKvScattersToSlots) {
     const std::int64_t blocks = 10, bs = 16, kvh = 2, d = 64, n = 23;
     const std::int64_t page_elems = blocks * bs * kvh * d;
-    std::vector<float> k_pages = random_bf16(page_elems, rng_), v_pages = random_bf16(page_elems, rng_);
+    std::vector<float> k_pages = random_bf16(page_elems, rng_),
+                       v_pages = random_bf16(page_elems, rng_);
     std::vector<float> k = random_bf16(n * kvh * d, rng_), v = random_bf16(n * kvh * d, rng_);
     std::vector<std::int32_t> all(blocks * bs);
     std::iota(all.begin(), all.end(), 0);
@@ -269,7 +280,8 @@ TEST_F(CudaOpsTest, WriteKvScattersToSlots) {
     DeviceTensor dslots = device_ints(*gpu_, slots);
     gpu_->write_kv(k_new.tensor, v_new.tensor, dslots.tensor, {dk.tensor, dv.tensor});
     cpu_.write_kv(host_view(k, {n, kvh, d}), host_view(v, {n, kvh, d}), host_view(slots, {n}),
-                  {host_view(k_pages, {blocks, bs, kvh, d}), host_view(v_pages, {blocks, bs, kvh, d})});
+                  {host_view(k_pages, {blocks, bs, kvh, d}),
+                   host_view(v_pages, {blocks, bs, kvh, d})});
     EXPECT_EQ(download(*gpu_, dk.tensor), k_pages);
     EXPECT_EQ(download(*gpu_, dv.tensor), v_pages);
 }
@@ -278,8 +290,9 @@ TEST_F(CudaOpsTest, WriteKvScattersToSlots) {
 // rotated k and v in the pages; padding rows (slot -1) write no page. d 128 takes the fused
 // kernel; d 20 (10 pairs) falls back to the two ops.
 TEST_F(CudaOpsTest, RopeWriteKvEqualsRopeThenWriteKv) {
-    for (auto [n, heads, kvh, d] : {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{1, 32, 8, 128},
-                                    {7, 4, 2, 128}, {5, 4, 4, 64}, {3, 2, 1, 20}}) {
+    for (auto [n, heads, kvh, d] :
+         {std::tuple<std::int64_t, std::int64_t, std::int64_t, std::int64_t>{1, 32, 8, 128},
+          {7, 4, 2, 128}, {5, 4, 4, 64}, {3, 2, 1, 20}}) {
         const std::int64_t blocks = 6, bs = 16, max_pos = 256;
         std::vector<float> cos_t(max_pos * d / 2), sin_t(max_pos * d / 2);
         for (std::size_t i = 0; i < cos_t.size(); ++i) {
@@ -292,7 +305,8 @@ TEST_F(CudaOpsTest, RopeWriteKvEqualsRopeThenWriteKv) {
         std::shuffle(all.begin(), all.end(), rng_);
         std::vector<std::int32_t> slots(all.begin(), all.begin() + n);
         if (n > 1) slots[1] = -1;  // a padding row
-        const std::vector<float> q = random_bf16(n * heads * d, rng_), k = random_bf16(n * kvh * d, rng_),
+        const std::vector<float> q = random_bf16(n * heads * d, rng_),
+                                 k = random_bf16(n * kvh * d, rng_),
                                  v = random_bf16(n * kvh * d, rng_);
         const std::vector<float> k_pages = random_bf16(blocks * bs * kvh * d, rng_),
                                  v_pages = random_bf16(blocks * bs * kvh * d, rng_);
@@ -315,7 +329,8 @@ TEST_F(CudaOpsTest, RopeWriteKvEqualsRopeThenWriteKv) {
                 gpu_->rope_qk(dq.tensor, dk.tensor, dpos.tensor, tables);
                 gpu_->write_kv(dk.tensor, dv.tensor, dslots.tensor, {kp.tensor, vp.tensor});
             }
-            for (const DeviceTensor* t : {&dq, &dk, &kp, &vp}) results[fused].push_back(download(*gpu_, t->tensor));
+            for (const DeviceTensor* t : {&dq, &dk, &kp, &vp})
+                results[fused].push_back(download(*gpu_, t->tensor));
         }
         EXPECT_EQ(results[1], results[0]) << n << "x" << heads << "/" << kvh << "x" << d;
         EXPECT_NE(results[0][2], k_pages) << "pages were written";
