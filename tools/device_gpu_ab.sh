@@ -6,19 +6,23 @@
 #   Here (no GPU), with the change built in BUILD_DIR and the base's gpu_bench copied aside (for
 #   an uncommitted change: git stash; ninja -C BUILD_DIR gpu_bench; cp BUILD_DIR/bin/gpu_bench
 #   BASE_EXE; git stash pop; ninja -C BUILD_DIR gpu_bench):
-#     tools/device_gpu_ab.sh bundle [BASE_EXE] [BUILD_DIR] [BUNDLE_DIR]
+#     tools/device_gpu_ab.sh bundle [BASE_EXE] [BUILD_DIR] [BUNDLE_DIR] [TEST...]
 #   bundles BUILD_DIR/bin/gpu_bench as bin/gpu_bench_new and BASE_EXE as bin/gpu_bench_base
-#   (without BASE_EXE, or with "-", the one build serves as both: an A/B of settings), with the
-#   non-system libraries both need. Defaults: build-cuda, build-ab-device (ignored by git via
-#   /build*/, so it can be carried).
+#   (without BASE_EXE, or with "-", the one build serves as both, bin/gpu_bench_base a link: an
+#   A/B of settings), each TEST (a test executable of BUILD_DIR/bin, e.g.
+#   cuda_linear_group_test) beside them, with the non-system libraries they need, and packs the
+#   bundle into .devpack/BUNDLE_DIR.tar.xz (~9 MB; .devpack is ignored by git, and a call
+#   carries 64 MiB). Defaults: build-cuda, build-ab-device.
 #
-#   On the GPU machine, from the repository root, carrying BUNDLE_DIR:
-#     tools/device_gpu_ab.sh run [BUNDLE_DIR] [--rounds N] [--new-env VAR=VALUE]...
+#   On the GPU machine, from the repository root, carrying .devpack (or BUNDLE_DIR itself):
+#     tools/device_gpu_ab.sh run [BUNDLE_DIR] [--rounds N] [--test NAME]... [--new-env VAR=VALUE]...
 #         [--base-env VAR=VALUE]... [--new-arg ARG]... [--base-arg ARG]... -- GPU_BENCH_ARGS...
-#   runs gpu_bench GPU_BENCH_ARGS N times (default 3) for each side, new then base in every
-#   round, each side with its own extra environment and arguments; keeps every log and the
-#   table rows (ab.tsv: side, round, metric, value, unit) under $OUT (or ./gpu-ab-logs), and
-#   prints each metric's values per side, the medians and new / base.
+#   unpacks the bundle where only its pack is there, runs each --test NAME first (its gtest
+#   summary printed, its log kept; a failing test fails the call but the A/B still runs), then
+#   gpu_bench GPU_BENCH_ARGS N times (default 3) for each side, new then base in every round,
+#   each side with its own extra environment and arguments; keeps every log (packed into
+#   logs.tgz) and the table rows (ab.tsv: side, round, metric, value, unit) under $OUT (or
+#   ./gpu-ab-logs), and prints each metric's values per side, the medians and new / base.
 set -euo pipefail
 
 die() { echo "device_gpu_ab: $*" >&2; exit 2; }
@@ -27,17 +31,29 @@ source "$(dirname "${BASH_SOURCE[0]}")/device_bundle_lib.sh"
 
 bundle() {
     local base=${1:--} build=${2:-build-cuda} out=${3:-build-ab-device}
-    local exe=$build/bin/gpu_bench
+    shift $(($# < 3 ? $# : 3))
+    local exe=$build/bin/gpu_bench test
     [[ -x $exe ]] || die "$exe is not built (ninja -C $build gpu_bench)"
     [[ $base == - || -x $base ]] || die "no base gpu_bench at $base"
-    [[ $base == - ]] && base=$exe
+    for test in "$@"; do
+        [[ -x $build/bin/$test ]] || die "$build/bin/$test is not built (ninja -C $build $test)"
+    done
     rm -rf "$out"
     mkdir -p "$out/bin" "$out/lib"
     bundle_exe "$exe" "$out/bin/gpu_bench_new" "$out/lib"
-    bundle_exe "$base" "$out/bin/gpu_bench_base" "$out/lib"
+    if [[ $base == - ]]; then
+        ln -s gpu_bench_new "$out/bin/gpu_bench_base"
+    else
+        bundle_exe "$base" "$out/bin/gpu_bench_base" "$out/lib"
+    fi
+    for test in "$@"; do bundle_exe "$build/bin/$test" "$out/bin/$test" "$out/lib"; done
     echo "bundled into $out:"
     ls -l "$out/bin"
-    du -sh "$out"
+    mkdir -p .devpack
+    local pack
+    pack=.devpack/$(basename "$out").tar.xz
+    tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 >"$pack"
+    ls -l "$pack"
 }
 
 # The rows of gpu_bench's closing table in LOG as "metric<TAB>value<TAB>unit" (the table is
@@ -80,7 +96,7 @@ summarize() {
 
 run() {
     local dir=build-ab-device rounds=3
-    local -a new_env=() base_env=() new_args=() base_args=() bench_args=()
+    local -a new_env=() base_env=() new_args=() base_args=() bench_args=() tests=()
     if [[ $# -gt 0 && $1 != --* ]]; then
         dir=$1
         shift
@@ -88,6 +104,7 @@ run() {
     while [[ $# -gt 0 ]]; do
         case $1 in
             --rounds) rounds=${2:?--rounds takes a count}; shift 2 ;;
+            --test) tests+=("${2:?--test takes the name of a test executable}"); shift 2 ;;
             --new-env) new_env+=("${2:?--new-env takes VAR=VALUE}"); shift 2 ;;
             --base-env) base_env+=("${2:?--base-env takes VAR=VALUE}"); shift 2 ;;
             --new-arg) new_args+=("${2:?--new-arg takes an argument}"); shift 2 ;;
@@ -97,8 +114,14 @@ run() {
         esac
     done
     [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds takes a positive count"
+    local pack
+    pack=.devpack/$(basename "$dir").tar.xz
+    if [[ ! -d $dir && -f $pack ]]; then
+        mkdir -p "$(dirname "$dir")"
+        tar -C "$(dirname "$dir")" -xJf "$pack"
+    fi
     [[ -x $dir/bin/gpu_bench_new && -x $dir/bin/gpu_bench_base ]] ||
-        die "no bundle at $dir (run '$0 bundle' where it was built)"
+        die "no bundle at $dir nor $pack (run '$0 bundle' where it was built)"
     dir=$(cd "$dir" && pwd)
     local logs=${OUT:-$PWD/gpu-ab-logs}
     mkdir -p "$logs"
@@ -106,7 +129,18 @@ run() {
         "$dir/bin/gpu_bench_base")
     export LD_LIBRARY_PATH
 
-    local tsv=$logs/ab.tsv round side log status failed=0
+    local tsv=$logs/ab.tsv round side log status failed=0 test
+    for test in ${tests[@]+"${tests[@]}"}; do
+        [[ -x $dir/bin/$test ]] || die "no test $test in $dir/bin (bundle it)"
+        set +e
+        timeout 600 "$dir/bin/$test" >"$logs/$test.log" 2>&1
+        status=$?
+        set -e
+        echo "== $test exited $status"
+        grep -E '^\[  PASSED  \]|^\[  SKIPPED \] [0-9]+ tests?,|^\[  FAILED  \]|FAILED TESTS?$' \
+            "$logs/$test.log" || true
+        [[ $status -eq 0 ]] || failed=1
+    done
     : >"$tsv"
     for ((round = 1; round <= rounds; ++round)); do
         for side in new base; do
@@ -133,11 +167,15 @@ run() {
         done
     done
     summarize "$tsv" | tee "$logs/summary.txt"
+    tar -C "$logs" -czf "$logs/logs.tgz" --exclude=logs.tgz --exclude=summary.txt \
+        --exclude=ab.tsv .
+    find "$logs" -maxdepth 1 -name '*.log' -delete
     return $failed
 }
 
 case ${1:-} in
     bundle) shift; bundle "$@" ;;
     run) shift; run "$@" ;;
-    *) die "usage: $0 bundle [BASE_EXE] [BUILD_DIR] [BUNDLE_DIR] | run [BUNDLE_DIR] [options] -- GPU_BENCH_ARGS" ;;
+    *) die "usage: $0 bundle [BASE_EXE] [BUILD_DIR] [BUNDLE_DIR] [TEST...] | run [BUNDLE_DIR]" \
+           "[options] -- GPU_BENCH_ARGS" ;;
 esac
