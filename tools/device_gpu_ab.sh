@@ -167,8 +167,10 @@ run() {
         done
     done
     summarize "$tsv" | tee "$logs/summary.txt"
-    tar -C "$logs" -czf "$logs/logs.tgz" --exclude=logs.tgz --exclude=summary.txt \
-        --exclude=ab.tsv .
+    local packed
+    packed=$(mktemp)
+    tar -C "$logs" -czf "$packed" --exclude=logs.tgz --exclude=summary.txt --exclude=ab.tsv .
+    mv "$packed" "$logs/logs.tgz"
     find "$logs" -maxdepth 1 -name '*.log' -delete
     return $failed
 }
