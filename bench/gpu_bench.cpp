@@ -78,7 +78,6 @@ struct Args {
     int small_linear_max_rows = -1;  // -1: the backend's default
     bool gemv = true;
     bool linear_autotune = true;
-    bool gemv_chain = true;
     int concurrent_linear_max_rows = -1;  // -1: the backend's default
     backends::cuda::DecodeAttentionOptions decode;
     backends::cuda::PrefillAttentionOptions prefill;
@@ -260,7 +259,6 @@ int run(const Args& a) {
         if (a.small_linear_max_rows >= 0) o.small_max_rows = a.small_linear_max_rows;
         if (!a.gemv) o.gemv = false;
         if (!a.linear_autotune) o.autotune = false;
-        if (!a.gemv_chain) o.gemv_chain = false;
         if (a.concurrent_linear_max_rows >= 0) {
             o.concurrent_max_rows = a.concurrent_linear_max_rows;
         }
@@ -545,9 +543,6 @@ int main(int argc, char** argv) {
     app.add_option("--small-linear-max-rows", a.small_linear_max_rows,
                    "linears of at most this many tokens on the small-batch kernel (0: cuBLASLt)");
     app.add_flag("!--no-gemv", a.gemv, "one-token linears on the mma kernel, not the GEMV");
-    app.add_flag("!--no-gemv-chain", a.gemv_chain,
-                 "one-token steps run o, the post-attention norm and the MLP as separate "
-                 "launches, not as one persistent GEMV");
     app.add_flag("!--no-linear-autotune", a.linear_autotune,
                  "linears on the small-batch kernel wherever it takes them, the stack else (no "
                  "timing race between the paths)");

@@ -116,22 +116,6 @@ class Backend {
         swiglu(gate_up[0].y, gate_up[1].y, gate_up[0].y);
     }
 
-    // The rest of a decoder layer after its attention, up to the MLP's output: linear(attn, o,
-    // {}, scratch), add_rms_norm(residual, scratch, norm_weight, eps, scratch),
-    // linear_swiglu(scratch, gate_up), then linear(gate_up[0].y, down, {}, scratch), which is
-    // what this default does (scratch then holds the MLP's output). A backend may run them as
-    // one launch; the residual and the output may then differ from these ops' by the norm's
-    // summation order.  attn [n, heads * d], residual and scratch [n, hidden]
-    virtual void attention_output_mlp(const Tensor& attn, const Tensor& o, Tensor residual,
-                                      const Tensor& norm_weight, float eps, Tensor scratch,
-                                      std::span<const LinearTarget> gate_up,
-                                      const Tensor& down) {
-        linear(attn, o, Tensor(), scratch);
-        add_rms_norm(residual, scratch, norm_weight, eps, scratch);
-        linear_swiglu(scratch, gate_up);
-        linear(gate_up[0].y, down, Tensor(), scratch);
-    }
-
     // Rotates x in place by the angles of `positions` (HF rotate_half pairing: dim i with
     // dim i + d/2). Positions beyond the tables are a bug.
     //   x [n, heads, d], positions [n] i32

@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/linear_gemv_chain.h"
 #include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_sampling.h"
@@ -99,8 +98,6 @@ Status CudaBackend::init() {
     IS_RETURN_IF_ERROR(
         allocate_scratch(&split_arrivals_, kSplitArrivals * sizeof(int), "split arrivals"));
     IS_CUDA_CHECK(cudaMemset(split_arrivals_, 0, kSplitArrivals * sizeof(int)));
-    IS_RETURN_IF_ERROR(allocate_scratch(&chain_barrier_, sizeof(unsigned), "chain barrier"));
-    IS_CUDA_CHECK(cudaMemset(chain_barrier_, 0, sizeof(unsigned)));
     IS_RETURN_IF_ERROR(allocate_scratch(&linear_partials_, options_.small_linear_scratch_bytes,
                                         "small linear scratch"));
     IS_RETURN_IF_ERROR(allocate_scratch(&linear_counters_, kSmallLinearCounters * sizeof(int),
@@ -124,7 +121,6 @@ Status CudaBackend::init() {
     init_prefill_attention();
     decode_tc_limits_ = init_decode_tc_attention();
     cluster_linear_limits_ = init_small_linear();
-    chain_ctas_per_sm_ = init_gemv_chain();
     return {};
 }
 
@@ -145,7 +141,6 @@ CudaBackend::~CudaBackend() {
     if (cublas_workspace_ != nullptr) cudaFree(cublas_workspace_);
     if (decode_item_counter_ != nullptr) cudaFree(decode_item_counter_);
     if (split_arrivals_ != nullptr) cudaFree(split_arrivals_);
-    if (chain_barrier_ != nullptr) cudaFree(chain_barrier_);
     if (linear_partials_ != nullptr) cudaFree(linear_partials_);
     if (linear_counters_ != nullptr) cudaFree(linear_counters_);
     if (stacked_output_ != nullptr) cudaFree(stacked_output_);

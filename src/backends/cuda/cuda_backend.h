@@ -112,9 +112,6 @@ struct LinearPathOptions {
     // model TTFT-32 -2.0%, decode b=64 / 128 +0.9% / +0.6%, b=256 -0.5%
     // (docs/results/concurrent_targets_h200_2026-12-03_s13.txt).
     int concurrent_max_rows = 128;
-    // One token's attention output and MLP (Backend::attention_output_mlp) as one persistent
-    // GEMV launch (needs gemv).
-    bool gemv_chain = true;
 };
 struct CudaBackendOptions {
     // Split-KV decode partials: [seqs, heads, splits, head_dim + 2] f32. Decode uses as many
@@ -178,13 +175,6 @@ class CudaBackend final : public tensor::Backend {
     // In linear.cpp: the small-batch kernel for few tokens, cuBLASLt otherwise.
     void linear_group(const tensor::Tensor& x,
                       std::span<const tensor::LinearTarget> targets) override;
-    // In linear.cpp: one token on one persistent GEMV launch (linear_gemv_chain.cu) where every
-    // group takes the small-batch kernel anyway (LinearPathOptions::gemv_chain).
-    void attention_output_mlp(const tensor::Tensor& attn, const tensor::Tensor& o,
-                              tensor::Tensor residual, const tensor::Tensor& norm_weight,
-                              float eps, tensor::Tensor scratch,
-                              std::span<const tensor::LinearTarget> gate_up,
-                              const tensor::Tensor& down) override;
     // In linear.cpp: one token runs both on the GEMV.
     void linear_swiglu(const tensor::Tensor& x,
                        std::span<const tensor::LinearTarget> gate_up) override;
@@ -274,8 +264,6 @@ class CudaBackend final : public tensor::Backend {
     // itself; larger batches (which a fast-kernel step rarely is) take the merge kernel.
     static constexpr std::int64_t kSplitArrivals = 4096;
     int* split_arrivals_ = nullptr;
-    unsigned* chain_barrier_ = nullptr;  // launch_gemv_chain's grid barrier counter
-    int chain_ctas_per_sm_ = 0;
     // paged_attention's checks and plan (no launch), and its launches.
     AttentionPlan plan_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
                                  const tensor::PagedAttentionArgs& args,

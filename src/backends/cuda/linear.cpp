@@ -16,7 +16,6 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
-#include "backends/cuda/linear_gemv_chain.h"
 #include "backends/cuda/linear_small.h"
 #include "backends/cuda/lt_matmul.h"
 #include "base/log.h"
@@ -208,51 +207,6 @@ bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTa
     return launch_small_linear(x.data, x.shape[0], x.shape[1], {small, targets.size()},
                                targets[0].y.dtype == DType::F32, options_.linear_paths.gemv,
                                small_linear_scratch(), stream_);
-}
-
-void CudaBackend::attention_output_mlp(const Tensor& attn, const Tensor& o, Tensor residual,
-                                       const Tensor& norm_weight, float eps, Tensor scratch,
-                                       std::span<const tensor::LinearTarget> gate_up,
-                                       const Tensor& down) {
-    const tensor::LinearTarget o_target{o, Tensor(), scratch};
-    const tensor::LinearTarget down_target{down, Tensor(), scratch};
-    check_linear_group(attn, {&o_target, 1});
-    check_linear_group(scratch, gate_up);
-    IS_CHECK(gate_up.size() == 2 && gate_up[0].y.shape == gate_up[1].y.shape)
-        << "attention_output_mlp takes a gate and an up target of one shape";
-    check_linear_group(gate_up[0].y, {&down_target, 1});
-    check_device(norm_weight, 1, "attention_output_mlp norm weight");
-    IS_CHECK(residual.shape == scratch.shape && norm_weight.shape[0] == scratch.shape[1])
-        << "attention_output_mlp shapes";
-    const bool bf16s = residual.dtype == DType::BF16 && scratch.dtype == DType::BF16 &&
-                       gate_up[0].y.dtype == DType::BF16 && norm_weight.dtype == DType::BF16;
-    if (attn.shape[0] == 1 && bf16s && options_.linear_paths.gemv &&
-        options_.linear_paths.gemv_chain && chain_ctas_per_sm_ > 0) {
-        activate();
-        SmallLinearTarget o_small[kSmallLinearMaxTargets], gu_small[kSmallLinearMaxTargets],
-            down_small[kSmallLinearMaxTargets];
-        if (choose_linear_path(attn, {&o_target, 1}) == LinearPath::SmallKernel &&
-            choose_linear_path(scratch, gate_up) == LinearPath::SmallKernel &&
-            choose_linear_path(gate_up[0].y, {&down_target, 1}) == LinearPath::SmallKernel &&
-            to_small_targets({&o_target, 1}, o_small) && to_small_targets(gate_up, gu_small) &&
-            to_small_targets({&down_target, 1}, down_small)) {
-            GemvChain c;
-            c.attn = attn.data;
-            c.o = o_small[0];
-            c.residual = residual.data;
-            c.norm_weight = norm_weight.data;
-            c.eps = eps;
-            c.gate = gu_small[0];
-            c.up = gu_small[1];
-            c.down = down_small[0];
-            c.attn_width = static_cast<int>(attn.shape[1]);
-            c.hidden = static_cast<int>(scratch.shape[1]);
-            c.ffn = static_cast<int>(gate_up[0].y.shape[1]);
-            c.barrier = chain_barrier_;
-            if (launch_gemv_chain(c, chain_ctas_per_sm_, num_sms_, stream_)) return;
-        }
-    }
-    Backend::attention_output_mlp(attn, o, residual, norm_weight, eps, scratch, gate_up, down);
 }
 
 void CudaBackend::linear_swiglu(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {

@@ -8,7 +8,6 @@
 // columns split into the targets. Separate GEMMs per target, forked onto two streams.
 
 #include <cmath>
-#include <functional>
 #include <string>
 
 #include "cuda_test_util.h"
@@ -180,94 +179,6 @@ INSTANTIATE_TEST_SUITE_P(Shapes, CudaGatedLinearTest,
                                            GroupCase{1, 14336, {100, 100}, false, DType::BF16},
                                            GroupCase{1, 200, {77, 77}, true, DType::BF16}),
                          case_name);
-
-// One token's attention output and MLP as one persistent GEMV launch (attention_output_mlp on
-// linear_gemv_chain.cu) against the same op as separate launches (Backend's default: o, the
-// residual add and RMSNorm, the gated MLP, down): the residual, the gate output and the MLP's
-// output within bf16 tolerance (the norm sums in another order). Three launches in a row and a
-// graph replayed twice, so the grid barrier's counter is back at zero after every launch.
-struct ChainCase {
-    std::int64_t attn, hidden, ffn;
-};
-
-class CudaGemvChainTest : public CudaTest, public ::testing::WithParamInterface<ChainCase> {};
-
-TEST_P(CudaGemvChainTest, MatchesSeparateLaunches) {
-    const ChainCase c = GetParam();
-    const auto weight = [&](std::int64_t out, std::int64_t in) {
-        std::vector<float> w = random_bf16(out * in, rng_, 0.05f);
-        auto dw = gpu_->upload_weight(host_view(w, {out, in}));
-        IS_CHECK(dw.ok()) << dw.error().message;
-        return std::move(*dw);
-    };
-    const tensor::DeviceWeight o = weight(c.hidden, c.attn), gate_w = weight(c.ffn, c.hidden),
-                               up_w = weight(c.ffn, c.hidden), down = weight(c.hidden, c.ffn);
-    const std::vector<float> attn = random_bf16(c.attn, rng_);
-    DeviceTensor dattn = device_from(*gpu_, attn, DType::BF16, {1, c.attn});
-    DeviceTensor norm_w = device_from(*gpu_, random_bf16(c.hidden, rng_), DType::BF16, {c.hidden});
-    DeviceTensor h = device_empty(*gpu_, DType::BF16, {1, c.hidden});
-    DeviceTensor scratch = device_empty(*gpu_, DType::BF16, {1, c.hidden});
-    DeviceTensor gate = device_empty(*gpu_, DType::BF16, {1, c.ffn});
-    DeviceTensor up = device_empty(*gpu_, DType::BF16, {1, c.ffn});
-    const tensor::LinearTarget gate_up[] = {{gate_w.tensor, Tensor(), gate.tensor},
-                                            {up_w.tensor, Tensor(), up.tensor}};
-    std::vector<float> h_in;
-    const auto run = [&](bool chained, const std::function<void()>& enqueue) {
-        const DeviceTensor fresh = device_from(*gpu_, h_in, DType::BF16, {1, c.hidden});
-        EXPECT_EQ(cudaMemcpyAsync(h.tensor.data, fresh.tensor.data, h.tensor.nbytes(),
-                                  cudaMemcpyDeviceToDevice, gpu_->stream()),
-                  cudaSuccess);
-        gpu_->synchronize();
-        poison(*gpu_, scratch.tensor);
-        poison(*gpu_, gate.tensor);
-        if (enqueue) {
-            enqueue();
-        } else if (chained) {
-            gpu_->attention_output_mlp(dattn.tensor, o.tensor, h.tensor, norm_w.tensor, 1e-5f,
-                                       scratch.tensor, gate_up, down.tensor);
-        } else {
-            gpu_->tensor::Backend::attention_output_mlp(dattn.tensor, o.tensor, h.tensor,
-                                                        norm_w.tensor, 1e-5f, scratch.tensor,
-                                                        gate_up, down.tensor);
-        }
-        return std::vector<std::vector<float>>{download(*gpu_, h.tensor),
-                                               download(*gpu_, gate.tensor),
-                                               download(*gpu_, scratch.tensor)};
-    };
-    const char* names[] = {"residual", "gate", "mlp output"};
-    const auto expect_near = [&](const std::vector<std::vector<float>>& got,
-                                 const std::vector<std::vector<float>>& want,
-                                 const std::string& what) {
-        for (int i = 0; i < 3; ++i) {
-            EXPECT_LT(rel_error(got[i], want[i]), kBf16Tolerance) << what << names[i];
-        }
-    };
-    for (int round = 0; round < 3; ++round) {
-        h_in = random_bf16(c.hidden, rng_);
-        const auto want = run(false, nullptr);
-        expect_near(run(true, nullptr), want, "launch " + std::to_string(round) + ": ");
-    }
-    ASSERT_TRUE(gpu_->begin_capture().ok());
-    gpu_->attention_output_mlp(dattn.tensor, o.tensor, h.tensor, norm_w.tensor, 1e-5f,
-                               scratch.tensor, gate_up, down.tensor);
-    auto graph = gpu_->end_capture();
-    ASSERT_TRUE(graph.ok()) << graph.error().message;
-    for (int round = 0; round < 2; ++round) {
-        h_in = random_bf16(c.hidden, rng_);
-        const auto want = run(false, nullptr);
-        expect_near(run(true, [&] { gpu_->replay(**graph); }), want,
-                    "replay " + std::to_string(round) + ": ");
-    }
-}
-
-INSTANTIATE_TEST_SUITE_P(Shapes, CudaGemvChainTest,
-                         ::testing::Values(ChainCase{4096, 4096, 14336}, ChainCase{512, 256, 1000},
-                                           ChainCase{3584, 3584, 18944}),
-                         [](const ::testing::TestParamInfo<ChainCase>& info) {
-                             const ChainCase& c = info.param;
-                             return "attn" + std::to_string(c.attn) + "_h" +
-                                    std::to_string(c.hidden) + "_ffn" + std::to_string(c.ffn);
-                         });
 
 // Captured and replayed (twice, new inputs each time) a split-k launch gives the eager result:
 // the register-fed kernel's arrival counters are back at zero after every launch, and the
