@@ -19,6 +19,8 @@ set -euo pipefail
 
 die() { echo "device_all: $*" >&2; exit 2; }
 
+source "$(dirname "${BASH_SOURCE[0]}")/device_bundle_lib.sh"
+
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 PACK=.devpack/all.tar.xz
 BUNDLES=(build-cuda-device build-gpubench-device build-ibench-device build-serve-device)
@@ -30,15 +32,13 @@ bundle() {
     tools/device_gpu_bench.sh bundle "$build" "$PWD/build-gpubench-device" >/dev/null
     tools/device_inject_bench.sh bundle "$build" "$PWD/build-ibench-device" >/dev/null
     tools/device_serve_bench.sh bundle "$build" "$PWD/build-serve-device" >/dev/null
-    mkdir -p .devpack
-    tar -cf - "${BUNDLES[@]}" | xz -T0 -6 >"$PACK"
-    ls -l "$PACK"
+    pack_bundles "$PACK" "${BUNDLES[@]}"
 }
 
 run() {
     local steps=${1:-tests,gpu,inject,serve} out=${OUT:-$PWD/device-logs} status=0
     [[ -f $PACK ]] || die "no $PACK (carry .devpack after '$0 bundle')"
-    tar -xJf "$PACK"
+    unpack_bundles "$PACK" .
     mkdir -p "$out"
     local step
     for step in ${steps//,/ }; do

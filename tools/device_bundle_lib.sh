@@ -1,5 +1,5 @@
 # Shared by the tools/device_*.sh scripts: which libraries a bundle leaves to the GPU machine,
-# copying the rest, where that machine keeps its CUDA libraries, the library path and the
+# copying the rest, packing bundles for a call, where that machine keeps its CUDA libraries, the library path and the
 # machine report of a run there, and a model folder for random weights. Functions only; source
 # it after defining die().
 
@@ -31,6 +31,27 @@ bundle_exe() {
     cp "$exe" "$dest"
     strip --strip-unneeded "$dest" 2>/dev/null || true
     bundle_libs "$exe" "$lib_dir"
+}
+
+# Packs the bundle folders DIR... (siblings under one parent) into PACK, an .tar.xz of their
+# names, so a device call carries one file well under its 64 MiB.
+pack_bundles() {
+    local pack=$1 parent
+    shift
+    parent=$(dirname "$1")
+    mkdir -p "$(dirname "$pack")"
+    local -a names=()
+    local dir
+    for dir in "$@"; do names+=("$(basename "$dir")"); done
+    tar -C "$parent" -cf - "${names[@]}" | xz -T0 -6 >"$pack"
+    ls -l "$pack"
+}
+
+# Unpacks PACK (from pack_bundles) into PARENT.
+unpack_bundles() {
+    local pack=$1 parent=$2
+    mkdir -p "$parent"
+    tar -C "$parent" -xJf "$pack"
 }
 
 # Directories on the GPU machine that may hold the CUDA 13 runtime and cuBLASLt; PyTorch's

@@ -49,11 +49,7 @@ bundle() {
     for test in "$@"; do bundle_exe "$build/bin/$test" "$out/bin/$test" "$out/lib"; done
     echo "bundled into $out:"
     ls -l "$out/bin"
-    mkdir -p .devpack
-    local pack
-    pack=.devpack/$(basename "$out").tar.xz
-    tar -C "$(dirname "$out")" -cf - "$(basename "$out")" | xz -T0 -6 >"$pack"
-    ls -l "$pack"
+    pack_bundles ".devpack/$(basename "$out").tar.xz" "$out"
 }
 
 # The rows of gpu_bench's closing table in LOG as "metric<TAB>value<TAB>unit" (the table is
@@ -116,10 +112,7 @@ run() {
     [[ $rounds =~ ^[1-9][0-9]*$ ]] || die "--rounds takes a positive count"
     local pack
     pack=.devpack/$(basename "$dir").tar.xz
-    if [[ ! -d $dir && -f $pack ]]; then
-        mkdir -p "$(dirname "$dir")"
-        tar -C "$(dirname "$dir")" -xJf "$pack"
-    fi
+    if [[ ! -d $dir && -f $pack ]]; then unpack_bundles "$pack" "$(dirname "$dir")"; fi
     [[ -x $dir/bin/gpu_bench_new && -x $dir/bin/gpu_bench_base ]] ||
         die "no bundle at $dir nor $pack (run '$0 bundle' where it was built)"
     dir=$(cd "$dir" && pwd)
