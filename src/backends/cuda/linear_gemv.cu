@@ -12,7 +12,6 @@
 // kernel's bits, without its launch and without writing up.
 
 #include <algorithm>
-#include <cstdlib>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dependent_launch.cuh"
@@ -48,10 +47,9 @@ __host__ __device__ constexpr int barriers_offset(int x_bytes, int depth) {
     return x_bytes + kWarps * depth * kChunkBytes;
 }
 
-template <bool kGated, int kHeld>
+template <bool kGated>
 __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
     constexpr int kParts = kGated ? 2 : 1;  // weight rows per unit
-    constexpr int kPieces = kChunk / kLaneStep;  // a lane's 16-byte reads of one item
     extern __shared__ __align__(128) unsigned char smem[];
     allow_next_launch();
     const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
@@ -79,47 +77,26 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
         return p.targets.find(unit, 1, row);
     };
 
-    // The warp's item cursor: item `issued` is piece `piece` of part `part` of `unit`. Every
-    // lane steps it through the held items; lane 0 alone through the ring's.
+    // Lane 0's copy cursor: item `issued` is piece `piece` of part `part` of the warp's `unit`.
     int issued = 0, unit = first, part = 0, piece = 0, slot = 0;
-    const auto next_source = [&](int& len) {
+    const auto issue = [&] {
+        if (issued == items) return;
         int row = 0;
         const int target = locate(unit, part, row);
         const int k0 = piece * kChunk;
-        len = min(kChunk, p.in - k0);
+        const bf16* src = p.targets.w[target] + static_cast<std::int64_t>(row) * p.in + k0;
+        const auto bytes = static_cast<unsigned>(min(kChunk, p.in - k0) * 2);
+        tma::arrive_expect(warp_bars + 8 * slot, bytes);
+        tma::load_1d(ring + slot * kChunkBytes, src, bytes, warp_bars + 8 * slot);
         ++issued;
         if (++piece == p.chunks) {
             piece = 0;
             if (++part == kParts) part = 0, unit += stride;
         }
-        return p.targets.w[target] + static_cast<std::int64_t>(row) * p.in + k0;
-    };
-    const auto issue = [&] {
-        if (issued == items) return;
-        int len = 0;
-        const bf16* src = next_source(len);
-        const auto bytes = static_cast<unsigned>(len * 2);
-        tma::arrive_expect(warp_bars + 8 * slot, bytes);
-        tma::load_1d(ring + slot * kChunkBytes, src, bytes, warp_bars + 8 * slot);
         if (++slot == p.depth) slot = 0;
     };
-    // The first kHeld items wait in registers, the next depth in the ring: weights only, so
-    // both are asked for before the inputs are ready.
-    uint4 held[kHeld > 0 ? kHeld : 1][kPieces];
-#pragma unroll
-    for (int h = 0; h < kHeld; ++h) {
-        if (h < items) {
-            int len = 0;
-            const bf16* src = next_source(len);
-#pragma unroll
-            for (int j = 0; j < kPieces; ++j) {
-                const int e = j * kLaneStep + lane * 8;
-                if (e < len) held[h][j] = __ldg(reinterpret_cast<const uint4*>(src + e));
-            }
-        }
-    }
     if (lane == 0) {
-        for (int d = 0; d < p.depth; ++d) issue();
+        for (int d = 0; d < p.depth; ++d) issue();  // weights only: before the inputs are ready
     }
     wait_for_inputs();
     if (threadIdx.x == 0) {
@@ -132,32 +109,33 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
     const auto* xs = reinterpret_cast<const bf16*>(smem);
     const unsigned char* my_ring = smem + p.x_bytes + warp * p.depth * kChunkBytes;
     float acc = 0.0f, gate = 0.0f;
-    int row_unit = first, chunk = 0, row_part = 0;
-    // Adds one item (piece j of this lane from `weights(j)`) to acc.
-    const auto accumulate = [&](auto&& weights) {
+    int row_unit = first, at = 0, phase = 0, chunk = 0, row_part = 0;
+    for (int i = 0; i < items; ++i) {
+        tma::wait(warp_bars + 8 * at, static_cast<unsigned>(phase));
         const int k0 = chunk * kChunk;
         const int len = min(kChunk, p.in - k0);
+        const auto* w = reinterpret_cast<const bf16*>(my_ring + at * kChunkBytes);
 #pragma unroll
-        for (int j = 0; j < kPieces; ++j) {
+        for (int j = 0; j < kChunk / kLaneStep; ++j) {
             const int e = j * kLaneStep + lane * 8;
             if (e >= len) break;
             float wf[8], xf[8];
-            unpack8(weights(j), wf);
+            unpack8(*reinterpret_cast<const uint4*>(w + e), wf);
             unpack8(*reinterpret_cast<const uint4*>(xs + k0 + e), xf);
 #pragma unroll
             for (int q = 0; q < 8; ++q) acc = fmaf(wf[q], xf[q], acc);
         }
-    };
-    // After an item: once the unit's rows are summed, stores its output.
-    const auto finish_item = [&] {
-        if (++chunk < p.chunks) return;
+        __syncwarp();  // the slot is read: lane 0 may refill it
+        if (lane == 0) issue();
+        if (++at == p.depth) at = 0, phase ^= 1;
+        if (++chunk < p.chunks) continue;
         chunk = 0;
         const float sum = warp_sum(acc);
         acc = 0.0f;
         if (kGated && row_part == 0) {
             gate = sum;
             row_part = 1;
-            return;
+            continue;
         }
         if (lane == 0) {
             int row = 0;
@@ -172,23 +150,6 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
         }
         row_part = 0;
         row_unit += stride;
-    };
-#pragma unroll
-    for (int h = 0; h < kHeld; ++h) {
-        if (h < items) {
-            accumulate([&](int j) { return held[h][j]; });
-            finish_item();
-        }
-    }
-    int at = 0, phase = 0;
-    for (int i = kHeld; i < items; ++i) {
-        tma::wait(warp_bars + 8 * at, static_cast<unsigned>(phase));
-        const auto* w = reinterpret_cast<const uint4*>(my_ring + at * kChunkBytes);
-        accumulate([&](int j) { return w[j * (kLaneStep / 8) + lane]; });
-        __syncwarp();  // the slot is read: lane 0 may refill it
-        if (lane == 0) issue();
-        if (++at == p.depth) at = 0, phase ^= 1;
-        finish_item();
     }
 }
 
@@ -197,8 +158,7 @@ int x_share(int in) { return (in * 2 + 127) / 128 * 128; }
 }  // namespace
 
 void init_gemv() {
-    for (const auto kernel : {gemv_kernel<false, 0>, gemv_kernel<true, 0>, gemv_kernel<false, 2>,
-                              gemv_kernel<true, 2>, gemv_kernel<false, 4>, gemv_kernel<true, 4>}) {
+    for (const auto kernel : {gemv_kernel<false>, gemv_kernel<true>}) {
         IS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                            kSmemBytes));
     }
@@ -216,14 +176,7 @@ bool launch_gemv(const bf16* x, int in, LinearTargets targets, bool gated, int n
     p.units = gated ? p.targets.out[0] : p.targets.cut(1);
     const int ctas = std::min(kCtasPerSm * num_sms, (p.units + kWarps - 1) / kWarps);
     const int smem = barriers_offset(p.x_bytes, depth) + 8 * (1 + kWarps * depth);
-    static const int held = [] {
-        const char* v = std::getenv("INFERSCALE_GEMV_HELD");
-        return v ? std::atoi(v) : 0;
-    }();
-    auto kernel = gated ? gemv_kernel<true, 0> : gemv_kernel<false, 0>;
-    if (held == 2) kernel = gated ? gemv_kernel<true, 2> : gemv_kernel<false, 2>;
-    if (held == 4) kernel = gated ? gemv_kernel<true, 4> : gemv_kernel<false, 4>;
-    launch_dependent(kernel,
+    launch_dependent(gated ? gemv_kernel<true> : gemv_kernel<false>,
                      dim3(static_cast<unsigned>(ctas)), kThreads, static_cast<std::size_t>(smem),
                      stream, p);
     return true;
