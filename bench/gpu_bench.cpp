@@ -40,6 +40,7 @@
 #include <nlohmann/json.hpp>
 
 #include <cstdio>
+#include <map>
 #include <memory>
 #include <set>
 #include <string>
@@ -538,8 +539,14 @@ int main(int argc, char** argv) {
                    "tensor-core decode: KV tokens per work item, at least");
     app.add_option("--decode-ctas-per-sm", a.decode.ctas_per_sm,
                    "tensor-core decode: persistent CTAs per SM (0: as many as fit)");
-    app.add_flag("!--decode-cta-items", a.decode.warp_items,
-                 "tensor-core decode: a CTA's warps share each item (instead of one per warp)");
+    app.add_option("--decode-schedule", a.decode.schedule,
+                   "tensor-core decode: how warps take items (auto: per step shape; warp: each "
+                   "warp whole items; cta: a CTA's warps share each item)")
+        ->transform(CLI::CheckedTransformer(
+            std::map<std::string, inferscale::backends::cuda::DecodeSchedule>{
+                {"auto", inferscale::backends::cuda::DecodeSchedule::Auto},
+                {"warp", inferscale::backends::cuda::DecodeSchedule::WarpItems},
+                {"cta", inferscale::backends::cuda::DecodeSchedule::CtaItems}}));
     app.add_option("--small-linear-max-rows", a.small_linear_max_rows,
                    "linears of at most this many tokens on the small-batch kernel (0: cuBLASLt)");
     app.add_flag("!--no-gemv", a.gemv, "one-token linears on the mma kernel, not the GEMV");

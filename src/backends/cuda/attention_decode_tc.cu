@@ -408,9 +408,9 @@ void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch&
                          launch, op);
     } else {
         const std::int64_t grid = std::min<std::int64_t>(items, launch.max_ctas);
-        decode_tc_kernel<kD, kBig>
-            <<<static_cast<unsigned>(grid), kThreads, TcShape<kD>::kSmemBytes, stream>>>(
-                qp, pages, batch, launch, op);
+        launch_dependent(decode_tc_kernel<kD, kBig>, dim3(static_cast<unsigned>(grid)),
+                         dim3(kThreads), TcShape<kD>::kSmemBytes, stream, qp, pages, batch,
+                         launch, op);
     }
     IS_CUDA_CHECK_LAUNCH();
 }

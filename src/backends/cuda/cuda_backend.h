@@ -52,6 +52,12 @@ struct PrefillAttentionOptions {
 };
 
 // Decode attention's kernel choice and the tensor-core kernel's plan (paged_attention.cpp).
+enum class DecodeSchedule : std::uint8_t {
+    Auto,
+    WarpItems,  // each warp streams whole items taken from a global counter
+    CtaItems,   // a CTA's 4 warps share each item and merge through shared memory
+};
+
 struct DecodeAttentionOptions {
     // Decode rows at head_dim 64/128 on the tensor-core kernel (attention_decode_tc.cu) when
     // the step has at least tensor_core_min_pairs (sequence, kv head) pairs (0: the SM count);
@@ -73,9 +79,10 @@ struct DecodeAttentionOptions {
     int split_tokens = 1024;
     // CTAs of the tensor-core kernel's persistent grid per SM; 0: as many as fit.
     int ctas_per_sm = 0;
-    // Each warp streams whole items taken from a global counter; false: a CTA's 4 warps share
-    // each item and merge through shared memory.
-    bool warp_items = true;
+    // How the tensor-core kernel's warps take its (split, sequence, kv head) items: Auto picks
+    // per step shape (paged_attention.cpp's balanced_schedule: CTA items at batch 32-64, warp
+    // items from 128 at 1K context).
+    DecodeSchedule schedule = DecodeSchedule::Auto;
 };
 
 // How a Backend::linear_group runs (linear.cpp).

@@ -38,24 +38,39 @@ constexpr std::int64_t kBlocksPerSm = 2;
 constexpr std::int64_t kPrefillBlocksPerSm = 2;
 constexpr std::int64_t kMinPrefillSplitTokens = 64;
 
-// Split count of the tensor-core decode kernel's work items for `pairs` (sequence, kv head)
-// pairs of up to `tiles` KV tiles each, between `lo` and `hi` splits. Its `workers` warps take
-// items a round at a time, so a step lasts about rounds x item tiles: at batch 64 with ~1100
-// tokens of KV bound (512 pairs, 1056 warps), 3 splits take two rounds of ~370 tokens where 2
-// splits take one of ~550. The cheapest count wins, the fewest splits among those within 2% of
-// it (each split adds merge work).
-std::int64_t balanced_splits(std::int64_t pairs, std::int64_t workers, std::int64_t tiles,
-                             std::int64_t lo, std::int64_t hi) {
-    lo = std::max<std::int64_t>(lo, 1);
-    if (hi <= lo) return hi;
-    const auto cost = [&](std::int64_t s) {
-        return (pairs * s + workers - 1) / workers * ((tiles + s - 1) / s);
+// The tensor-core decode kernel's schedule and split count for `pairs` (sequence, kv head)
+// pairs of up to `tiles` KV tiles each, between `lo` and `hi` splits. Workers take items a round
+// at a time, so a step lasts about rounds x the tiles one warp streams per item: warp items
+// (a worker is a warp, an item's tiles all its own) or CTA items (a worker is a CTA, its
+// `cta_warps` warps share an item's tiles). Within a schedule the fewest splits among those
+// within 2% of its cheapest win (each split adds merge work); across schedules a split also
+// costs the merge launch, about kMergeRounds tile rounds. At batch 64 with ~1100 tokens of KV
+// bound (512 pairs, 1056 warps or 264 CTAs) warp items take 2 splits and a merge (33 tile rounds
+// + merge) and CTA items one split (2 rounds of 17 tiles = 34): CTA items, 2.1% faster a step on
+// the H200; at batch 128 warp items take 65 rounds against CTA items' 68, 0.7% faster
+// (docs/results/decode_schedule_h200_2026-12-04_s18.txt).
+constexpr std::int64_t kMergeRounds = 2;
+
+struct TcSchedule {
+    bool warp_items = true;
+    std::int64_t splits = 1;
+    std::int64_t rounds = 0;  // with the merge's
+};
+
+TcSchedule balanced_schedule(bool warp_items, std::int64_t pairs, std::int64_t workers,
+                             std::int64_t item_warps, std::int64_t tiles, std::int64_t lo,
+                             std::int64_t hi) {
+    lo = std::max<std::int64_t>(std::min(lo, hi), 1);
+    hi = std::max(hi, lo);
+    const auto rounds = [&](std::int64_t s) {
+        const std::int64_t item_tiles = (tiles + s - 1) / s;
+        return (pairs * s + workers - 1) / workers * ((item_tiles + item_warps - 1) / item_warps);
     };
-    std::int64_t best = cost(lo);
-    for (std::int64_t s = lo + 1; s <= hi; ++s) best = std::min(best, cost(s));
-    for (std::int64_t s = lo;; ++s) {
-        if (cost(s) * 50 <= best * 51) return s;
-    }
+    std::int64_t best = rounds(lo);
+    for (std::int64_t s = lo + 1; s <= hi; ++s) best = std::min(best, rounds(s));
+    std::int64_t s = lo;
+    while (rounds(s) * 50 > best * 51) ++s;
+    return {warp_items, s, rounds(s) + (s > 1 ? kMergeRounds : 0)};
 }
 
 PagedKvView kv_view(const tensor::KvPages& pages) {
@@ -335,14 +350,11 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
         decode_tc_supports(static_cast<int>(d), group)) {
         // Persistent grid over (split, sequence, kv head) items of up to dopt.split_tokens KV
         // tokens: the items of a replay past the real lengths cost a skip, not a launch. The
-        // split count balances the items over the warps (warp items) or CTAs (balanced_splits).
+        // schedule and split count balance the items over warps or CTAs (balanced_schedule).
         const int fit = decode_tc_ctas_per_sm(decode_tc_limits_, static_cast<int>(d), group);
         decode.max_ctas =
             num_sms_ * (dopt.ctas_per_sm > 0 ? std::min(dopt.ctas_per_sm, fit) : fit);
-        decode.warp_items = dopt.warp_items;
         decode.item_counter = decode_item_counter_;
-        const std::int64_t workers =
-            std::int64_t{decode.max_ctas} * (dopt.warp_items ? decode_tc_warps_per_cta() : 2);
         // Items of about split_tokens at most: a bound just past a multiple of it (1K context
         // plus the tokens decoded so far) does not force a split of a few tokens and its merge
         // (batch 128 at 1K: 13.75K against 13.2K tok/s, docs/results/linear_gemv_bulk_h200_
@@ -350,9 +362,20 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
         const std::int64_t by_item = max_decode_kv / dopt.split_tokens;
         const std::int64_t cap = std::min({by_length, by_workspace,
                                            static_cast<std::int64_t>(options_.max_kv_splits)});
-        wanted = balanced_splits(blocks, workers,
-                                 (max_decode_kv + decode_tile_tokens() - 1) / decode_tile_tokens(),
-                                 by_item, cap);
+        const std::int64_t tiles = (max_decode_kv + decode_tile_tokens() - 1) /
+                                   decode_tile_tokens();
+        const std::int64_t warps = decode_tc_warps_per_cta();
+        const TcSchedule by_warp = balanced_schedule(true, blocks, decode.max_ctas * warps, 1,
+                                                     tiles, by_item, cap);
+        const TcSchedule by_cta = balanced_schedule(false, blocks, decode.max_ctas, warps,
+                                                    tiles, by_item, cap);
+        const TcSchedule chosen =
+            dopt.schedule == DecodeSchedule::WarpItems  ? by_warp
+            : dopt.schedule == DecodeSchedule::CtaItems ? by_cta
+            : by_cta.rounds < by_warp.rounds            ? by_cta
+                                                        : by_warp;
+        decode.warp_items = chosen.warp_items;
+        wanted = chosen.splits;
     }
     std::int64_t splits = std::min({wanted, by_length, by_workspace,
                                     static_cast<std::int64_t>(options_.max_kv_splits)});

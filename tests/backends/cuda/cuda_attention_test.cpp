@@ -134,17 +134,12 @@ void expect_graph_replay_matches(CudaBackend& gpu, Problem& p,
                                  const tensor::PagedAttentionArgs& args,
                                  const std::vector<float>& eager) {
     poison(gpu, p.dout.tensor);
-    cudaStream_t stream = gpu.stream();
-    cudaGraph_t graph = nullptr;
-    ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeGlobal), cudaSuccess);
+    ASSERT_TRUE(gpu.begin_capture().ok());
     gpu.paged_attention(p.dq.tensor, {p.dk.tensor, p.dv.tensor}, args, p.dout.tensor);
-    ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
-    cudaGraphExec_t exec = nullptr;
-    ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
-    ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
+    auto graph = gpu.end_capture();
+    ASSERT_TRUE(graph.ok()) << graph.error().message;
+    gpu.replay(**graph);
     EXPECT_EQ(download(gpu, p.dout.tensor), eager);
-    cudaGraphExecDestroy(exec);
-    cudaGraphDestroy(graph);
 }
 
 // A mix of every row kind: a whole prompt, a chunk starting mid-sequence, decode rows with
@@ -154,10 +149,12 @@ std::vector<Seq> ragged_mix() {
 }
 
 // Decode rows take the tensor-core kernel whatever the batch (by default small batches keep
-// the CUDA-core kernels, which CudaAttentionCudaCoreDecodeTest covers).
+// the CUDA-core kernels, which CudaAttentionCudaCoreDecodeTest covers), on warp items (the
+// other schedule: CudaAttentionCtaItemsTest).
 CudaBackendOptions tensor_core_decode() {
     CudaBackendOptions o;
     o.decode.tensor_core_min_pairs = 1;
+    o.decode.schedule = backends::cuda::DecodeSchedule::WarpItems;
     return o;
 }
 
@@ -246,7 +243,7 @@ class CudaAttentionCtaItemsTest : public CudaTest {
   protected:
     CudaBackendOptions options() const override {
         CudaBackendOptions o = tensor_core_decode();
-        o.decode.warp_items = false;
+        o.decode.schedule = backends::cuda::DecodeSchedule::CtaItems;
         return o;
     }
 };
