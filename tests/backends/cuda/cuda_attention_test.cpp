@@ -237,6 +237,27 @@ TEST_F(CudaAttentionManyRowsTest, TensorCoreKernel) {
     run_case(*gpu_, cpu_, AttnCase{"many_rows_tc", 32, 8, 128, 16, seqs}, rng_);
 }
 
+// The schedule picked per step shape (DecodeSchedule::Auto): on an H200 64 decode rows of 8 kv
+// heads at ~1K tokens run CTA items unsplit, 128 rows warp items.
+class CudaAttentionAutoScheduleTest : public CudaTest {
+  protected:
+    CudaBackendOptions options() const override {
+        CudaBackendOptions o;
+        o.decode.tensor_core_min_pairs = 1;
+        return o;
+    }
+};
+
+TEST_F(CudaAttentionAutoScheduleTest, MatchesCpu) {
+    std::uniform_int_distribution<int> len(900, 1100);
+    for (const int rows : {64, 128}) {
+        std::vector<Seq> seqs;
+        for (int i = 0; i < rows; ++i) seqs.push_back({1, len(rng_)});
+        run_case(*gpu_, cpu_, AttnCase{rows == 64 ? "auto_64" : "auto_128", 32, 8, 128, 16, seqs},
+                 rng_);
+    }
+}
+
 // The tensor-core kernel's other schedule (a CTA's warps share each item) on the ragged,
 // grouped, long and many-row problems.
 class CudaAttentionCtaItemsTest : public CudaTest {
