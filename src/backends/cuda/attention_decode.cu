@@ -2,9 +2,10 @@
 // that the GPU has enough blocks; the splits' partial softmax states (max, sum, unnormalized
 // output) are merged exactly by a second kernel, or by the fast kernel's last split to finish.
 //
-// Batched decode rows at head dims 64 and 128 (every model config we ship) run the tensor-core
-// kernels of attention_decode_tc.cu instead; this file keeps two kernels for the rest (small
-// batches, other head dims) and the split merge:
+// Decode rows at head dims 64 and 128 (every model config we ship) run the tensor-core kernels
+// of attention_decode_tc.cu by default; this file keeps two kernels for the rest (other head
+// dims, small batches when DecodeAttentionOptions::tensor_core_min_pairs asks) and the split
+// merge:
 // - decode_fast_kernel (head_dim 64/128/256, GQA group <= 8, per-sequence decode rows): built
 //   for bandwidth. A block of 4 warps serves (sequence, kv head, split) for the whole GQA group
 //   from one K/V read. Lanes split head_dim into 16-byte chunks (d/8 lanes per token row), so

@@ -61,11 +61,13 @@ enum class DecodeSchedule : std::uint8_t {
 struct DecodeAttentionOptions {
     // Decode rows at head_dim 64/128 on the tensor-core kernel (attention_decode_tc.cu) when
     // the step has at least tensor_core_min_pairs (sequence, kv head) pairs (0: the SM count);
-    // false, or fewer pairs, runs the CUDA-core kernels. At batch 1 (8 pairs, 17 splits of 64
-    // tokens) the CUDA-core kernel measured 0.50 ms per step against 0.59 on tensor cores:
-    // its one-round-trip start-up wins where every item is a few tiles.
+    // false, or fewer pairs, runs the CUDA-core kernels. Since the tensor-core kernel picks its
+    // schedule per step (CTA items at small batches) it wins from one pair: against the
+    // CUDA-core kernel from 132 pairs, same call on the H200, the batch-1 step is 1.6% / 4.9% /
+    // 1.4% faster (llama / qwen / mistral) and batch 16 6.4-6.7%, batches 4 and 8 within the
+    // spread (docs/results/decode_tc_min_pairs_h200_2026-12-04_s18.txt).
     bool tensor_cores = true;
-    int tensor_core_min_pairs = 0;
+    int tensor_core_min_pairs = 1;
     // A split covers at least this many KV tokens (two iterations of the CUDA-core kernels'
     // four warps): shorter splits cost more in the merge and in per-block setup than they win
     // in parallelism. Batch 1 at 1K context with 8 kv heads thus runs 17 splits = 136 blocks.

@@ -7,10 +7,13 @@
 // sequences, so a ragged batch is two launches (up to four with the split merges). When the
 // prefill kernel has no instantiation for head_dim, the decode kernel runs every row instead.
 // Prefill and decode splits share the workspace: the prefill merge is ordered on the stream
-// before the decode kernel writes its partials. Small decode batches run the fast kernel, which
-// merges its own splits and, through rope_attention, rotates and writes the new token itself:
-// one launch a layer instead of three (batch 1, Llama-3.1-8B on the H200: 4.31 against
-// 4.38 ms a token, same-call A/B, docs/results/decode_fused_attention_h200_2026-12-03_s11.txt).
+// before the decode kernel writes its partials. Decode rows at head_dim 64/128 run the
+// tensor-core kernel at every batch size (DecodeAttentionOptions::tensor_core_min_pairs); the
+// others, and small batches when that option asks, run the fast kernel, which merges its own
+// splits and, through rope_attention, rotates and writes the new token itself: one launch a
+// layer instead of three (docs/results/decode_fused_attention_h200_2026-12-03_s11.txt). Since
+// the tensor-core kernel picks its schedule per step, its three launches beat that one at
+// batch 1 (docs/results/decode_tc_min_pairs_h200_2026-12-04_s18.txt).
 
 #include <algorithm>
 

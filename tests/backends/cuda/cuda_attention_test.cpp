@@ -148,9 +148,9 @@ std::vector<Seq> ragged_mix() {
     return {{37, 37}, {1, 300}, {64, 200}, {1, 17}, {130, 1000}, {1, 16}, {2, 50}, {1, 1}};
 }
 
-// Decode rows take the tensor-core kernel whatever the batch (by default small batches keep
-// the CUDA-core kernels, which CudaAttentionCudaCoreDecodeTest covers), on warp items (the
-// other schedule: CudaAttentionCtaItemsTest).
+// Decode rows take the tensor-core kernel whatever the batch (as by default; the CUDA-core
+// kernels: CudaAttentionCudaCoreDecodeTest), on warp items (the other schedule:
+// CudaAttentionCtaItemsTest).
 CudaBackendOptions tensor_core_decode() {
     CudaBackendOptions o;
     o.decode.tensor_core_min_pairs = 1;
@@ -503,7 +503,14 @@ void check_rope_attention(CudaBackend& gpu, CpuBackend& cpu, const RopeCase& rc,
         << c.name;
 }
 
-class CudaRopeAttentionTest : public CudaTest {};
+class CudaRopeAttentionTest : public CudaTest {
+  protected:
+    CudaBackendOptions options() const override {
+        CudaBackendOptions o;
+        o.decode.tensor_core_min_pairs = 0;  // the SM count: these batches on the fast kernel
+        return o;
+    }
+};
 
 TEST_F(CudaRopeAttentionTest, FusedDecodeMatchesComposedOps) {
     const RopeCase cases[] = {
