@@ -51,7 +51,6 @@
 #include "backends/cuda/attention_common.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dependent_launch.cuh"
-#include "backends/cuda/split_merge.cuh"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -250,6 +249,83 @@ __device__ __forceinline__ void rope_lane8(float (&x)[8], int part, const float 
         rope_rotate(first ? x[e] : other, first ? other : x[e], c[e], sn[e], r0, r1);
         x[e] = rounded<bf16>(first ? r0 : r1);
     }
+}
+
+// Head `head` of sequence `seq` (decode row `row`): its `live` split partials merged into out
+// by one warp, lanes over 4-dim groups. The partials are read through L2: the fast kernel's
+// last split merges what other blocks of the same launch wrote. This is the tail of every
+// split decode, so it is built for latency: lane i reads split i's (max, sum) (live <= 32),
+// which makes the statistics one round trip, and a lane's output rows of kMergeBatch splits
+// are in flight together. Splits are still folded in split order, one multiply-add each.
+constexpr int kMergeBatch = 16;
+
+__device__ __forceinline__ void merge_head_splits(const DecodeLaunch& launch, int num_heads,
+                                                  int d, int seq, int head, int row, int live,
+                                                  int lane, bf16* __restrict__ out) {
+    constexpr unsigned kAll = 0xffffffffu;
+    const std::int64_t first =
+        (static_cast<std::int64_t>(seq) * num_heads + head) * launch.num_splits;
+    const float* po = launch.partial_o + first * d;
+    float m = -INFINITY, l = 0.0f;
+    if (lane < live) {
+        const float2 ml = __ldcg(reinterpret_cast<const float2*>(launch.partial_ml) + first + lane);
+        m = ml.x;
+        l = ml.y;
+    }
+    float global_max = -INFINITY;
+    for (int i = 0; i < live; ++i) global_max = fmaxf(global_max, __shfl_sync(kAll, m, i));
+    float total = 0.0f;
+    for (int i = 0; i < live; ++i) {
+        total += __shfl_sync(kAll, l, i) * exp2f(__shfl_sync(kAll, m, i) - global_max);
+    }
+    const float inv = 1.0f / total;  // split 0 holds KV token 0, so total > 0
+    const float weight = exp2f(m - global_max);  // lane i: split i's
+    bf16* dst = out + (static_cast<std::int64_t>(row) * num_heads + head) * d;
+    for (int c0 = 0; c0 < d; c0 += 32 * 4) {
+        const int c = c0 + lane * 4;
+        const bool mine = c < d;  // every lane takes part in the shuffles
+        float4 acc = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+        for (int i0 = 0; i0 < live; i0 += kMergeBatch) {
+            float4 v[kMergeBatch];
+#pragma unroll
+            for (int j = 0; j < kMergeBatch; ++j) {
+                if (mine && i0 + j < live) {
+                    v[j] = __ldcg(reinterpret_cast<const float4*>(
+                        po + static_cast<std::int64_t>(i0 + j) * d + c));
+                }
+            }
+#pragma unroll
+            for (int j = 0; j < kMergeBatch; ++j) {
+                if (i0 + j >= live) break;
+                const float w = __shfl_sync(kAll, weight, i0 + j);
+                acc.x += v[j].x * w;
+                acc.y += v[j].y * w;
+                acc.z += v[j].z * w;
+                acc.w += v[j].w * w;
+            }
+        }
+        if (!mine) continue;
+        *reinterpret_cast<__nv_bfloat162*>(dst + c) =
+            __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
+        *reinterpret_cast<__nv_bfloat162*>(dst + c + 2) =
+            __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
+    }
+}
+
+// Splits of a sequence's KV that hold some of it (the others exit at once).
+__device__ __forceinline__ int live_splits(const DecodeLaunch& launch, int kv_len) {
+    return min(launch.num_splits, (kv_len + launch.split_tokens - 1) / launch.split_tokens);
+}
+
+// Counts a finished split of (sequence, kv head) in (DecodeLaunch::split_arrivals); call once
+// its partials are visible device-wide. True for the last split in, which also zeroes the count
+// for the next launch and then merges.
+__device__ __forceinline__ bool count_split_in(const DecodeLaunch& launch, int kv_heads, int seq,
+                                               int kv_head, int kv_len) {
+    int* count = launch.split_arrivals + static_cast<std::int64_t>(seq) * kv_heads + kv_head;
+    const bool last = atomicAdd(count, 1) == live_splits(launch, kv_len) - 1;
+    if (last) *count = 0;
+    return last;
 }
 
 template <int kD, int kG>
@@ -609,9 +685,8 @@ void launch_decode_attention(const void* q, const PagedKvView& pages, const Atte
     const bool tensor_cores =
         launch.per_sequence && launch.max_ctas > 0 && decode_tc_supports(d, group);
     const bool fast = !tensor_cores && launch.per_sequence && decode_fast_supports(d, group);
-    IS_CHECK(fast || launch.rope.positions == nullptr) << "only the fast decode kernel rotates";
-    IS_CHECK(fast || (tensor_cores && !launch.warp_items) || launch.split_arrivals == nullptr)
-        << "only the fast decode kernel and tensor-core CTA items merge their own splits";
+    IS_CHECK(fast || (launch.split_arrivals == nullptr && launch.rope.positions == nullptr))
+        << "only the fast decode kernel merges its own splits or rotates";
     if (tensor_cores) {
         launch_decode_tc_attention(q, pages, batch, launch, out, stream);
         return;

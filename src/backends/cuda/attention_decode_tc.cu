@@ -28,7 +28,6 @@
 #include "backends/cuda/attention_tc.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dependent_launch.cuh"
-#include "backends/cuda/split_merge.cuh"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -368,24 +367,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                 }
             }
         }
-        // With DecodeLaunch::split_arrivals the last split of (sequence, kv head) in merges them
-        // all, so no merge launch follows.
-        __shared__ bool last_in;
-        if (!single && launch.split_arrivals != nullptr) {
-            __threadfence();  // this CTA's partials are visible device-wide before it counts in
-            __syncthreads();
-            if (tid == 0) last_in = count_split_in(launch, kv.kv_heads, seq, kv_head, s.kv_len);
-            __syncthreads();
-            if (last_in) {
-                __threadfence();
-                const int live = live_splits(launch, s.kv_len);
-                for (int g = warp; g < group; g += kWarps) {
-                    merge_head_splits(launch, batch.num_heads, kD, seq, head0 + g, s.q_start,
-                                      live, lane, out);
-                }
-            }
-        }
-        __syncthreads();  // the rings, m_s/l_s and last_in are reused by the next item
+        __syncthreads();  // the rings and m_s/l_s are reused by the next item
     }
 }
 

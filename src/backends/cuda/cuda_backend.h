@@ -269,8 +269,8 @@ class CudaBackend final : public tensor::Backend {
     void* attention_workspace_ = nullptr;  // options_.attention_workspace_bytes
     void* cublas_workspace_ = nullptr;     // options_.cublas_workspace_bytes
     int* decode_item_counter_ = nullptr;   // DecodeLaunch::item_counter (two ints)
-    // DecodeLaunch::split_arrivals: (sequence, kv head) pairs the fast decode kernel and the
-    // tensor-core CTA items can merge themselves; larger batches take the merge kernel.
+    // DecodeLaunch::split_arrivals: (sequence, kv head) pairs the fast decode kernel can merge
+    // itself; larger batches (which a fast-kernel step rarely is) take the merge kernel.
     static constexpr std::int64_t kSplitArrivals = 4096;
     int* split_arrivals_ = nullptr;
     // paged_attention's checks and plan (no launch), and its launches.

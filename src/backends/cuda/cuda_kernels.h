@@ -178,11 +178,10 @@ struct DecodeLaunch {
     // (two device ints, zero before the first). false: a CTA's warps share each item.
     bool warp_items = false;
     int* item_counter = nullptr;
-    // Fast kernel (decode_fast_supports) and tensor-core CTA items (split_merge.cuh): the
-    // splits of a (sequence, kv head) count themselves in split_arrivals[sequence * kv_heads +
-    // kv_head] and the last one in merges them and zeroes its count (device ints, zero before
-    // the first launch), so launch_merge_splits has nothing left to do. Null: the merge kernel
-    // merges.
+    // Fast kernel (decode_fast_supports): the splits of a (sequence, kv head) count themselves
+    // in split_arrivals[sequence * kv_heads + kv_head] and the last one in merges them and
+    // zeroes its count (device ints, zero before the first launch), so launch_merge_splits
+    // has nothing left to do. Null: the merge kernel merges.
     int* split_arrivals = nullptr;
     // Fast kernel: rope_write_kv fused in. With rope.positions set, q holds the rows
     // unrotated; each block rotates its heads' rows, and the block holding a sequence's newest

@@ -396,8 +396,7 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
             ws + static_cast<std::int64_t>(num_seqs) * heads * decode.num_splits * d;
     }
     plan.fast_decode = decode.max_ctas == 0 && decode_fast_supports(static_cast<int>(d), group);
-    const bool merges_own_splits = plan.fast_decode || (decode.max_ctas > 0 && !decode.warp_items);
-    if (merges_own_splits && std::int64_t{num_seqs} * view.kv_heads <= kSplitArrivals) {
+    if (plan.fast_decode && std::int64_t{num_seqs} * view.kv_heads <= kSplitArrivals) {
         decode.split_arrivals = split_arrivals_;
     }
     return plan;
