@@ -45,7 +45,7 @@ constexpr std::int64_t kMinPrefillSplitTokens = 64;
 // pairs of up to `tiles` KV tiles each, between `lo` and `hi` splits. Workers take items a round
 // at a time, so a step lasts about rounds x the tiles one warp streams per item: warp items
 // (a worker is a warp, an item's tiles all its own) or CTA items (a worker is a CTA, its
-// `cta_warps` warps share an item's tiles). Within a schedule the fewest splits among those
+// `item_warps` warps share an item's tiles). Within a schedule the fewest splits among those
 // within 2% of its cheapest win (each split adds merge work); across schedules a split also
 // costs the merge launch, about kMergeRounds tile rounds. At batch 64 with ~1100 tokens of KV
 // bound (512 pairs, 1056 warps or 264 CTAs) warp items take 2 splits and a merge (33 tile rounds
