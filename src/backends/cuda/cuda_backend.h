@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/decode_schedule.h"
 #include "backends/cuda/linear_small.h"
 #include "backends/cuda/pinned_host_cache.h"
 #include "backends/cuda/stream_stopwatch.h"
@@ -52,12 +53,6 @@ struct PrefillAttentionOptions {
 };
 
 // Decode attention's kernel choice and the tensor-core kernel's plan (paged_attention.cpp).
-enum class DecodeSchedule : std::uint8_t {
-    Auto,
-    WarpItems,  // each warp streams whole items taken from a global counter
-    CtaItems,   // a CTA's 4 warps share each item and merge through shared memory
-};
-
 struct DecodeAttentionOptions {
     // Decode rows at head_dim 64/128 on the tensor-core kernel (attention_decode_tc.cu) when
     // the step has at least tensor_core_min_pairs (sequence, kv head) pairs (0: the SM count);

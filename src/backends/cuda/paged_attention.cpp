@@ -21,6 +21,7 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/decode_schedule.h"
 #include "tensor/ops_checks.h"
 
 namespace inferscale::backends::cuda {
@@ -40,41 +41,6 @@ constexpr std::int64_t kBlocksPerSm = 2;
 // unsplit, 11 splits of 128 tokens (264 blocks) split.
 constexpr std::int64_t kPrefillBlocksPerSm = 2;
 constexpr std::int64_t kMinPrefillSplitTokens = 64;
-
-// The tensor-core decode kernel's schedule and split count for `pairs` (sequence, kv head)
-// pairs of up to `tiles` KV tiles each, between `lo` and `hi` splits. Workers take items a round
-// at a time, so a step lasts about rounds x the tiles one warp streams per item: warp items
-// (a worker is a warp, an item's tiles all its own) or CTA items (a worker is a CTA, its
-// `item_warps` warps share an item's tiles). Within a schedule the fewest splits among those
-// within 2% of its cheapest win (each split adds merge work); across schedules a split also
-// costs the merge launch, about kMergeRounds tile rounds. At batch 64 with ~1100 tokens of KV
-// bound (512 pairs, 1056 warps or 264 CTAs) warp items take 2 splits and a merge (33 tile rounds
-// + merge) and CTA items one split (2 rounds of 17 tiles = 34): CTA items, 2.1% faster a step on
-// the H200; at batch 128 warp items take 65 rounds against CTA items' 68, 0.7% faster
-// (docs/results/decode_schedule_h200_2026-12-04_s18.txt).
-constexpr std::int64_t kMergeRounds = 2;
-
-struct TcSchedule {
-    bool warp_items = true;
-    std::int64_t splits = 1;
-    std::int64_t rounds = 0;  // with the merge's
-};
-
-TcSchedule balanced_schedule(bool warp_items, std::int64_t pairs, std::int64_t workers,
-                             std::int64_t item_warps, std::int64_t tiles, std::int64_t lo,
-                             std::int64_t hi) {
-    lo = std::max<std::int64_t>(std::min(lo, hi), 1);
-    hi = std::max(hi, lo);
-    const auto rounds = [&](std::int64_t s) {
-        const std::int64_t item_tiles = (tiles + s - 1) / s;
-        return (pairs * s + workers - 1) / workers * ((item_tiles + item_warps - 1) / item_warps);
-    };
-    std::int64_t best = rounds(lo);
-    for (std::int64_t s = lo + 1; s <= hi; ++s) best = std::min(best, rounds(s));
-    std::int64_t s = lo;
-    while (rounds(s) * 50 > best * 51) ++s;
-    return {warp_items, s, rounds(s) + (s > 1 ? kMergeRounds : 0)};
-}
 
 PagedKvView kv_view(const tensor::KvPages& pages) {
     check_device(pages.k, DType::BF16, 4, "k pages");
@@ -367,16 +333,9 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
                                            static_cast<std::int64_t>(options_.max_kv_splits)});
         const std::int64_t tiles = (max_decode_kv + decode_tile_tokens() - 1) /
                                    decode_tile_tokens();
-        const std::int64_t warps = decode_tc_warps_per_cta();
-        const TcSchedule by_warp = balanced_schedule(true, blocks, decode.max_ctas * warps, 1,
-                                                     tiles, by_item, cap);
-        const TcSchedule by_cta = balanced_schedule(false, blocks, decode.max_ctas, warps,
-                                                    tiles, by_item, cap);
-        const TcSchedule chosen =
-            dopt.schedule == DecodeSchedule::WarpItems  ? by_warp
-            : dopt.schedule == DecodeSchedule::CtaItems ? by_cta
-            : by_cta.rounds < by_warp.rounds            ? by_cta
-                                                        : by_warp;
+        const TcSchedule chosen = choose_tc_schedule(dopt.schedule, blocks, decode.max_ctas,
+                                                     decode_tc_warps_per_cta(), tiles, by_item,
+                                                     cap);
         decode.warp_items = chosen.warp_items;
         wanted = chosen.splits;
     }

@@ -1,0 +1,84 @@
+// The tensor-core decode kernel's schedule choice (decode_schedule.h) at the shapes measured on
+// the H200, where each pick was checked against the other schedule forced in the same call
+// (docs/results/decode_schedule_h200_2026-12-04_s18.txt): Llama-3.1-8B's 8 kv heads at 1K
+// tokens of KV bound (64 tiles of 16 tokens; 1 to 16 splits of 64 tokens at least), 132 SMs x
+// 2 CTAs of 4 warps.
+
+#include "backends/cuda/decode_schedule.h"
+
+#include <gtest/gtest.h>
+
+namespace inferscale::backends::cuda {
+namespace {
+
+constexpr std::int64_t kCtas = 264, kCtaWarps = 4;
+
+// Batch `batch` of 8 kv heads at a bound of `tiles` tiles (splits 1 .. tiles / 4).
+TcSchedule pick(std::int64_t batch, DecodeSchedule wanted = DecodeSchedule::Auto,
+                std::int64_t tiles = 64) {
+    return choose_tc_schedule(wanted, batch * 8, kCtas, kCtaWarps, tiles, 1, (tiles + 3) / 4);
+}
+
+TEST(DecodeScheduleTest, PicksWhatMeasuredFasterOnTheH200) {
+    // Batch 1: CTA items, every split one tile a warp (warp items forced: 1.038x the step).
+    EXPECT_FALSE(pick(1).warp_items);
+    EXPECT_EQ(pick(1).splits, 16);
+    // Batches 32 and 64: CTA items unsplit, no merge (warp items: 0.963x and 0.98x tok/s).
+    for (const std::int64_t batch : {32, 64}) {
+        EXPECT_FALSE(pick(batch).warp_items) << batch;
+        EXPECT_EQ(pick(batch).splits, 1) << batch;
+    }
+    // Batches 128 and 256: warp items unsplit (CTA items forced: 0.86x and 0.83x).
+    for (const std::int64_t batch : {128, 256}) {
+        EXPECT_TRUE(pick(batch).warp_items) << batch;
+        EXPECT_EQ(pick(batch).splits, 1) << batch;
+    }
+}
+
+TEST(DecodeScheduleTest, WarpItemsSplitWhereTheyWouldIdle) {
+    // Batch 64 on warp items: 512 pairs leave half of 1056 warps idle unsplit, so 2 splits of
+    // 32 tiles and the merge; CTA items stream 2 rounds of 16 tiles a warp.
+    const TcSchedule warp = pick(64, DecodeSchedule::WarpItems);
+    EXPECT_TRUE(warp.warp_items);
+    EXPECT_EQ(warp.splits, 2);
+    EXPECT_EQ(warp.rounds, 32 + kMergeRounds);
+    const TcSchedule cta = pick(64, DecodeSchedule::CtaItems);
+    EXPECT_FALSE(cta.warp_items);
+    EXPECT_EQ(cta.splits, 1);
+    EXPECT_EQ(cta.rounds, 32);
+}
+
+// A bound a few tiles longer (decoded tokens past 1K) keeps the picks: a split that saves one
+// round does not win when it costs the merge.
+TEST(DecodeScheduleTest, PicksHoldJustPastTheBound) {
+    for (const std::int64_t tiles : {65, 66, 68, 70}) {
+        for (const std::int64_t batch : {1, 32, 64, 128, 256}) {
+            const TcSchedule at = pick(batch, DecodeSchedule::Auto, tiles);
+            EXPECT_EQ(at.warp_items, pick(batch).warp_items) << tiles << " " << batch;
+            EXPECT_EQ(at.splits > 1, pick(batch).splits > 1) << tiles << " " << batch;
+        }
+    }
+}
+
+TEST(DecodeScheduleTest, AutoNeverCostsMoreThanEitherForced) {
+    for (std::int64_t batch = 1; batch <= 512; ++batch) {
+        const std::int64_t warp = pick(batch, DecodeSchedule::WarpItems).rounds;
+        const std::int64_t cta = pick(batch, DecodeSchedule::CtaItems).rounds;
+        EXPECT_EQ(pick(batch).rounds, std::min(warp, cta)) << batch;
+    }
+}
+
+TEST(DecodeScheduleTest, SplitsStayWithinBounds) {
+    for (std::int64_t batch = 1; batch <= 512; batch *= 2) {
+        for (const DecodeSchedule wanted : {DecodeSchedule::WarpItems, DecodeSchedule::CtaItems}) {
+            const TcSchedule s = pick(batch, wanted);
+            EXPECT_GE(s.splits, 1);
+            EXPECT_LE(s.splits, 16);
+        }
+    }
+    // A bound below the wanted minimum wins (no more splits than the workspace holds).
+    EXPECT_EQ(choose_tc_schedule(DecodeSchedule::Auto, 8, kCtas, kCtaWarps, 64, 3, 2).splits, 2);
+}
+
+}  // namespace
+}  // namespace inferscale::backends::cuda
