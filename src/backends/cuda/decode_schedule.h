@@ -14,18 +14,19 @@ enum class DecodeSchedule : std::uint8_t {
 };
 
 // The tensor-core decode kernel's schedule and split count for `pairs` (sequence, kv head)
-// pairs of up to `tiles` KV tiles each, between `lo` and `hi` splits. Workers take items a round
-// at a time, so a step lasts about rounds x the tiles one warp streams per item: warp items
-// (a worker is a warp, an item's tiles all its own) or CTA items (a worker is a CTA, its
-// `item_warps` warps share an item's tiles). A split step also pays the merge launch, about
-// kMergeRounds tile rounds; the fewest splits among those within 2% of the cheapest win.
-// Llama-3.1-8B at 1K tokens of KV bound (64 tiles) on the H200 (1056 warps in 264 CTAs): at
-// batch 64 (512 pairs) warp items take 2 splits, 32 rounds and the merge, CTA items one split,
-// 2 rounds of 16 tiles: CTA items, 2.1% faster a step; at batch 128 both take 64 rounds and
-// warp items stay (CTA items forced: 0.86x); at batch 1 CTA items take 16 splits of one tile a
-// warp (warp items forced: 1.038x the step time; docs/results/decode_schedule_h200_2026-12-04_
-// s18.txt). Counting the merge inside a schedule too keeps these picks at bounds of 66 or 68
-// tiles, where a split of one round fewer would otherwise win and pay the merge.
+// pairs of up to `tiles` KV tiles (of the plan's 32 tokens) each, between `lo` and `hi`
+// splits. Workers take items a round at a time, so a step lasts about rounds x the tiles one
+// warp streams per item: warp items (a worker is a warp, an item's tiles all its own) or CTA
+// items (a worker is a CTA, its `item_warps` warps share an item's tiles). A split step also
+// pays the merge launch, about kMergeRounds tile rounds; the fewest splits among those within
+// 2% of the cheapest win. Llama-3.1-8B at gpu_bench's 1K context (a 1056-token bound: 33
+// tiles) on the H200 (1056 warps in 264 CTAs): at batch 64 (512 pairs) warp items take 2
+// splits, 17 rounds and the merge, CTA items one split, 2 rounds of 9: CTA items, 2.1% faster
+// a step; at batch 128 warp items take 33 rounds against CTA items' 36 (forced: 0.86x); at
+// batch 1 CTA items take 9 splits (warp items forced: 1.038x the step time;
+// docs/results/decode_schedule_h200_2026-12-04_s18.txt). Counting the merge inside a schedule
+// too keeps a split that saves one round from winning and paying the merge (warp items at
+// batch 256 and a 1088-token bound: 17 splits without it).
 constexpr std::int64_t kMergeRounds = 2;
 
 struct TcSchedule {
