@@ -685,11 +685,8 @@ void launch_decode_attention(const void* q, const PagedKvView& pages, const Atte
     const bool tensor_cores =
         launch.per_sequence && launch.max_ctas > 0 && decode_tc_supports(d, group);
     const bool fast = !tensor_cores && launch.per_sequence && decode_fast_supports(d, group);
-    const bool cta_items = tensor_cores && !launch.warp_items;
-    IS_CHECK(fast || cta_items || launch.rope.positions == nullptr)
-        << "only the fast decode kernel and tensor-core CTA items rotate";
-    IS_CHECK(fast || launch.split_arrivals == nullptr)
-        << "only the fast decode kernel merges its own splits";
+    IS_CHECK(fast || (launch.split_arrivals == nullptr && launch.rope.positions == nullptr))
+        << "only the fast decode kernel merges its own splits or rotates";
     if (tensor_cores) {
         launch_decode_tc_attention(q, pages, batch, launch, out, stream);
         return;

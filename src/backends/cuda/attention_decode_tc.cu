@@ -55,77 +55,6 @@ __device__ __forceinline__ int split_end(const DecodeLaunch& launch, int kv_len,
                                         : min(kv_len, (split + 1) * launch.split_tokens);
 }
 
-// DecodeLaunch::rope on CTA items: the group's q rows (the A operand as load_q leaves them)
-// turned by RoPE at the row's position and rounded to bf16 as rope_write_kv turns and stores
-// them. Dim j pairs with dim j + kD / 2, which sits in the same register of k-step
-// ks + kKSteps / 2 in the same lane, so every lane turns its own words: word w of k-step ks
-// holds dims 16 ks + 2t (+8 for words 2 and 3) and the next, of head g (+8 for words 1, 3).
-template <int kD>
-__device__ __forceinline__ void rotate_q(const DecodeLaunch::Rope& rope, int row,
-                                         const tc::Lane<kD>& ln,
-                                         unsigned (&qa)[tc::Shape<kD>::kKSteps][4]) {
-    constexpr int kHalfSteps = tc::Shape<kD>::kKSteps / 2, kHalf = kD / 2;
-    const std::int32_t pos = rope.positions[row];
-    if (pos < 0 || pos >= rope.max_positions) __trap();  // beyond the tables: a bug
-    const float* cos_row = rope.cos + static_cast<std::int64_t>(pos) * kHalf;
-    const float* sin_row = rope.sin + static_cast<std::int64_t>(pos) * kHalf;
-#pragma unroll
-    for (int ks = 0; ks < kHalfSteps; ++ks) {
-#pragma unroll
-        for (int w = 0; w < 4; ++w) {
-            const int j = 16 * ks + 2 * ln.t + (w >= 2 ? 8 : 0);
-            const float2 c = *reinterpret_cast<const float2*>(cos_row + j);
-            const float2 sn = *reinterpret_cast<const float2*>(sin_row + j);
-            const float2 x0 =
-                __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(&qa[ks][w]));
-            const float2 x1 = __bfloat1622float2(
-                *reinterpret_cast<const __nv_bfloat162*>(&qa[ks + kHalfSteps][w]));
-            float r0a, r1a, r0b, r1b;
-            rope_rotate(x0.x, x1.x, c.x, sn.x, r0a, r1a);
-            rope_rotate(x0.y, x1.y, c.y, sn.y, r0b, r1b);
-            const __nv_bfloat162 lo = __floats2bfloat162_rn(r0a, r0b);
-            const __nv_bfloat162 hi = __floats2bfloat162_rn(r1a, r1b);
-            qa[ks][w] = *reinterpret_cast<const unsigned*>(&lo);
-            qa[ks + kHalfSteps][w] = *reinterpret_cast<const unsigned*>(&hi);
-        }
-    }
-}
-
-// DecodeLaunch::rope on CTA items: the CTA whose item holds the sequence's newest KV token
-// writes that token's K (turned) and V to its page slot before any of its tiles is issued
-// (no other item reads the token). Threads t < kD / 16 turn pairs 8t .. 8t + 7, threads
-// t < kD / 8 copy V chunk t.
-template <int kD>
-__device__ __forceinline__ void write_newest_kv(const DecodeLaunch::Rope& rope,
-                                                const PagedKvView& kv, int row, int kv_head,
-                                                int tid) {
-    constexpr int kHalf = kD / 2;
-    const std::int32_t slot = rope.slots[row];
-    if (slot == -1) return;  // a padding row writes nothing
-    if (slot < 0 || slot >= kv.num_blocks * kv.block_size) __trap();  // outside the pages
-    const std::int64_t src = (static_cast<std::int64_t>(row) * kv.kv_heads + kv_head) * kD;
-    const std::int64_t dst = (static_cast<std::int64_t>(slot) * kv.kv_heads + kv_head) * kD;
-    if (tid < kHalf / 8) {
-        const std::int32_t pos = rope.positions[row];
-        if (pos < 0 || pos >= rope.max_positions) __trap();
-        const int i = tid * 8;
-        float c[8], sn[8], x0[8], x1[8], r0[8], r1[8];
-        load8(rope.cos + static_cast<std::int64_t>(pos) * kHalf + i, c);
-        load8(rope.sin + static_cast<std::int64_t>(pos) * kHalf + i, sn);
-        const bf16* k = static_cast<const bf16*>(rope.k) + src;
-        load8(k + i, x0);
-        load8(k + i + kHalf, x1);
-#pragma unroll
-        for (int e = 0; e < 8; ++e) rope_rotate(x0[e], x1[e], c[e], sn[e], r0[e], r1[e]);
-        store8(static_cast<bf16*>(kv.k) + dst + i, r0);
-        store8(static_cast<bf16*>(kv.k) + dst + i + kHalf, r1);
-    }
-    if (tid < kD / 8) {
-        reinterpret_cast<uint4*>(static_cast<bf16*>(kv.v) + dst)[tid] =
-            reinterpret_cast<const uint4*>(static_cast<const bf16*>(rope.v) + src)[tid];
-    }
-}
-
 // kBig: the group has more than 8 heads, so the accumulator rows 8-15 are live.
 template <int kD, bool kBig>
 __global__ void __launch_bounds__(kThreads, 2)
@@ -339,15 +268,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         const bool single = single_split(launch, s.kv_len);
         const int end = split_end(launch, s.kv_len, split);
         const int head0 = kv_head * group;
-        const bool rotate = launch.rope.positions != nullptr;
-        if (rotate && end == s.kv_len) {
-            write_newest_kv<kD>(launch.rope, kv, s.q_start, kv_head, tid);
-            __threadfence_block();  // the row is in memory before this CTA's copies read it
-            __syncthreads();
-        }
         unsigned qa[S::kKSteps][4];
         tc::load_q<kD, kBig>(q, s.q_start, batch.num_heads, head0, group, ln, qa);
-        if (rotate) rotate_q<kD>(launch.rope, s.q_start, ln, qa);
 
         // This warp's tiles: w, w + 4, ... of the item.
         const int num_tiles = (end - begin + kTileTokens - 1) / kTileTokens;

@@ -183,11 +183,10 @@ struct DecodeLaunch {
     // zeroes its count (device ints, zero before the first launch), so launch_merge_splits
     // has nothing left to do. Null: the merge kernel merges.
     int* split_arrivals = nullptr;
-    // Fast kernel and tensor-core CTA items: rope_write_kv fused in. With rope.positions set,
-    // q holds the rows unrotated; each block rotates its heads' rows, and the block holding a
-    // sequence's newest KV token first writes that token's K (rotated) and V, rows rope.k /
-    // rope.v [num_tokens, kv_heads, head_dim], to slot rope.slots[row] (-1: padding, nothing
-    // written).
+    // Fast kernel: rope_write_kv fused in. With rope.positions set, q holds the rows
+    // unrotated; each block rotates its heads' rows, and the block holding a sequence's newest
+    // KV token first writes that token's K (rotated) and V, rows rope.k / rope.v [num_tokens,
+    // kv_heads, head_dim], to slot rope.slots[row] (-1: padding, nothing written).
     struct Rope {
         const std::int32_t* positions = nullptr;  // [num_tokens]
         const float* cos = nullptr;               // [max_positions, head_dim / 2]

@@ -121,13 +121,11 @@ void CudaBackend::enqueue_rope_attention(Tensor q, Tensor k, const Tensor& v,
                                          const Tensor& positions,
                                          const tensor::RopeTables& tables, const Tensor& slots,
                                          const PagedKvView& view, AttentionPlan plan, Tensor out) {
-    // Decode rows alone on the fast kernel or on tensor-core CTA items take the rotation and
-    // the KV write in; anything else runs rope_write_kv first.
-    const bool cta_items =
-        plan.decode && plan.decode->max_ctas > 0 && !plan.decode->warp_items;
-    const bool fused = (plan.fast_decode || cta_items) && !plan.prefill &&
-                       q.dtype == DType::BF16 && aligned16(k.data) && aligned16(v.data) &&
-                       aligned16(tables.cos.data) && aligned16(tables.sin.data);
+    // Decode rows alone on the fast kernel take the rotation and the KV write in; anything
+    // else runs rope_write_kv first.
+    const bool fused = plan.fast_decode && !plan.prefill && q.dtype == DType::BF16 &&
+                       aligned16(k.data) && aligned16(v.data) && aligned16(tables.cos.data) &&
+                       aligned16(tables.sin.data);
     if (fused) {
         DecodeLaunch::Rope& rope = plan.decode->rope;
         rope.positions = positions.as<std::int32_t>();
