@@ -611,13 +611,12 @@ __global__ void __launch_bounds__(kMergeWarps * 32)
     merge_splits_kernel(PagedKvView kv, AttentionBatch batch, DecodeLaunch launch,
                         bf16* __restrict__ out) {
     allow_next_launch();
-    wait_for_inputs();
     const int seq = blockIdx.x;
     const int head = blockIdx.y * kMergeWarps + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31;
-    if (head >= batch.num_heads) return;
-    const SeqInfo s = load_seq(batch, seq, kv);
-    if (s.q_len != 1) return;
+    const SeqInfo s = load_seq(batch, seq, kv);  // metadata: before the partials are ready
+    wait_for_inputs();
+    if (head >= batch.num_heads || s.q_len != 1) return;
     const int live = live_splits(launch, s.kv_len);
     if (live <= 1) return;
     merge_head_splits(launch, batch.num_heads, kv.head_dim, seq, head, s.q_start, live, lane, out);

@@ -240,7 +240,14 @@ __global__ void __launch_bounds__(kThreads, 2)
     decode_tc_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                      DecodeLaunch launch, bf16* __restrict__ out) {
     allow_next_launch();
-    wait_for_inputs();
+    // The first item's metadata and its KV tiles before the newest token are step inputs no
+    // kernel of this step writes (dependent_launch.cuh): they are read, and those tiles'
+    // copies requested, before the kernels ahead have finished; the rest waits for them.
+    bool inputs_ready = false;
+    const auto wait_once = [&] {
+        if (!inputs_ready) wait_for_inputs();
+        inputs_ready = true;
+    };
     using S = tc::Shape<kD>;
     using Shape = TcShape<kD>;
     extern __shared__ __align__(128) unsigned char smem[];
@@ -268,23 +275,25 @@ __global__ void __launch_bounds__(kThreads, 2)
         const bool single = single_split(launch, s.kv_len);
         const int end = split_end(launch, s.kv_len, split);
         const int head0 = kv_head * group;
-        unsigned qa[S::kKSteps][4];
-        tc::load_q<kD, kBig>(q, s.q_start, batch.num_heads, head0, group, ln, qa);
 
         // This warp's tiles: w, w + 4, ... of the item.
         const int num_tiles = (end - begin + kTileTokens - 1) / kTileTokens;
         const int my_tiles = num_tiles > warp ? (num_tiles - warp + kWarps - 1) / kWarps : 0;
         const auto tile_t0 = [&](int i) { return begin + (warp + i * kWarps) * kTileTokens; };
-        tc::State<kD> st;
-        st.reset();
 #pragma unroll
         for (int i = 0; i < kStages - 1; ++i) {
             if (i < my_tiles) {
+                if (tile_t0(i) + kTileTokens >= s.kv_len) wait_once();  // holds the newest
                 tc::issue_tile<kD>(ring_addr + i * S::kStageBytes, s, kv, kv_head, tile_t0(i),
                                    end, ln, so);
             }
             tc::cp_async_commit();
         }
+        wait_once();
+        unsigned qa[S::kKSteps][4];
+        tc::load_q<kD, kBig>(q, s.q_start, batch.num_heads, head0, group, ln, qa);
+        tc::State<kD> st;
+        st.reset();
         int stage = 0;
         for (int i = 0; i < my_tiles; ++i) {
             const int ahead = i + kStages - 1;
@@ -369,6 +378,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
         __syncthreads();  // the rings and m_s/l_s are reused by the next item
     }
+    wait_once();  // no CTA completes before the kernels ahead of it (dependent_launch.cuh)
 }
 
 // Raises the kernel's shared-memory limit and returns how many of its CTAs fit on an SM.

@@ -124,25 +124,33 @@ __global__ void __launch_bounds__(kThreads, 2)
     prefill_attention_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                              PrefillLaunch launch, bf16* __restrict__ out) {
     allow_next_launch();
-    wait_for_inputs();
     using P = PrefillShape<D, kFrags>;
     using S = typename P::S;
     constexpr int N = P::kTileN;
 
+    // The metadata, and the KV of tokens before the chunk (earlier steps'), are inputs no
+    // kernel of this step writes (dependent_launch.cuh): they are read before the kernels
+    // ahead have finished, Q and the chunk's own KV after.
     const SeqInfo s = load_seq(batch, blockIdx.y, kv);
-    if (s.q_len <= 1) return;  // empty, or a decode row: the decode kernel owns it
     const int split = static_cast<int>(blockIdx.x) % launch.num_splits;
     const int tile = launch.max_q_tiles - 1 - static_cast<int>(blockIdx.x) / launch.num_splits;
     const int group = batch.num_heads / kv.kv_heads;
     const int tile_queries = P::kRows / group;
     const int token0 = tile * tile_queries;  // the tile's first query token in the sequence
-    if (token0 >= s.q_len) return;
+    // Empty, a decode row (the decode kernel owns it), or a tile past the chunk.
+    if (s.q_len <= 1 || token0 >= s.q_len) {
+        wait_for_inputs();
+        return;
+    }
     const int rows = min(tile_queries, s.q_len - token0) * group;
     const int first_pos = s.kv_len - s.q_len + token0;  // KV index of the tile's first query
     const int kv_end = first_pos + rows / group;          // KV tokens the whole tile needs
     const bool split_mode = launch.num_splits > 1;
     const int kv_begin = split_mode ? split * launch.split_tokens : 0;
-    if (kv_begin >= kv_end) return;  // past this tile's causal end: the merge skips it
+    if (kv_begin >= kv_end) {  // past this tile's causal end: the merge skips it
+        wait_for_inputs();
+        return;
+    }
     const int kv_stop = split_mode ? min(kv_end, kv_begin + launch.split_tokens) : kv_end;
     const int kv_head = blockIdx.z;
     const int head0 = kv_head * group;  // row r holds query head head0 + r % group
@@ -153,7 +161,16 @@ __global__ void __launch_bounds__(kThreads, 2)
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
     const tc::Lane<D> ln(lane);
 
-    // Q tile (rows past the chunk zero-filled) and the first K/V tile: one copy group.
+    // The first K/V tile goes before the wait when it lies before the chunk's tokens.
+    const PagedRows kv_rows(s, kv, kv_head);
+    const bool early = kv_begin + N <= s.kv_len - s.q_len;
+    if (early) {
+        issue_kv_tile<D, kFrags>(kv_addr, kv_rows, kv, kv_begin, kv_stop, tid);
+        tc::cp_async_commit();
+    }
+    wait_for_inputs();
+    // Q tile (rows past the chunk zero-filled) and, unless it went early, the first K/V tile:
+    // one copy group.
     {
         const int chunk = tid % S::kChunks;
 #pragma unroll
@@ -166,8 +183,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                            valid);
         }
     }
-    const PagedRows kv_rows(s, kv, kv_head);
-    issue_kv_tile<D, kFrags>(kv_addr, kv_rows, kv, kv_begin, kv_stop, tid);
+    if (!early) issue_kv_tile<D, kFrags>(kv_addr, kv_rows, kv, kv_begin, kv_stop, tid);
     tc::cp_async_commit();
 
     // Fragment f of the warp holds rows warp_row0 + 16 f + [0, 16); lane rows g and g + 8.

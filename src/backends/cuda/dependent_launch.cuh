@@ -4,9 +4,13 @@
 // launch_dependent may instead begin while the kernel before it on the stream is finishing:
 //   - it calls allow_next_launch() first, so the kernel after it may start early in turn (it
 //     does once every block of this one has made that call);
-//   - until wait_for_inputs() it reads only data no kernel writes (weights, tables);
+//   - until wait_for_inputs() it reads only data no kernel of the chain writes: weights and
+//     tables, the step's metadata (one copy before the forward's first kernel), and the KV of
+//     tokens before the step's own (earlier steps wrote it; injection writes it with a plain
+//     launch that lets no kernel start before it completes);
 //   - wait_for_inputs() returns once the kernels before it have completed and their writes are
-//     visible; reading activations and every write come after it.
+//     visible; reading activations and every write come after it. Every block calls it before
+//     it exits, so a kernel completes only after the ones before it.
 // Launched plainly (or inside a graph without the edge) both calls return at once.
 
 #include <cuda_runtime.h>

@@ -42,21 +42,30 @@ __device__ __forceinline__ std::int64_t locate(const RopeRows<T>& a, const RopeR
     return row / b.heads;
 }
 
-// Pairs i .. i + 7 of the row at x (dims i.. with dims i + half..) rotated by the angles of
-// position `pos`, into r0 (first halves) and r1 (second halves); x is not written.
-template <class T>
-__device__ __forceinline__ void rotate8(const T* x, int i, int half, std::int32_t pos,
-                                        const float* cos_table, const float* sin_table,
-                                        std::int64_t max_positions, float (&r0)[8],
-                                        float (&r1)[8]) {
+// The angles of pairs i .. i + 7 at position `pos`, from the f32 tables.
+struct Angles8 {
+    float c[8], s[8];
+};
+__device__ __forceinline__ Angles8 load_angles(std::int32_t pos, int i, int half,
+                                               const float* cos_table, const float* sin_table,
+                                               std::int64_t max_positions) {
     if (pos < 0 || pos >= max_positions) __trap();  // beyond the tables: a bug upstream
-    float c[8], sn[8], x0[8], x1[8];
-    load8(cos_table + static_cast<std::int64_t>(pos) * half + i, c);
-    load8(sin_table + static_cast<std::int64_t>(pos) * half + i, sn);
+    Angles8 a;
+    load8(cos_table + static_cast<std::int64_t>(pos) * half + i, a.c);
+    load8(sin_table + static_cast<std::int64_t>(pos) * half + i, a.s);
+    return a;
+}
+
+// Pairs i .. i + 7 of the row at x (dims i.. with dims i + half..) rotated by `a`, into r0
+// (first halves) and r1 (second halves); x is not written.
+template <class T>
+__device__ __forceinline__ void rotate8(const T* x, int i, int half, const Angles8& a,
+                                        float (&r0)[8], float (&r1)[8]) {
+    float x0[8], x1[8];
     load8(x + i, x0);
     load8(x + i + half, x1);
 #pragma unroll
-    for (int e = 0; e < 8; ++e) rope_rotate(x0[e], x1[e], c[e], sn[e], r0[e], r1[e]);
+    for (int e = 0; e < 8; ++e) rope_rotate(x0[e], x1[e], a.c[e], a.s[e], r0[e], r1[e]);
 }
 
 template <class T>
@@ -74,7 +83,8 @@ __global__ void rope_vec_kernel(RopeRows<T> a, RopeRows<T> b, std::int64_t n, in
         T* v = nullptr;
         const std::int64_t t = locate(a, b, n, idx / groups, 2 * half, v);
         float r0[8], r1[8];
-        rotate8(v, i, half, positions[t], cos_table, sin_table, max_positions, r0, r1);
+        rotate8(v, i, half, load_angles(positions[t], i, half, cos_table, sin_table, max_positions),
+                r0, r1);
         store8(v + i, r0);
         store8(v + i + half, r1);
     }
@@ -131,7 +141,6 @@ __global__ void rope_write_kv_kernel(QkvRows rows, int q_heads, int kv_heads, st
                                      std::int64_t max_positions, const std::int32_t* slots,
                                      std::int64_t num_slots, bf16* k_pages, bf16* v_pages) {
     allow_next_launch();
-    wait_for_inputs();
     const int groups = half / 8, width = 2 * half;
     const int heads = q_heads + 2 * kv_heads;  // rows per token
     const std::int64_t count = n * heads * groups;
@@ -139,22 +148,46 @@ __global__ void rope_write_kv_kernel(QkvRows rows, int q_heads, int kv_heads, st
     const auto* q = static_cast<const bf16*>(rows.q);
     const auto* k = static_cast<const bf16*>(rows.k);
     const auto* v = static_cast<const bf16*>(rows.v);
-    for (std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-         idx < count; idx += stride) {
-        const int i = static_cast<int>(idx % groups) * 8;
+    // Index idx's token, row (Q's heads, then K's, then V's) and pairs, with what the unit
+    // needs that no kernel of this step writes: the token's slot (K and V rows) and angles (Q
+    // and K rows).
+    struct Unit {
+        std::int64_t t;
+        int i, h, kv_head;
+        std::int32_t slot;
+        Angles8 angles;
+    };
+    const auto locate_unit = [&](std::int64_t idx) {
+        Unit u;
+        u.i = static_cast<int>(idx % groups) * 8;
         const std::int64_t r = idx / groups;
-        const std::int64_t t = r / heads;
-        const int h = static_cast<int>(r % heads);
-        const int kv_head = h - q_heads - (h >= q_heads + kv_heads ? kv_heads : 0);
-        std::int32_t slot = -1;
-        if (h >= q_heads) {
-            slot = slots[t];
-            if (slot != -1 && (slot < 0 || slot >= num_slots)) __trap();  // outside the pages
+        u.t = r / heads;
+        u.h = static_cast<int>(r % heads);
+        u.kv_head = u.h - q_heads - (u.h >= q_heads + kv_heads ? kv_heads : 0);
+        u.slot = -1;
+        if (u.h >= q_heads) {
+            u.slot = slots[u.t];
+            if (u.slot != -1 && (u.slot < 0 || u.slot >= num_slots)) __trap();  // off the pages
         }
+        if (u.h < q_heads + kv_heads) {
+            u.angles = load_angles(positions[u.t], u.i, half, cos_table, sin_table, max_positions);
+        }
+        return u;
+    };
+    // A thread's first unit (usually its only one) is located before the projections are
+    // ready (dependent_launch.cuh).
+    const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+    Unit u;
+    if (first < count) u = locate_unit(first);
+    wait_for_inputs();
+    for (std::int64_t idx = first; idx < count; idx += stride) {
+        if (idx != first) u = locate_unit(idx);
+        const int i = u.i, kv_head = u.kv_head;
+        const std::int64_t t = u.t;
         const std::int64_t page_row =
-            (static_cast<std::int64_t>(slot) * kv_heads + kv_head) * width;
-        if (h >= q_heads + kv_heads) {  // V: copied as it is
-            if (slot == -1) continue;
+            (static_cast<std::int64_t>(u.slot) * kv_heads + kv_head) * width;
+        if (u.h >= q_heads + kv_heads) {  // V: copied as it is
+            if (u.slot == -1) continue;
             const bf16* src = v + t * rows.v_stride + kv_head * width;
             *reinterpret_cast<uint4*>(v_pages + page_row + i) =
                 *reinterpret_cast<const uint4*>(src + i);
@@ -162,11 +195,12 @@ __global__ void rope_write_kv_kernel(QkvRows rows, int q_heads, int kv_heads, st
                 *reinterpret_cast<const uint4*>(src + i + half);
             continue;
         }
+        const int h = u.h;
         const bool is_q = h < q_heads;
         const bf16* src = is_q ? q + t * rows.q_stride + h * width
                                : k + t * rows.k_stride + kv_head * width;
         float r0[8], r1[8];
-        rotate8(src, i, half, positions[t], cos_table, sin_table, max_positions, r0, r1);
+        rotate8(src, i, half, u.angles, r0, r1);
         bf16* dst = nullptr;
         if (is_q) {
             dst = static_cast<bf16*>(rows.q_out) + t * rows.q_out_stride + h * width;
@@ -177,7 +211,7 @@ __global__ void rope_write_kv_kernel(QkvRows rows, int q_heads, int kv_heads, st
             store8(dst + i, r0);
             store8(dst + i + half, r1);
         }
-        if (slot != -1) {
+        if (u.slot != -1) {
             store8(k_pages + page_row + i, r0);
             store8(k_pages + page_row + i + half, r1);
         }
