@@ -43,12 +43,18 @@ constexpr int kBlockN = 64;  // KV tokens per split unit (and per tile up to D =
 constexpr int kThreads = kWarps * 32;
 constexpr int kMaxFrags = 2;
 
-template <int D, int kFrags>
+// KV tokens per tile: 64, or 32 at D = 256 so scores, P and O stay in registers, and where a
+// block's whole KV fits 32 tokens (a short prompt without history: a 64-token tile would
+// multiply and mask as many padding tokens as real ones).
+template <int D>
+constexpr int kWideTileN = D > 128 ? 32 : 64;
+constexpr int kNarrowTileN = 32;
+
+template <int D, int kFrags, int N>
 struct PrefillShape {
     using S = tc::Shape<D>;
     static constexpr int kRows = kWarps * 16 * kFrags;  // (query token, head) rows per block
-    // KV tokens per tile: 64, or 32 at D = 256 so scores, P and O stay in registers.
-    static constexpr int kTileN = D > 128 ? 32 : 64;
+    static constexpr int kTileN = N;
     static constexpr int kScoreTiles = kTileN / 8;  // 8-token accumulator tiles per row group
     static constexpr int kTokenSteps = kTileN / 16;  // 16-token k-steps of P x V
     static constexpr int kQBytes = kRows * S::kRowBytes;
@@ -84,10 +90,10 @@ __device__ __forceinline__ void mask_and_max(float (&sc)[kTiles][4], int limit_l
 // tid % kChunks of rows r0 + P i (r0 = tid / kChunks, P = kRowsPerPass). t0 is a multiple of
 // 16, so with a power-of-two block size of at least 16 the rows r0 + 16 m + P u (u < 16 / P)
 // share a page: one page-table read serves 16 / P of a thread's rows (2 at D = 128).
-template <int D, int kFrags>
+template <int D, int kFrags, int N>
 __device__ __forceinline__ void issue_kv_tile(unsigned stage, const PagedRows& rows,
                                               const PagedKvView& kv, int t0, int stop, int tid) {
-    using P = PrefillShape<D, kFrags>;
+    using P = PrefillShape<D, kFrags, N>;
     constexpr int kPass = P::kRowsPerPass;
     const int chunk = tid % P::S::kChunks;
     const int r0 = tid / P::S::kChunks;
@@ -119,14 +125,13 @@ __device__ __forceinline__ void issue_kv_tile(unsigned stage, const PagedRows& r
     }
 }
 
-template <int D, int kFrags>
+template <int D, int kFrags, int N>
 __global__ void __launch_bounds__(kThreads, 2)
     prefill_attention_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                              PrefillLaunch launch, bf16* __restrict__ out) {
     allow_next_launch();
-    using P = PrefillShape<D, kFrags>;
+    using P = PrefillShape<D, kFrags, N>;
     using S = typename P::S;
-    constexpr int N = P::kTileN;
 
     // The metadata, and the KV of tokens before the chunk (earlier steps'), are inputs no
     // kernel of this step writes (dependent_launch.cuh): they are read before the kernels
@@ -165,7 +170,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     const PagedRows kv_rows(s, kv, kv_head);
     const bool early = kv_begin + N <= s.kv_len - s.q_len;
     if (early) {
-        issue_kv_tile<D, kFrags>(kv_addr, kv_rows, kv, kv_begin, kv_stop, tid);
+        issue_kv_tile<D, kFrags, N>(kv_addr, kv_rows, kv, kv_begin, kv_stop, tid);
         tc::cp_async_commit();
     }
     wait_for_inputs();
@@ -183,7 +188,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                            valid);
         }
     }
-    if (!early) issue_kv_tile<D, kFrags>(kv_addr, kv_rows, kv, kv_begin, kv_stop, tid);
+    if (!early) issue_kv_tile<D, kFrags, N>(kv_addr, kv_rows, kv, kv_begin, kv_stop, tid);
     tc::cp_async_commit();
 
     // Fragment f of the warp holds rows warp_row0 + 16 f + [0, 16); lane rows g and g + 8.
@@ -223,7 +228,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int kv0 = kv_begin + it * N;
         const unsigned stage = kv_addr + (it & 1) * P::kStageBytes;
         if (it + 1 < num_tiles) {
-            issue_kv_tile<D, kFrags>(kv_addr + ((it + 1) & 1) * P::kStageBytes, kv_rows, kv,
+            issue_kv_tile<D, kFrags, N>(kv_addr + ((it + 1) & 1) * P::kStageBytes, kv_rows, kv,
                                      kv0 + N, kv_stop, tid);
             tc::cp_async_commit();
             tc::cp_async_wait<1>();
@@ -407,20 +412,20 @@ __global__ void merge_prefill_splits_kernel(PagedKvView kv, AttentionBatch batch
     }
 }
 
-template <int D, int kFrags>
+template <int D, int kFrags, int N>
 void set_smem_limit() {
-    IS_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D, kFrags>,
+    IS_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D, kFrags, N>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                       PrefillShape<D, kFrags>::kSmemBytes));
+                                       PrefillShape<D, kFrags, N>::kSmemBytes));
 }
 
-template <int D, int kFrags>
+template <int D, int kFrags, int N = kWideTileN<D>>
 void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
                   const PrefillLaunch& launch, void* out, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(launch.max_q_tiles * launch.num_splits),
                     static_cast<unsigned>(batch.num_seqs), static_cast<unsigned>(pages.kv_heads));
-    launch_dependent(prefill_attention_kernel<D, kFrags>, grid, kThreads,
-                     PrefillShape<D, kFrags>::kSmemBytes, stream, static_cast<const bf16*>(q),
+    launch_dependent(prefill_attention_kernel<D, kFrags, N>, grid, kThreads,
+                     PrefillShape<D, kFrags, N>::kSmemBytes, stream, static_cast<const bf16*>(q),
                      pages, batch, launch, static_cast<bf16*>(out));
 }
 
@@ -437,11 +442,13 @@ int prefill_tile_queries(int group, int row_frags) { return kWarps * 16 * row_fr
 int prefill_tile_tokens() { return kBlockN; }
 
 void init_prefill_attention() {
-    set_smem_limit<64, 1>();
-    set_smem_limit<128, 1>();
-    set_smem_limit<256, 1>();
-    set_smem_limit<64, 2>();
-    set_smem_limit<128, 2>();
+    set_smem_limit<64, 1, kWideTileN<64>>();
+    set_smem_limit<128, 1, kWideTileN<128>>();
+    set_smem_limit<256, 1, kWideTileN<256>>();
+    set_smem_limit<64, 2, kWideTileN<64>>();
+    set_smem_limit<128, 2, kWideTileN<128>>();
+    set_smem_limit<64, 1, kNarrowTileN>();
+    set_smem_limit<128, 1, kNarrowTileN>();
 }
 
 void launch_prefill_attention(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
@@ -460,14 +467,17 @@ void launch_prefill_attention(const void* q, const PagedKvView& pages, const Att
                reinterpret_cast<std::uintptr_t>(launch.partial_o) % 16 == 0)))
         << "prefill split workspace";
     const bool wide = launch.row_frags == 2;
+    const bool narrow = !wide && launch.num_splits == 1 && launch.max_kv_tokens <= kNarrowTileN;
     switch (pages.head_dim) {
         case 64:
-            wide ? launch_typed<64, 2>(q, pages, batch, launch, out, stream)
-                 : launch_typed<64, 1>(q, pages, batch, launch, out, stream);
+            wide     ? launch_typed<64, 2>(q, pages, batch, launch, out, stream)
+            : narrow ? launch_typed<64, 1, kNarrowTileN>(q, pages, batch, launch, out, stream)
+                     : launch_typed<64, 1>(q, pages, batch, launch, out, stream);
             break;
         case 128:
-            wide ? launch_typed<128, 2>(q, pages, batch, launch, out, stream)
-                 : launch_typed<128, 1>(q, pages, batch, launch, out, stream);
+            wide     ? launch_typed<128, 2>(q, pages, batch, launch, out, stream)
+            : narrow ? launch_typed<128, 1, kNarrowTileN>(q, pages, batch, launch, out, stream)
+                     : launch_typed<128, 1>(q, pages, batch, launch, out, stream);
             break;
         case 256: launch_typed<256, 1>(q, pages, batch, launch, out, stream); break;
         default: IS_UNREACHABLE() << "prefill head_dim " << pages.head_dim;

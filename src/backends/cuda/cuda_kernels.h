@@ -139,6 +139,7 @@ int prefill_tile_tokens();
 struct PrefillLaunch {
     int max_q_tiles = 0;
     int row_frags = 1;
+    std::int64_t max_kv_tokens = 0;  // the longest prefill sequence's KV, in whole pages
     // > 1: each (query tile, head) is cut into KV splits of split_tokens tokens that write
     // partial states, and launch_merge_prefill_splits combines them (short chunks, long KV).
     int num_splits = 1;

@@ -278,6 +278,7 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
                 : 1;
         const Tiling& chosen = tiling[prefill.row_frags - 1];
         prefill.max_q_tiles = chosen.max_q_tiles;
+        prefill.max_kv_tokens = max_prefill_kv;
         // Partials are kept per batch row, decode rows included (they are few when this pays).
         const std::int64_t row_split_bytes =
             n * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));

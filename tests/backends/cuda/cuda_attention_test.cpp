@@ -174,6 +174,9 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{"ragged_d256_gqa2", 4, 2, 256, 16, ragged_mix()},
         AttnCase{"ragged_d128_gqa8_bs8", 16, 2, 128, 8, ragged_mix()},
         AttnCase{"ragged_d64_gqa7_bs32", 14, 2, 64, 32, ragged_mix()},
+        // Prompts without history whose KV fits one 32-token tile (the narrow prefill tile).
+        AttnCase{"short_prompts_d128_gqa4", 8, 2, 128, 16, {{32, 32}, {1, 300}, {17, 17}, {2, 2}}},
+        AttnCase{"short_prompts_d64_gqa7_bs32", 14, 2, 64, 32, {{20, 20}, {1, 40}, {32, 32}}},
         AttnCase{"decode_only_many", 8, 8, 128, 16,
                  {{1, 5}, {1, 33}, {1, 64}, {1, 65}, {1, 129}, {1, 700}, {1, 2}, {1, 31}}},
         AttnCase{"long_decode_4k_split", 32, 8, 128, 16,
