@@ -61,6 +61,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     decode_tc_warp_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                           DecodeLaunch launch, bf16* __restrict__ out) {
     allow_next_launch();
+    wait_for_inputs();
     using S = tc::Shape<kD>;
     extern __shared__ __align__(128) unsigned char smem[];
     // Items this warp has issued copies for but not finished: seq, kv head, split, q row,
@@ -75,12 +76,6 @@ __global__ void __launch_bounds__(kThreads, 2)
     const float scale_log2 = batch.scale * kLog2e;
     const int items = launch.num_splits * launch.grid_rows * kv.kv_heads;
     int* const counter = launch.item_counter;
-    // Warp w's first item is item w (no claim); claims hand out the items after the first
-    // round. The first item's metadata and its tiles before the newest token are inputs no
-    // kernel of this step writes, so they are read and requested before the wait
-    // (dependent_launch.cuh); the counter is touched only after it.
-    const int warps = static_cast<int>(gridDim.x) * kWarps;
-    bool inputs_ready = false;
 
     // Issue side: the item whose tiles are being copied, and lane 0's claim on the next. A warp
     // claims its next item while the current one still has kClaimAheadTiles tiles to issue:
@@ -91,43 +86,18 @@ __global__ void __launch_bounds__(kThreads, 2)
     int grab = 0;
     bool claimed = false;
     const auto claim = [&]() {
-        if (lane == 0) grab = warps + atomicAdd(counter, 1);
+        if (lane == 0) grab = atomicAdd(counter, 1);
         claimed = true;
     };
     SeqInfo is;
     int i_head = 0, i_t0 = 0, i_end = 0, i_slot = 0, issued = 0;
     const auto claim_if_near_end = [&]() {
-        if (inputs_ready && !claimed && i_end - i_t0 <= kClaimAheadTiles * kTileTokens) claim();
+        if (!claimed && i_end - i_t0 <= kClaimAheadTiles * kTileTokens) claim();
     };
     bool i_done = false;
     const int bs = kv.block_size;
     const bool tiles_in_pages = bs % kTileTokens == 0;
     tc::PageWindow window;
-    // Makes item `index` the issue side's if it holds a decode row's KV.
-    const auto take_item = [&](int index) {
-        const int kv_head = index % kv.kv_heads;
-        const int rest = index / kv.kv_heads;
-        const int seq = rest % launch.grid_rows, split = rest / launch.grid_rows;
-        const SeqInfo s = load_seq(batch, seq, kv);
-        const int begin = split * launch.split_tokens;
-        if (s.q_len != 1 || begin >= s.kv_len) return false;  // prefill row, or past the end
-        is = s;
-        i_head = kv_head;
-        i_t0 = begin;
-        i_end = split_end(launch, s.kv_len, split);
-        if (tiles_in_pages) window.start(s, bs, begin / bs, lane);
-        if (lane == 0) {
-            int* e = queue_s[warp][i_slot];
-            e[0] = seq;
-            e[1] = kv_head;
-            e[2] = split;
-            e[3] = s.q_start;
-            e[4] = s.kv_len;
-        }
-        if (++i_slot == kStages) i_slot = 0;
-        claim_if_near_end();  // a short item
-        return true;
-    };
     const auto next_issue_item = [&]() {
         for (;;) {
             if (!claimed) claim();
@@ -137,13 +107,35 @@ __global__ void __launch_bounds__(kThreads, 2)
                 i_done = true;
                 // Every warp ends with one claim past the items; the last to get there has
                 // no claims after it and zeroes the counters for the next launch.
+                const int warps = static_cast<int>(gridDim.x) * kWarps;
                 if (lane == 0 && atomicAdd(counter + 1, 1) == warps - 1) {
                     counter[0] = 0;
                     counter[1] = 0;
                 }
                 return;
             }
-            if (take_item(index)) return;
+            const int kv_head = index % kv.kv_heads;
+            const int rest = index / kv.kv_heads;
+            const int seq = rest % launch.grid_rows, split = rest / launch.grid_rows;
+            const SeqInfo s = load_seq(batch, seq, kv);
+            const int begin = split * launch.split_tokens;
+            if (s.q_len != 1 || begin >= s.kv_len) continue;  // prefill row, or past the end
+            is = s;
+            i_head = kv_head;
+            i_t0 = begin;
+            i_end = split_end(launch, s.kv_len, split);
+            if (tiles_in_pages) window.start(s, bs, begin / bs, lane);
+            if (lane == 0) {
+                int* e = queue_s[warp][i_slot];
+                e[0] = seq;
+                e[1] = kv_head;
+                e[2] = split;
+                e[3] = s.q_start;
+                e[4] = s.kv_len;
+            }
+            if (++i_slot == kStages) i_slot = 0;
+            claim_if_near_end();  // a short item
+            return;
         }
     };
     const auto issue_next = [&](int stage) {
@@ -220,23 +212,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         }
     };
 
-    const int first = static_cast<int>(blockIdx.x) * kWarps + warp;
-    const bool took_first = first < items && take_item(first);
-    // The first item's tiles requested before the wait: all but its last (which may hold the
-    // newest token, and whose issue claims the next item).
-    int early = 0;
-    if (took_first) {
-        while (early < kStages - 1 && i_t0 + kTileTokens < i_end) issue_next(early++);
-    }
-    wait_for_inputs();
-    inputs_ready = true;
-    if (took_first) {
-        claim_if_near_end();
-    } else {
-        next_issue_item();
-    }
+    next_issue_item();
 #pragma unroll
-    for (int i = early; i < kStages - 1; ++i) issue_next(i);
+    for (int i = 0; i < kStages - 1; ++i) issue_next(i);
     if (issued > 0) start_compute_item();
     int stage = 0, computed = 0;
     while (computed < issued) {
