@@ -225,6 +225,72 @@ bool CudaBackend::gated_gemv(const Tensor& x, std::span<const tensor::LinearTarg
     return launch_gated_gemv(x.data, x.shape[1], {small, 2}, small_linear_scratch(), stream_);
 }
 
+void CudaBackend::gated_mlp(const Tensor& x, std::span<const tensor::LinearTarget> gate_up,
+                            const Tensor& down, Tensor y) {
+    check_linear_group(x, gate_up, "gated_mlp x");
+    IS_CHECK(gate_up.size() == 2 && gate_up[0].y.shape == gate_up[1].y.shape)
+        << "gated_mlp takes a gate and an up target of one shape";
+    const tensor::LinearTarget target{down, Tensor(), y};
+    check_target(gate_up[0].y, target);
+    const std::int64_t n = x.shape[0];
+    const bool fits = n >= kSwigluLinearMinRows && n <= kSwigluLinearMaxRows &&
+                      n <= options_.linear_paths.small_max_rows &&
+                      gate_up[0].y.dtype == DType::BF16 && y.dtype == DType::BF16;
+    if (!fits) {
+        Backend::gated_mlp(x, gate_up, down, y);
+        return;
+    }
+    linear_group(x, gate_up);
+    if (choose_swiglu_linear(gate_up, target) && swiglu_linear(gate_up, target)) return;
+    swiglu(gate_up[0].y, gate_up[1].y, gate_up[0].y);
+    linear(gate_up[0].y, down, Tensor(), y);
+}
+
+bool CudaBackend::swiglu_linear(std::span<const tensor::LinearTarget> gate_up,
+                                const tensor::LinearTarget& down) {
+    SmallLinearTarget small[kSmallLinearMaxTargets];
+    if (!to_small_targets({&down, 1}, small)) return false;
+    const Tensor& gate = gate_up[0].y;
+    return launch_swiglu_linear(gate.data, gate_up[1].y.data, gate.shape[0], gate.shape[1],
+                                small[0], small_linear_scratch(), stream_);
+}
+
+bool CudaBackend::choose_swiglu_linear(std::span<const tensor::LinearTarget> gate_up,
+                                       const tensor::LinearTarget& down) {
+    const Tensor& gate = gate_up[0].y;
+    const std::int64_t n = gate.shape[0], ffn = gate.shape[1], hidden = down.w.shape[0];
+    if (!options_.linear_paths.autotune) return true;
+    const std::vector<std::int64_t> key{tuning_bucket(n), ffn, hidden};
+    if (const bool* fused = swiglu_linear_paths_.find(key, n)) return *fused;
+    const std::size_t act_bytes = static_cast<std::size_t>(n * ffn) * 2;
+    if (capturing_ || act_bytes + static_cast<std::size_t>(n * hidden) * 2 >
+                          options_.stacked_linear_scratch_bytes) {
+        return false;  // untimed: the swiglu kernel and the linear, not remembered
+    }
+    // Both into the scratch: the SwiGLU's output first, then y.
+    const Tensor act(stacked_output_, DType::BF16, {n, ffn}, tensor::Device::Cuda);
+    const tensor::LinearTarget scratch{
+        down.w, Tensor(),
+        Tensor(static_cast<char*>(stacked_output_) + act_bytes, DType::BF16, {n, hidden},
+               tensor::Device::Cuda)};
+    constexpr int kTimedRuns = 5, kRounds = 2;
+    const std::function<bool()> runs[] = {[&] {
+                                              swiglu(gate, gate_up[1].y, act);
+                                              linear(act, down.w, Tensor(), scratch.y);
+                                              return true;
+                                          },
+                                          [&] { return swiglu_linear(gate_up, scratch); }};
+    const std::vector<std::optional<float>> ms =
+        tune_stopwatch_.race(stream_, kTimedRuns, kRounds, runs);
+    const bool fused = ms[1] && *ms[1] < *ms[0];
+    IS_LOG(Debug) << "gated mlp: " << n << " rows, " << ffn << " -> " << hidden
+                  << ": swiglu + linear " << *ms[0] / kTimedRuns << " ms, in the linear "
+                  << (ms[1] ? std::to_string(*ms[1] / kTimedRuns) + " ms" : "not taken")
+                  << " -> " << (fused ? "in the linear" : "swiglu + linear");
+    swiglu_linear_paths_.record(key, n, fused);
+    return fused;
+}
+
 void CudaBackend::per_target_linear(const Tensor& x,
                                     std::span<const tensor::LinearTarget> targets) {
     const GemmLane main{stream_, matmul_.get()};
