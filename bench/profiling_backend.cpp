@@ -199,18 +199,6 @@ void ProfilingBackend::linear_swiglu(const Tensor& x,
     close(s);
 }
 
-void ProfilingBackend::gated_mlp(const Tensor& x, std::span<const tensor::LinearTarget> gate_up,
-                                 const Tensor& down, Tensor y) {
-    const GroupCost c = group_cost(x, gate_up);
-    const double down_flops = 2.0 * static_cast<double>(x.shape[0]) *
-                              static_cast<double>(down.shape[0]) *
-                              static_cast<double>(down.shape[1]);
-    const int s = open("gated_mlp", c.shape, c.bytes + bytes_of(down) + bytes_of(y),
-                       c.flops + down_flops);
-    inner_.gated_mlp(x, gate_up, down, y);
-    close(s);
-}
-
 void ProfilingBackend::add(Tensor x, const Tensor& y) {
     const int s = open("add", "", 3.0 * bytes_of(x), 0.0);
     inner_.add(x, y);

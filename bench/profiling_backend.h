@@ -84,8 +84,6 @@ class ProfilingBackend final : public tensor::Backend {
                       std::span<const tensor::LinearTarget> targets) override;
     void linear_swiglu(const tensor::Tensor& x,
                        std::span<const tensor::LinearTarget> gate_up) override;
-    void gated_mlp(const tensor::Tensor& x, std::span<const tensor::LinearTarget> gate_up,
-                   const tensor::Tensor& down, tensor::Tensor y) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void add_rms_norm(tensor::Tensor x, const tensor::Tensor& y, const tensor::Tensor& weight,
                       float eps, tensor::Tensor out) override;

@@ -337,7 +337,8 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     be.add_rms_norm(hidden, normed, w.post_norm.tensor, c.rms_norm_eps, normed);
     const tensor::LinearTarget gate_up[] = {{w.gate.tensor, Tensor(), gate},
                                             {w.up.tensor, Tensor(), up}};
-    be.gated_mlp(normed, gate_up, w.down.tensor, normed);
+    be.linear_swiglu(normed, gate_up);
+    be.linear(gate, w.down.tensor, Tensor(), normed);
     if (layer + 1 < c.num_layers) {
         be.add_rms_norm(hidden, normed, layers_[layer + 1].input_norm.tensor, c.rms_norm_eps,
                         normed);

@@ -116,15 +116,6 @@ class Backend {
         swiglu(gate_up[0].y, gate_up[1].y, gate_up[0].y);
     }
 
-    // The gated MLP: linear_swiglu(x, gate_up), then y = gate's output down^T (linear), which
-    // is what this default runs; a backend may instead apply the SwiGLU inside the down
-    // projection. gate_up's outputs are scratch either way.  down [hidden, ffn], y [n, hidden]
-    virtual void gated_mlp(const Tensor& x, std::span<const LinearTarget> gate_up,
-                           const Tensor& down, Tensor y) {
-        linear_swiglu(x, gate_up);
-        linear(gate_up[0].y, down, Tensor(), y);
-    }
-
     // Rotates x in place by the angles of `positions` (HF rotate_half pairing: dim i with
     // dim i + d/2). Positions beyond the tables are a bug.
     //   x [n, heads, d], positions [n] i32

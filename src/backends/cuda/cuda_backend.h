@@ -182,10 +182,6 @@ class CudaBackend final : public tensor::Backend {
     // In linear.cpp: one token runs both on the GEMV.
     void linear_swiglu(const tensor::Tensor& x,
                        std::span<const tensor::LinearTarget> gate_up) override;
-    // In linear.cpp: from 17 to 64 tokens the down projection may take the SwiGLU in
-    // (launch_swiglu_linear), where that measures faster than the swiglu kernel and the linear.
-    void gated_mlp(const tensor::Tensor& x, std::span<const tensor::LinearTarget> gate_up,
-                   const tensor::Tensor& down, tensor::Tensor y) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up,
                 tensor::Tensor out) override;
@@ -293,14 +289,6 @@ class CudaBackend final : public tensor::Backend {
     // linear_swiglu as one GEMV launch, where one token's group takes the small-batch kernel
     // anyway; false enqueues nothing.
     bool gated_gemv(const tensor::Tensor& x, std::span<const tensor::LinearTarget> gate_up);
-    // launch_swiglu_linear of gate_up's outputs into down's target; false enqueues nothing.
-    bool swiglu_linear(std::span<const tensor::LinearTarget> gate_up,
-                       const tensor::LinearTarget& down);
-    // Whether gated_mlp applies the SwiGLU in the down projection for this shape: measured
-    // once per shape and bucket against the swiglu kernel and linear (outputs into the stacked
-    // scratch, so gate_up's outputs stay as they are).
-    bool choose_swiglu_linear(std::span<const tensor::LinearTarget> gate_up,
-                              const tensor::LinearTarget& down);
     // Whether LinearPath::Stacked can run `targets` on x: weights (and biases) adjoin, one
     // output dtype, 16-byte output rows, and the stacked output fits the scratch.
     bool stackable(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets) const;
@@ -343,8 +331,6 @@ class CudaBackend final : public tensor::Backend {
     // Measured choices by (n's tuning bucket, in, y dtype, which paths were allowed, then out
     // and has-bias per target).
     BucketChoices<std::vector<std::int64_t>, LinearPath> linear_paths_;
-    // gated_mlp's choice by (n's tuning bucket, ffn, hidden): the SwiGLU in the down projection.
-    BucketChoices<std::vector<std::int64_t>, bool> swiglu_linear_paths_;
     StreamStopwatch tune_stopwatch_;  // times the paths of a new group shape
     std::unique_ptr<LtMatmul> matmul_;
     // The side lane of per_target_linear: its stream, cuBLASLt and workspace

@@ -11,9 +11,6 @@
 //     stores 1/splits of the tile after summing the CTAs' partials in rank order straight from
 //     their shared memory (distributed shared memory): no global scratch, no counters, and the
 //     sum order is fixed, so results are deterministic.
-// Gated (the MLP's down projection), x is silu(gate) * up: a stage holds a box of each, and the
-// consumers turn them into x's box (rounded to bf16, as the swiglu kernel stores it) before
-// multiplying, so the SwiGLU costs no launch and its output never goes to memory.
 // Filling a stage with per-thread cp.async instead cost 5-8 copies per thread and bound the
 // kernel on issuing them (docs/results/linear_cluster_h200_2026-12-03_s9.txt). The host picks
 // splits so that tiles x splits fill whole waves of the clusters that fit at once
@@ -42,11 +39,10 @@ constexpr int kThreads = kConsumers + 32;  // and the producer warp
 constexpr int kKBlock = 64;                // k elements per ring stage: 128-byte rows
 constexpr int kRowBytes = kKBlock * 2;
 
-template <int kTokens, int kStages, bool kGated>
+template <int kTokens, int kStages>
 struct Layout {
     static constexpr int kWBytes = kRows * kRowBytes;
-    static constexpr int kXBytes = kTokens * kRowBytes;  // x's box (gated: gate's, then up's)
-    static constexpr int kStageBytes = kWBytes + (kGated ? 2 : 1) * kXBytes;
+    static constexpr int kStageBytes = kWBytes + kTokens * kRowBytes;
     static constexpr int kRingBytes = kStages * kStageBytes;        // 1024-aligned in smem
     static constexpr int kElems = kRows * kTokens;                  // f32 partials of the tile
     static constexpr int kRegs = kElems / kConsumers;               // accumulators per thread
@@ -57,15 +53,14 @@ struct Layout {
 struct Params {
     CUtensorMap w[kSmallLinearMaxTargets];  // [out, in] per target, boxes of kRows x kKBlock
     CUtensorMap x;                          // [n, in], boxes of kTokens x kKBlock
-    CUtensorMap up;                         // gated: up's rows as x's (x holds gate's)
     int n, in;
     LinearTargets targets;  // units: tiles of kRows rows
 };
 
-template <int kTokens, int kStages, bool kGated>
+template <int kTokens, int kStages>
 __global__ void __launch_bounds__(kThreads, 1)
     cluster_linear_kernel(const __grid_constant__ Params p) {
-    using L = Layout<kTokens, kStages, kGated>;
+    using L = Layout<kTokens, kStages>;
     extern __shared__ __align__(128) unsigned char smem[];
     allow_next_launch();
     cg::cluster_group cluster = cg::this_cluster();
@@ -102,13 +97,10 @@ __global__ void __launch_bounds__(kThreads, 1)
                 tma::load_2d(ring + s * L::kStageBytes, w, (kb_begin + s) * kKBlock, row0,
                              full + 8 * s);
             }
-            const auto load_x = [&](unsigned stage, int k, unsigned bar) {
-                tma::load_2d(stage + L::kWBytes, &p.x, k, 0, bar);
-                if (kGated) tma::load_2d(stage + L::kWBytes + L::kXBytes, &p.up, k, 0, bar);
-            };
             wait_for_inputs();
             for (int s = 0; s < first; ++s) {
-                load_x(ring + s * L::kStageBytes, (kb_begin + s) * kKBlock, full + 8 * s);
+                tma::load_2d(ring + s * L::kStageBytes + L::kWBytes, &p.x,
+                             (kb_begin + s) * kKBlock, 0, full + 8 * s);
             }
             for (int g = kStages; g < iters; ++g) {
                 const int slot = g % kStages;
@@ -117,7 +109,7 @@ __global__ void __launch_bounds__(kThreads, 1)
                 const unsigned stage = ring + slot * L::kStageBytes;
                 const int k = (kb_begin + g) * kKBlock;
                 tma::load_2d(stage, w, k, row0, full + 8 * slot);
-                load_x(stage, k, full + 8 * slot);
+                tma::load_2d(stage + L::kWBytes, &p.x, k, 0, full + 8 * slot);
             }
         }
     } else {
@@ -128,23 +120,6 @@ __global__ void __launch_bounds__(kThreads, 1)
             tma::wait(full + 8 * slot, (g / kStages) & 1);
             // Warpgroup warp / 4 multiplies its 64 weight rows by all kTokens x rows.
             const unsigned stage = ring + slot * L::kStageBytes;
-            if constexpr (kGated) {
-                // gate's box becomes x's: both boxes share one swizzled layout, so the SwiGLU
-                // runs on matching 16-byte chunks. The writes then reach wgmma's (async)
-                // proxy, and every consumer waits for the whole box.
-                unsigned char* box = smem + (stage - smem_base) + L::kWBytes;
-#pragma unroll
-                for (int c = tid; c < L::kXBytes / 16; c += kConsumers) {
-                    float gate[8], up[8];
-                    unpack8(*reinterpret_cast<const uint4*>(box + 16 * c), gate);
-                    unpack8(*reinterpret_cast<const uint4*>(box + L::kXBytes + 16 * c), up);
-#pragma unroll
-                    for (int e = 0; e < 8; ++e) gate[e] = silu_mul(gate[e], up[e]);
-                    *reinterpret_cast<uint4*>(box + 16 * c) = pack8(gate);
-                }
-                asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-                asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumers) : "memory");
-            }
             const unsigned a = stage + (warp >> 2) * 64 * kRowBytes, b = stage + L::kWBytes;
             wgmma::fence();
 #pragma unroll
@@ -181,26 +156,15 @@ __global__ void __launch_bounds__(kThreads, 1)
     cluster.sync();  // no CTA leaves while another still reads its shared memory
 }
 
-template <int kTokens, int kStages, bool kGated>
-constexpr auto kKernel = cluster_linear_kernel<kTokens, kStages, kGated>;
-
-// Ring depths: the deepest whose stages and partials fit the shared memory. Gated stages hold
-// two activation boxes, so the 64-token ring is a stage shorter.
-template <int kTokens, bool kGated>
-constexpr int kStagesFor = kTokens <= 32 ? 8 : kTokens <= 64 ? (kGated ? 6 : 7) : 5;
+template <int kTokens, int kStages>
+constexpr auto kKernel = cluster_linear_kernel<kTokens, kStages>;
 
 // Every instantiation, with its shared memory; ClusterLinearLimits is measured on the largest.
 template <class F>
 void for_each_kernel(F&& f) {
-    const auto add = [&]<int kTokens, bool kGated>() {
-        constexpr int kStages = kStagesFor<kTokens, kGated>;
-        f(kKernel<kTokens, kStages, kGated>, Layout<kTokens, kStages, kGated>::kSmemBytes);
-    };
-    add.template operator()<32, false>();
-    add.template operator()<64, false>();
-    add.template operator()<128, false>();
-    add.template operator()<32, true>();
-    add.template operator()<64, true>();
+    f(kKernel<32, 8>, Layout<32, 8>::kSmemBytes);
+    f(kKernel<64, 7>, Layout<64, 7>::kSmemBytes);
+    f(kKernel<128, 5>, Layout<128, 5>::kSmemBytes);
 }
 
 cudaLaunchConfig_t cluster_config(dim3 grid, std::size_t smem, cudaStream_t stream,
@@ -265,28 +229,23 @@ bool encode_rows(CUtensorMap* map, const void* base, int inner, int rows, int bo
                                 CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
 }
 
-// x: gate's rows when gated (up: up's), else x's. The split count is the plain kernel's for
-// either, so a gated launch sums in the order the plain one does on the SwiGLU's output.
-template <int kTokens, bool kGated>
-bool launch(const bf16* x, const bf16* up, int n, int in, const LinearTargets& targets,
-            int tiles, const ClusterLinearLimits& limits, cudaStream_t stream) {
-    constexpr int kStages = kStagesFor<kTokens, kGated>;
+template <int kTokens, int kStages>
+bool launch(const bf16* x, int n, int in, const LinearTargets& targets, int tiles,
+            const ClusterLinearLimits& limits, cudaStream_t stream) {
     Params p{};
     for (int i = 0; i < targets.count; ++i) {
         if (!encode_rows(&p.w[i], targets.w[i], in, targets.out[i], kRows)) return false;
     }
     if (!encode_rows(&p.x, x, in, n, kTokens)) return false;
-    if (kGated && !encode_rows(&p.up, up, in, n, kTokens)) return false;
     p.n = n;
     p.in = in;
     p.targets = targets;
-    const int splits = choose_splits(tiles, (in + kKBlock - 1) / kKBlock,
-                                     kStagesFor<kTokens, false>, limits);
+    const int splits = choose_splits(tiles, (in + kKBlock - 1) / kKBlock, kStages, limits);
     cudaLaunchAttribute attributes[2];
     const cudaLaunchConfig_t config =
         cluster_config(dim3(static_cast<unsigned>(tiles * splits)),
-                       Layout<kTokens, kStages, kGated>::kSmemBytes, stream, attributes, splits);
-    IS_CUDA_CHECK(cudaLaunchKernelEx(&config, kKernel<kTokens, kStages, kGated>, p));
+                       Layout<kTokens, kStages>::kSmemBytes, stream, attributes, splits);
+    IS_CUDA_CHECK(cudaLaunchKernelEx(&config, kKernel<kTokens, kStages>, p));
     return true;
 }
 
@@ -320,18 +279,9 @@ bool launch_cluster_linear(const bf16* x, int n, int in, LinearTargets targets,
                            const ClusterLinearLimits& limits, cudaStream_t stream) {
     if (n < 1 || n > 128 || limits.ctas[1] < 1) return false;
     const int tiles = targets.cut(kRows);
-    if (n <= 32) return launch<32, false>(x, nullptr, n, in, targets, tiles, limits, stream);
-    if (n <= 64) return launch<64, false>(x, nullptr, n, in, targets, tiles, limits, stream);
-    return launch<128, false>(x, nullptr, n, in, targets, tiles, limits, stream);
-}
-
-bool launch_cluster_swiglu_linear(const bf16* gate, const bf16* up, int n, int in,
-                                  LinearTargets targets, const ClusterLinearLimits& limits,
-                                  cudaStream_t stream) {
-    if (n < 1 || n > kClusterSwigluMaxRows || limits.ctas[1] < 1) return false;
-    const int tiles = targets.cut(kRows);
-    if (n <= 32) return launch<32, true>(gate, up, n, in, targets, tiles, limits, stream);
-    return launch<64, true>(gate, up, n, in, targets, tiles, limits, stream);
+    if (n <= 32) return launch<32, 8>(x, n, in, targets, tiles, limits, stream);
+    if (n <= 64) return launch<64, 7>(x, n, in, targets, tiles, limits, stream);
+    return launch<128, 5>(x, n, in, targets, tiles, limits, stream);
 }
 
 }  // namespace inferscale::backends::cuda

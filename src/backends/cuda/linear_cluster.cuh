@@ -16,12 +16,4 @@ ClusterLinearLimits init_cluster_linear();
 bool launch_cluster_linear(const bf16* x, int n, int in, LinearTargets targets,
                            const ClusterLinearLimits& limits, cudaStream_t stream);
 
-// y = (silu(gate) * up) W^T (+ bias) with gate, up [n, in] bf16, n <= kClusterSwigluMaxRows:
-// bit for bit the swiglu kernel, then launch_cluster_linear on its output. Enqueues one launch;
-// false (nothing enqueued) when the limits are unmeasured.
-inline constexpr int kClusterSwigluMaxRows = 64;
-bool launch_cluster_swiglu_linear(const bf16* gate, const bf16* up, int n, int in,
-                                  LinearTargets targets, const ClusterLinearLimits& limits,
-                                  cudaStream_t stream);
-
 }  // namespace inferscale::backends::cuda

@@ -241,21 +241,6 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
     return launch_cluster_linear(p.x, p.n, p.in, p.targets, scratch.cluster, stream);
 }
 
-bool launch_swiglu_linear(const void* gate, const void* up, std::int64_t n, std::int64_t in,
-                          const SmallLinearTarget& target, const SmallLinearScratch& scratch,
-                          cudaStream_t stream) {
-    static_assert(kSwigluLinearMaxRows == kClusterSwigluMaxRows);
-    if (n < kSwigluLinearMinRows || n > kSwigluLinearMaxRows || !takes(gate, in, 1) ||
-        reinterpret_cast<std::uintptr_t>(up) % 16 != 0) {
-        return false;
-    }
-    LinearTargets targets;
-    if (!targets.set({&target, 1}, false)) return false;
-    return launch_cluster_swiglu_linear(static_cast<const bf16*>(gate),
-                                        static_cast<const bf16*>(up), static_cast<int>(n),
-                                        static_cast<int>(in), targets, scratch.cluster, stream);
-}
-
 bool launch_gated_gemv(const void* x, std::int64_t in,
                        std::span<const SmallLinearTarget> gate_up,
                        const SmallLinearScratch& scratch, cudaStream_t stream) {

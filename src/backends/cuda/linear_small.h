@@ -70,14 +70,4 @@ bool launch_gated_gemv(const void* x, std::int64_t in,
                        std::span<const SmallLinearTarget> gate_up,
                        const SmallLinearScratch& scratch, cudaStream_t stream);
 
-// The gated MLP's down projection from gate's and up's outputs: y = (silu(gate) * up) W^T on
-// the cluster kernel, which applies the SwiGLU as the rows land, bit for bit what the swiglu
-// kernel and then launch_small_linear on its output give. gate, up [n, in] bf16 with
-// 17 <= n <= kSwigluLinearMaxRows. False (nothing enqueued) when the kernel does not take the
-// problem.
-inline constexpr std::int64_t kSwigluLinearMinRows = 17, kSwigluLinearMaxRows = 64;
-bool launch_swiglu_linear(const void* gate, const void* up, std::int64_t n, std::int64_t in,
-                          const SmallLinearTarget& target, const SmallLinearScratch& scratch,
-                          cudaStream_t stream);
-
 }  // namespace inferscale::backends::cuda
