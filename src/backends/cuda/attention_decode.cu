@@ -64,7 +64,6 @@ __global__ void __launch_bounds__(kThreads)
     decode_attention_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                             DecodeLaunch launch, bf16* __restrict__ out) {
     allow_next_launch();
-    wait_for_inputs();
     constexpr int kPairs = kMaxDecodeGroup * kMaxD / kThreads;  // output pairs per thread
     constexpr int kDimsPerLane = kMaxD / 32;
     __shared__ float q_s[kMaxDecodeGroup * kMaxD];  // [group, d] f32, pre-scaled
@@ -82,7 +81,8 @@ __global__ void __launch_bounds__(kThreads)
         row = blockIdx.x;
         seq = find_seq(batch.qo_indptr, batch.num_seqs, row);
     }
-    const SeqInfo s = load_seq(batch, seq, kv);
+    const SeqInfo s = load_seq(batch, seq, kv);  // metadata: before the inputs are ready
+    wait_for_inputs();
     if (launch.per_sequence) {
         if (s.q_len != 1) return;  // prefill rows belong to the prefill kernel
         row = s.q_start;

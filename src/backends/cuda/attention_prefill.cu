@@ -376,10 +376,11 @@ __global__ void __launch_bounds__(kThreads, 2)
 __global__ void merge_prefill_splits_kernel(PagedKvView kv, AttentionBatch batch,
                                             PrefillLaunch launch, bf16* __restrict__ out) {
     allow_next_launch();
-    wait_for_inputs();
     const int row = blockIdx.x, head = blockIdx.y;
+    // The row's sequence (a binary search of the metadata) before the partials are ready.
     const int seq = find_seq(batch.qo_indptr, batch.num_seqs, row);
     const SeqInfo s = load_seq(batch, seq, kv);
+    wait_for_inputs();
     if (s.q_len <= 1) return;
     const int my_pos = s.kv_len - s.q_len + (row - s.q_start);
     const int used = min(launch.num_splits, my_pos / launch.split_tokens + 1);
