@@ -228,8 +228,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         const int kv0 = kv_begin + it * N;
         const unsigned stage = kv_addr + (it & 1) * P::kStageBytes;
         if (it + 1 < num_tiles) {
-            issue_kv_tile<D, kFrags, N>(kv_addr + ((it + 1) & 1) * P::kStageBytes, kv_rows, kv,
-                                     kv0 + N, kv_stop, tid);
+            issue_kv_tile<D, kFrags, N>(kv_addr + ((it + 1) & 1) * P::kStageBytes, kv_rows,
+                                        kv, kv0 + N, kv_stop, tid);
             tc::cp_async_commit();
             tc::cp_async_wait<1>();
         } else {
