@@ -125,86 +125,7 @@ __device__ __forceinline__ void issue_kv_tile(unsigned stage, const PagedRows& r
     }
 }
 
-// PrefillLaunch::rope: the Q tile and the K/V tile of a block whose KV is one narrow tile, from
-// the projections' rows (Q and K turned as rope_write_kv turns them, rounded to bf16) and, for
-// the KV before the chunk, from the pages; the block writes the K and V of its own query tokens
-// to their slots. A thread takes a row's 16-byte chunks c and c + D/16: the dims RoPE pairs.
 template <int D, int kFrags, int N>
-__device__ __forceinline__ void load_rope_tiles(unsigned char* smem, unsigned kv_offset,
-                                                const SeqInfo& s, const PagedRows& kv_rows,
-                                                const PagedKvView& kv,
-                                                const PrefillLaunch::Rope& rp, int kv_head,
-                                                int group, int token0, int rows, int kv_stop,
-                                                int tid) {
-    using P = PrefillShape<D, kFrags, N>;
-    constexpr int kHalf = D / 2, kPairChunks = P::S::kChunks / 2;
-    const auto angles = [&](std::int64_t t, int c) {
-        return load_angles(rp.positions[t], 8 * c, kHalf, rp.cos, rp.sin, rp.max_positions);
-    };
-    const auto put = [&](unsigned offset, uint4 v) {
-        *reinterpret_cast<uint4*>(smem + offset) = v;
-    };
-    const auto* q = static_cast<const bf16*>(rp.q);
-    for (int u = tid; u < P::kRows * kPairChunks; u += kThreads) {
-        const int r = u / kPairChunks, c = u % kPairChunks;
-        uint4 lo{}, hi{};
-        if (r < rows) {
-            const std::int64_t t = s.q_start + token0 + r / group;
-            const int head = kv_head * group + r % group;
-            float r0[8], r1[8];
-            rotate8(q + t * rp.q_stride + head * D, 8 * c, kHalf, angles(t, c), r0, r1);
-            lo = pack8(r0);
-            hi = pack8(r1);
-        }
-        put(tc::tile_offset<D>(r, c), lo);
-        put(tc::tile_offset<D>(r, c + kPairChunks), hi);
-    }
-    const auto* k = static_cast<const bf16*>(rp.k);
-    const auto* v = static_cast<const bf16*>(rp.v);
-    auto* k_pages = static_cast<bf16*>(kv.k);
-    auto* v_pages = static_cast<bf16*>(kv.v);
-    const int new0 = s.kv_len - s.q_len;  // KV index of the chunk's first token
-    const int own0 = new0 + token0, own_end = own0 + rows / group;  // this block's tokens
-    const std::int64_t num_slots = kv.num_blocks * kv.block_size;
-    for (int u = tid; u < N * kPairChunks; u += kThreads) {
-        const int j = u / kPairChunks, c = u % kPairChunks;
-        const unsigned k_lo = kv_offset + tc::tile_offset<D>(j, c);
-        const unsigned k_hi = kv_offset + tc::tile_offset<D>(j, c + kPairChunks);
-        if (j >= kv_stop || j < new0) {  // zeros past the end; before the chunk, the pages
-            const bool valid = j < kv_stop;
-            const std::int64_t row = valid ? kv_rows(j) + 8 * c : 0;
-            const unsigned base = smem_addr(smem);
-            tc::cp_async16(base + k_lo, k_pages + row, valid);
-            tc::cp_async16(base + k_hi, k_pages + row + kHalf, valid);
-            tc::cp_async16(base + k_lo + P::kMatBytes, v_pages + row, valid);
-            tc::cp_async16(base + k_hi + P::kMatBytes, v_pages + row + kHalf, valid);
-            continue;
-        }
-        const std::int64_t t = s.q_start + (j - new0);
-        float r0[8], r1[8];
-        rotate8(k + t * rp.k_stride + kv_head * D, 8 * c, kHalf, angles(t, c), r0, r1);
-        const uint4 klo = pack8(r0), khi = pack8(r1);
-        const bf16* v_row = v + t * rp.v_stride + kv_head * D + 8 * c;
-        const uint4 vlo = *reinterpret_cast<const uint4*>(v_row);
-        const uint4 vhi = *reinterpret_cast<const uint4*>(v_row + kHalf);
-        put(k_lo, klo);
-        put(k_hi, khi);
-        put(k_lo + P::kMatBytes, vlo);
-        put(k_hi + P::kMatBytes, vhi);
-        if (j < own0 || j >= own_end) continue;
-        const std::int32_t slot = rp.slots[t];
-        if (slot == -1) continue;
-        if (slot < 0 || slot >= num_slots) __trap();  // outside the pages
-        const std::int64_t page_row =
-            (static_cast<std::int64_t>(slot) * kv.kv_heads + kv_head) * D + 8 * c;
-        *reinterpret_cast<uint4*>(k_pages + page_row) = klo;
-        *reinterpret_cast<uint4*>(k_pages + page_row + kHalf) = khi;
-        *reinterpret_cast<uint4*>(v_pages + page_row) = vlo;
-        *reinterpret_cast<uint4*>(v_pages + page_row + kHalf) = vhi;
-    }
-}
-
-template <int D, int kFrags, int N, bool kRope>
 __global__ void __launch_bounds__(kThreads, 2)
     prefill_attention_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                              PrefillLaunch launch, bf16* __restrict__ out) {
@@ -247,7 +168,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     // The first K/V tile goes before the wait when it lies before the chunk's tokens.
     const PagedRows kv_rows(s, kv, kv_head);
-    const bool early = !kRope && kv_begin + N <= s.kv_len - s.q_len;
+    const bool early = kv_begin + N <= s.kv_len - s.q_len;
     if (early) {
         issue_kv_tile<D, kFrags, N>(kv_addr, kv_rows, kv, kv_begin, kv_stop, tid);
         tc::cp_async_commit();
@@ -255,10 +176,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     wait_for_inputs();
     // Q tile (rows past the chunk zero-filled) and, unless it went early, the first K/V tile:
     // one copy group.
-    if constexpr (kRope) {
-        load_rope_tiles<D, kFrags, N>(smem, P::kQBytes, s, kv_rows, kv, launch.rope, kv_head,
-                                      group, token0, rows, kv_stop, tid);
-    } else {
+    {
         const int chunk = tid % S::kChunks;
 #pragma unroll
         for (int r = tid / S::kChunks; r < P::kRows; r += P::kRowsPerPass) {
@@ -270,9 +188,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                            valid);
         }
     }
-    if (!kRope && !early) {
-        issue_kv_tile<D, kFrags, N>(kv_addr, kv_rows, kv, kv_begin, kv_stop, tid);
-    }
+    if (!early) issue_kv_tile<D, kFrags, N>(kv_addr, kv_rows, kv, kv_begin, kv_stop, tid);
     tc::cp_async_commit();
 
     // Fragment f of the warp holds rows warp_row0 + 16 f + [0, 16); lane rows g and g + 8.
@@ -497,19 +413,19 @@ __global__ void merge_prefill_splits_kernel(PagedKvView kv, AttentionBatch batch
     }
 }
 
-template <int D, int kFrags, int N, bool kRope = false>
+template <int D, int kFrags, int N>
 void set_smem_limit() {
-    IS_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D, kFrags, N, kRope>,
+    IS_CUDA_CHECK(cudaFuncSetAttribute(prefill_attention_kernel<D, kFrags, N>,
                                        cudaFuncAttributeMaxDynamicSharedMemorySize,
                                        PrefillShape<D, kFrags, N>::kSmemBytes));
 }
 
-template <int D, int kFrags, int N = kWideTileN<D>, bool kRope = false>
+template <int D, int kFrags, int N = kWideTileN<D>>
 void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
                   const PrefillLaunch& launch, void* out, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(launch.max_q_tiles * launch.num_splits),
                     static_cast<unsigned>(batch.num_seqs), static_cast<unsigned>(pages.kv_heads));
-    launch_dependent(prefill_attention_kernel<D, kFrags, N, kRope>, grid, kThreads,
+    launch_dependent(prefill_attention_kernel<D, kFrags, N>, grid, kThreads,
                      PrefillShape<D, kFrags, N>::kSmemBytes, stream, static_cast<const bf16*>(q),
                      pages, batch, launch, static_cast<bf16*>(out));
 }
@@ -534,13 +450,6 @@ void init_prefill_attention() {
     set_smem_limit<128, 2, kWideTileN<128>>();
     set_smem_limit<64, 1, kNarrowTileN>();
     set_smem_limit<128, 1, kNarrowTileN>();
-    set_smem_limit<64, 1, kNarrowTileN, true>();
-    set_smem_limit<128, 1, kNarrowTileN, true>();
-}
-
-bool prefill_takes_rope(const PrefillLaunch& launch, int head_dim) {
-    return (head_dim == 64 || head_dim == 128) && launch.row_frags == 1 &&
-           launch.num_splits == 1 && launch.max_kv_tokens <= kNarrowTileN;
 }
 
 void launch_prefill_attention(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
@@ -560,20 +469,15 @@ void launch_prefill_attention(const void* q, const PagedKvView& pages, const Att
         << "prefill split workspace";
     const bool wide = launch.row_frags == 2;
     const bool narrow = !wide && launch.num_splits == 1 && launch.max_kv_tokens <= kNarrowTileN;
-    const bool rope = launch.rope.k != nullptr;
-    IS_CHECK(!rope || prefill_takes_rope(launch, pages.head_dim)) << "prefill rope launch";
-    constexpr int kN = kNarrowTileN;
     switch (pages.head_dim) {
         case 64:
-            rope     ? launch_typed<64, 1, kN, true>(q, pages, batch, launch, out, stream)
-            : wide   ? launch_typed<64, 2>(q, pages, batch, launch, out, stream)
-            : narrow ? launch_typed<64, 1, kN>(q, pages, batch, launch, out, stream)
+            wide     ? launch_typed<64, 2>(q, pages, batch, launch, out, stream)
+            : narrow ? launch_typed<64, 1, kNarrowTileN>(q, pages, batch, launch, out, stream)
                      : launch_typed<64, 1>(q, pages, batch, launch, out, stream);
             break;
         case 128:
-            rope     ? launch_typed<128, 1, kN, true>(q, pages, batch, launch, out, stream)
-            : wide   ? launch_typed<128, 2>(q, pages, batch, launch, out, stream)
-            : narrow ? launch_typed<128, 1, kN>(q, pages, batch, launch, out, stream)
+            wide     ? launch_typed<128, 2>(q, pages, batch, launch, out, stream)
+            : narrow ? launch_typed<128, 1, kNarrowTileN>(q, pages, batch, launch, out, stream)
                      : launch_typed<128, 1>(q, pages, batch, launch, out, stream);
             break;
         case 256: launch_typed<256, 1>(q, pages, batch, launch, out, stream); break;

@@ -278,9 +278,6 @@ class CudaBackend final : public tensor::Backend {
                                 const tensor::Tensor& positions,
                                 const tensor::RopeTables& tables, const tensor::Tensor& slots,
                                 const PagedKvView& view, AttentionPlan plan, tensor::Tensor out);
-    // Whether the plan's prefill launch takes the rotation and the KV write in
-    // (PrefillLaunch::rope): prompts alone in the batch whose KV fits the narrow tile.
-    static bool prefill_rope(const AttentionPlan& plan, const PagedKvView& view);
     // rope_write_kv's launches, operands checked.
     void enqueue_rope_write_kv(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
                                const tensor::Tensor& positions, const tensor::RopeTables& tables,

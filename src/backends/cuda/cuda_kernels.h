@@ -146,24 +146,7 @@ struct PrefillLaunch {
     int split_tokens = 0;
     float* partial_o = nullptr;   // [num_tokens, num_heads, num_splits, head_dim] f32
     float* partial_ml = nullptr;  // [num_tokens, num_heads, num_splits, 2] f32: max, sum
-    // Set (k non-null, where prefill_takes_rope): the kernel reads Q and the chunk's K and V
-    // from the projections' rows, turns Q and K as rope_write_kv would, and writes the chunk's
-    // K and V to their slots itself (-1: padding, not written); q is then not read.
-    struct Rope {
-        const void* q = nullptr;  // bf16; token t's heads from q + t * q_stride
-        const void* k = nullptr;
-        const void* v = nullptr;
-        std::int64_t q_stride = 0, k_stride = 0, v_stride = 0;  // elements, multiples of 8
-        const std::int32_t* positions = nullptr;                // [num_tokens]
-        const float* cos = nullptr;                             // [max_positions, head_dim / 2]
-        const float* sin = nullptr;
-        std::int64_t max_positions = 0;
-        const std::int32_t* slots = nullptr;  // [num_tokens]
-    } rope;
 };
-// Whether the launch can take PrefillLaunch::rope: no decode rows beside it (the caller's
-// check), head_dim 64 or 128, and every block's KV in one narrow tile (short prompts).
-bool prefill_takes_rope(const PrefillLaunch& launch, int head_dim);
 void launch_prefill_attention(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
                               const PrefillLaunch& launch, void* out, cudaStream_t stream);
 // Combines the split partials of every prefill row (sequences with more than one query row)

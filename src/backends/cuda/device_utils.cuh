@@ -132,31 +132,4 @@ __device__ __forceinline__ void store8(float* p, const float (&f)[8]) {
     *reinterpret_cast<float4*>(p + 4) = make_float4(f[4], f[5], f[6], f[7]);
 }
 
-// RoPE on 8 pairs at a time (rope.cu, the prefill attention's own rotation): the angles of
-// pairs i .. i + 7 at position `pos`, from the f32 tables.
-struct Angles8 {
-    float c[8], s[8];
-};
-__device__ __forceinline__ Angles8 load_angles(std::int32_t pos, int i, int half,
-                                               const float* cos_table, const float* sin_table,
-                                               std::int64_t max_positions) {
-    if (pos < 0 || pos >= max_positions) __trap();  // beyond the tables: a bug upstream
-    Angles8 a;
-    load8(cos_table + static_cast<std::int64_t>(pos) * half + i, a.c);
-    load8(sin_table + static_cast<std::int64_t>(pos) * half + i, a.s);
-    return a;
-}
-
-// Pairs i .. i + 7 of the row at x (dims i.. with dims i + half..) rotated by `a`, into r0
-// (first halves) and r1 (second halves); x is not written.
-template <class T>
-__device__ __forceinline__ void rotate8(const T* x, int i, int half, const Angles8& a,
-                                        float (&r0)[8], float (&r1)[8]) {
-    float x0[8], x1[8];
-    load8(x + i, x0);
-    load8(x + i + half, x1);
-#pragma unroll
-    for (int e = 0; e < 8; ++e) rope_rotate(x0[e], x1[e], a.c[e], a.s[e], r0[e], r1[e]);
-}
-
 }  // namespace inferscale::backends::cuda

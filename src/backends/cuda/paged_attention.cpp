@@ -68,24 +68,6 @@ PagedKvView checked_write_kv(const Tensor& k, const Tensor& v, const Tensor& slo
     return view;
 }
 
-// PrefillLaunch::rope over the projections' rows (rows.q, k, v and their strides).
-PrefillLaunch::Rope rope_rows(const QkvRows& rows, const Tensor& positions,
-                              const tensor::RopeTables& tables, const Tensor& slots) {
-    PrefillLaunch::Rope rope;
-    rope.q = rows.q;
-    rope.k = rows.k;
-    rope.v = rows.v;
-    rope.q_stride = rows.q_stride;
-    rope.k_stride = rows.k_stride;
-    rope.v_stride = rows.v_stride;
-    rope.positions = positions.as<std::int32_t>();
-    rope.cos = tables.cos.as<float>();
-    rope.sin = tables.sin.as<float>();
-    rope.max_positions = tables.cos.shape[0];
-    rope.slots = slots.as<std::int32_t>();
-    return rope;
-}
-
 }  // namespace
 
 void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
@@ -124,10 +106,6 @@ void CudaBackend::enqueue_rope_write_kv(Tensor q, Tensor k, const Tensor& v,
     launch_write_kv(k.data, v.data, k.dtype, n, slot_ids, view, stream_);
 }
 
-bool CudaBackend::prefill_rope(const AttentionPlan& plan, const PagedKvView& view) {
-    return plan.prefill && !plan.decode && prefill_takes_rope(*plan.prefill, view.head_dim);
-}
-
 void CudaBackend::rope_attention(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
                                  const tensor::RopeTables& tables, const Tensor& slots,
                                  const tensor::KvPages& pages,
@@ -143,15 +121,12 @@ void CudaBackend::enqueue_rope_attention(Tensor q, Tensor k, const Tensor& v,
                                          const Tensor& positions,
                                          const tensor::RopeTables& tables, const Tensor& slots,
                                          const PagedKvView& view, AttentionPlan plan, Tensor out) {
-    // Decode rows alone on the fast kernel, and short prompts alone on the narrow prefill tile,
-    // take the rotation and the KV write in; anything else runs rope_write_kv first.
-    const bool rows_ok = q.dtype == DType::BF16 && aligned16(k.data) && aligned16(v.data) &&
-                         aligned16(tables.cos.data) && aligned16(tables.sin.data);
-    if (rows_ok && prefill_rope(plan, view)) {
-        const std::int64_t d = view.head_dim;
-        const QkvRows rows{q.data, k.data, v.data, q.shape[1] * d, k.shape[1] * d, v.shape[1] * d};
-        plan.prefill->rope = rope_rows(rows, positions, tables, slots);
-    } else if (rows_ok && plan.fast_decode && !plan.prefill) {
+    // Decode rows alone on the fast kernel take the rotation and the KV write in; anything
+    // else runs rope_write_kv first.
+    const bool fused = plan.fast_decode && !plan.prefill && q.dtype == DType::BF16 &&
+                       aligned16(k.data) && aligned16(v.data) && aligned16(tables.cos.data) &&
+                       aligned16(tables.sin.data);
+    if (fused) {
         DecodeLaunch::Rope& rope = plan.decode->rope;
         rope.positions = positions.as<std::int32_t>();
         rope.cos = tables.cos.as<float>();
@@ -193,13 +168,6 @@ void CudaBackend::linear_rope_attention(const Tensor& x,
     const std::int64_t elem = static_cast<std::int64_t>(tensor::dtype_size(DType::BF16));
     const QkvRows from_stack{base, base + q_width * elem, base + (q_width + kv_width) * elem,
                              row, row, row, q.data, q_width, nullptr, 0};
-    if (prefill_rope(plan, view) && row % 8 == 0 && aligned16(tables.cos.data) &&
-        aligned16(tables.sin.data)) {
-        AttentionPlan rotating = plan;
-        rotating.prefill->rope = rope_rows(from_stack, positions, tables, slots);
-        launch_attention(q, rotating, out);
-        return;
-    }
     if (!launch_rope_write_kv(from_stack, q.shape[1], n, positions.as<std::int32_t>(),
                               tables.cos.as<float>(), tables.sin.as<float>(),
                               tables.cos.shape[0], slots.as<std::int32_t>(), view, stream_)) {

@@ -529,19 +529,6 @@ TEST_F(CudaRopeAttentionTest, FusedDecodeMatchesComposedOps) {
     for (const RopeCase& rc : cases) check_rope_attention(*gpu_, cpu_, rc, rng_);
 }
 
-// Prompts alone in the batch whose KV fits the narrow prefill tile: the prefill kernel takes the
-// rotation and the KV write in (PrefillLaunch::rope), the KV before the chunk read from the
-// pages; a decode row beside them, or a prompt past the narrow tile, composes.
-TEST_F(CudaRopeAttentionTest, FusedShortPrefillMatchesComposedOps) {
-    const RopeCase cases[] = {
-        {{"prompts_d128_gqa4", 32, 8, 128, 16, {{32, 32}, {20, 20}, {2, 2}}}, true},
-        {{"after_history_d64_gqa8", 16, 2, 64, 16, {{12, 30}, {5, 5}}}, true},
-        {{"padding_prompt", 32, 8, 128, 16, {{17, 17}, {9, 9}}}, true, 1},
-        {{"beside_decode_composes", 32, 8, 128, 16, {{20, 20}, {1, 50}}}, false},
-        {{"long_prompt_composes", 32, 8, 128, 16, {{40, 40}}}, false}};
-    for (const RopeCase& rc : cases) check_rope_attention(*gpu_, cpu_, rc, rng_);
-}
-
 TEST_F(CudaRopeAttentionTest, TensorCoreDecodeComposes) {
     backends::cuda::DecodeAttentionOptions o;
     o.tensor_core_min_pairs = 1;
@@ -621,8 +608,7 @@ TEST_F(CudaLinearRopeAttentionTest, StackedOutputFeedsTheRotation) {
         {{"decode_tc", 32, 8, 128, 16, {{1, 300}, {1, 65}, {1, 1000}}}, false},
         {{"prefill_and_decode", 32, 8, 128, 16, {{37, 37}, {1, 200}, {20, 300}}}, false},
         {{"qwen_like_bias", 28, 4, 128, 16, {{1, 100}, {9, 50}}}, true},
-        {{"d64", 16, 2, 64, 32, {{1, 500}, {30, 30}}}, false},
-        {{"short_prompts_rotated_in_prefill", 32, 8, 128, 16, {{32, 32}, {9, 9}}}, false}};
+        {{"d64", 16, 2, 64, 32, {{1, 500}, {30, 30}}}, false}};
     for (const LinearRopeCase& lc : cases) {
         const AttnCase& c = lc.attn;
         Problem p = make_problem(*gpu_, c, rng_);
