@@ -77,7 +77,7 @@ struct DecodeAttentionOptions {
     // CTAs of the tensor-core kernel's persistent grid per SM; 0: as many as fit.
     int ctas_per_sm = 0;
     // How the tensor-core kernel's warps take its (split, sequence, kv head) items: Auto picks
-    // per step shape (paged_attention.cpp's balanced_schedule; Llama-3.1-8B at 1K context: CTA
+    // per step shape (decode_schedule.h's choose_tc_schedule; Llama-3.1-8B at 1K context: CTA
     // items at batch 1 and 32-64, warp items from 128).
     DecodeSchedule schedule = DecodeSchedule::Auto;
 };

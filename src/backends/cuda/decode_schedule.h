@@ -35,7 +35,8 @@ struct TcSchedule {
     std::int64_t rounds = 0;  // the merge's included
 };
 
-inline TcSchedule balanced_schedule(bool warp_items, std::int64_t pairs, std::int64_t workers,
+// One schedule's cheapest split count and its rounds (warp_items left for the caller to set).
+inline TcSchedule balanced_schedule(std::int64_t pairs, std::int64_t workers,
                                     std::int64_t item_warps, std::int64_t tiles, std::int64_t lo,
                                     std::int64_t hi) {
     lo = std::max<std::int64_t>(std::min(lo, hi), 1);
@@ -49,7 +50,7 @@ inline TcSchedule balanced_schedule(bool warp_items, std::int64_t pairs, std::in
     for (std::int64_t s = lo + 1; s <= hi; ++s) best = std::min(best, rounds(s));
     std::int64_t s = lo;
     while (rounds(s) * 50 > best * 51) ++s;
-    return {warp_items, s, rounds(s)};
+    return {true, s, rounds(s)};
 }
 
 // The schedule `wanted` (Auto: the one with fewer rounds, warp items on a tie) for `pairs` pairs
@@ -57,8 +58,9 @@ inline TcSchedule balanced_schedule(bool warp_items, std::int64_t pairs, std::in
 inline TcSchedule choose_tc_schedule(DecodeSchedule wanted, std::int64_t pairs, std::int64_t ctas,
                                      std::int64_t cta_warps, std::int64_t tiles, std::int64_t lo,
                                      std::int64_t hi) {
-    const TcSchedule by_warp = balanced_schedule(true, pairs, ctas * cta_warps, 1, tiles, lo, hi);
-    const TcSchedule by_cta = balanced_schedule(false, pairs, ctas, cta_warps, tiles, lo, hi);
+    const TcSchedule by_warp = balanced_schedule(pairs, ctas * cta_warps, 1, tiles, lo, hi);
+    TcSchedule by_cta = balanced_schedule(pairs, ctas, cta_warps, tiles, lo, hi);
+    by_cta.warp_items = false;
     if (wanted == DecodeSchedule::WarpItems) return by_warp;
     if (wanted == DecodeSchedule::CtaItems) return by_cta;
     return by_cta.rounds < by_warp.rounds ? by_cta : by_warp;

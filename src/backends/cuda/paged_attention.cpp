@@ -320,7 +320,7 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
         decode_tc_supports(static_cast<int>(d), group)) {
         // Persistent grid over (split, sequence, kv head) items of up to dopt.split_tokens KV
         // tokens: the items of a replay past the real lengths cost a skip, not a launch. The
-        // schedule and split count balance the items over warps or CTAs (balanced_schedule).
+        // schedule and split count balance the items over warps or CTAs (decode_schedule.h).
         const int fit = decode_tc_ctas_per_sm(decode_tc_limits_, static_cast<int>(d), group);
         decode.max_ctas =
             num_sms_ * (dopt.ctas_per_sm > 0 ? std::min(dopt.ctas_per_sm, fit) : fit);
