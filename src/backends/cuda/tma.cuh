@@ -41,51 +41,6 @@ __device__ __forceinline__ void wait(unsigned bar, unsigned parity) {
     } while (done == 0);
 }
 
-// One arrival on the barrier at shared address `bar` of CTA `rank` in this thread's cluster,
-// releasing to the cluster this thread's earlier writes and those ordered before them.
-__device__ __forceinline__ void arrive_in_cta(unsigned bar, unsigned rank) {
-    asm volatile(
-        "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-        "mbarrier.arrive.release.cluster.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-        "r"(rank)
-        : "memory");
-}
-// wait(), acquiring what the arrivals released to the cluster (arrive_in_cta).
-__device__ __forceinline__ void wait_cluster(unsigned bar, unsigned parity) {
-    unsigned done = 0;
-    do {
-        asm volatile(
-            "{\n.reg .pred p;\n"
-            "mbarrier.test_wait.parity.acquire.cluster.shared::cta.b64 p, [%1], %2;\n"
-            "selp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(bar), "r"(parity)
-            : "memory");
-    } while (done == 0);
-}
-
-// The cluster-wide barrier in two halves: every thread of every CTA of the cluster arrives,
-// and a thread's wait returns once all have; a thread waits before it arrives again.
-__device__ __forceinline__ void cluster_arrive() {
-    asm volatile("barrier.cluster.arrive.release;\n" ::: "memory");
-}
-__device__ __forceinline__ void cluster_wait() {
-    asm volatile("barrier.cluster.wait.acquire;\n" ::: "memory");
-}
-
-// wait() by polling: the thread is never suspended.
-__device__ __forceinline__ void wait_spin(unsigned bar, unsigned parity) {
-    unsigned done = 0;
-    do {
-        asm volatile(
-            "{\n.reg .pred p;\nmbarrier.test_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-            "selp.u32 %0, 1, 0, p;\n}\n"
-            : "=r"(done)
-            : "r"(bar), "r"(parity)
-            : "memory");
-    } while (done == 0);
-}
-
 // `bytes` (a multiple of 16) from global `src` into shared memory at `dst`, both 16-byte
 // aligned; the bytes count against `bar`.
 __device__ __forceinline__ void load_1d(unsigned dst, const void* src, unsigned bytes,

@@ -19,14 +19,6 @@ __device__ __forceinline__ std::uint64_t descriptor(unsigned addr) {
            (static_cast<std::uint64_t>(1) << 62);           // 128-byte swizzle
 }
 
-// Row and column of accumulator register r of lane `lane` in warp `warp` of the warpgroup.
-__device__ __forceinline__ int accumulator_row(int warp, int lane, int r) {
-    return 16 * warp + (lane >> 2) + 8 * ((r & 3) >> 1);
-}
-__device__ __forceinline__ int accumulator_column(int lane, int r) {
-    return 8 * (r >> 2) + 2 * (lane & 3) + (r & 1);
-}
-
 // Orders this thread's accumulator writes before the next wgmma reads them.
 __device__ __forceinline__ void fence() {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
