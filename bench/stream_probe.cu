@@ -107,6 +107,30 @@ __global__ void __launch_bounds__(64, 1)
     }
 }
 
+// A persistent CTA an SM: the CTAs form groups of `splits`, rank r of a group reads the r-th
+// k range of every 64-row unit its group owns (units dealt out evenly over the groups), one box
+// of 64 rows x 64 k a stage. The x-resident linear's weight stream without its math.
+__global__ void __launch_bounds__(64, 1)
+    units_kernel(const __grid_constant__ CUtensorMap map, int splits, int groups, int units,
+                 int kblocks) {
+    extern __shared__ __align__(1024) unsigned char smem[];
+    constexpr int kBoxBytes = 64 * 128;
+    const Ring r = init_ring(smem, kBoxBytes);
+    const int group = blockIdx.x / splits, rank = blockIdx.x % splits;
+    const int u_begin = units * group / groups, u_end = units * (group + 1) / groups;
+    const int kb0 = kblocks * rank / splits, nkb = kblocks * (rank + 1) / splits - kb0;
+    const int iters = (u_end - u_begin) * nkb;
+    if (threadIdx.x >= 32) return consume(r, iters);
+    if (threadIdx.x != 0) return;
+    for (int g = 0; g < iters; ++g) {
+        const int slot = g % r.stages;
+        if (g >= r.stages) tma::wait(r.empty + 8 * slot, (g / r.stages - 1) & 1);
+        tma::arrive_expect(r.full + 8 * slot, kBoxBytes);
+        tma::load_2d(r.base + slot * kBoxBytes, &map, (kb0 + g % nkb) * 64,
+                     (u_begin + g / nkb) * 64, r.full + 8 * slot);
+    }
+}
+
 // Every thread reads 16-byte words grid-stride; the xor keeps the loads alive.
 __global__ void read_kernel(const uint4* p, long n, unsigned* sink) {
     unsigned acc = 0;
@@ -224,9 +248,35 @@ void probe_tma(const Shape& s, const Matrices& m) {
     }
 }
 
+// units_kernel at 1, 2, 4 and 8 CTAs a group (the grid one CTA an SM).
+void probe_units(const Shape& s, const Matrices& m, int sms) {
+    std::vector<CUtensorMap> maps(kCopies);
+    for (int c = 0; c < kCopies; ++c) {
+        const cuuint64_t dims[2] = {static_cast<cuuint64_t>(s.in),
+                                    static_cast<cuuint64_t>(s.rows)};
+        const cuuint64_t strides[1] = {static_cast<cuuint64_t>(m.row_bytes)};
+        const cuuint32_t box[2] = {64, 64};
+        const cuuint32_t element_strides[2] = {1, 1};
+        encoder()(&maps[c], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, m.w[c], dims, strides, box,
+                  element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    }
+    cudaFuncSetAttribute(units_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
+    for (int splits : {1, 2, 4, 8}) {
+        const int groups = sms / splits;
+        std::printf("  persistent 64-row units, %d CTAs a group x %d groups  %.3f TB/s\n", splits,
+                    groups, rate([&](int c) {
+            units_kernel<<<groups * splits, 64, kSmemBytes>>>(maps[c], splits, groups,
+                                                               s.rows / 64, s.in / 64);
+        }, m.bytes));
+    }
+}
+
 }  // namespace
 
 int main() {
+    int sms = 0;
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, 0);
     unsigned* sink = nullptr;
     if (!check(cudaMalloc(&sink, sizeof(unsigned)), "cudaMalloc")) return 1;
     const Shape shapes[] = {{"o [4096 x 4096], 4 k splits", 4096, 4096, 4},
@@ -243,6 +293,7 @@ int main() {
                     s.rows / kTileRows * s.splits, m.row_bytes / s.splits);
         probe_bulk(s, m, sink);
         probe_tma(s, m);
+        probe_units(s, m, sms);
         for (char* w : m.w) cudaFree(w);
     }
     constexpr long kCopyBytes = 1L << 30;
