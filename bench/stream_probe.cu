@@ -2,7 +2,8 @@
 // HBM, with no math: a ring of shared-memory stages per CTA (a producer warp fills, a consumer
 // warp frees), one CTA per (128-row tile, k range), filled either by bulk copies of R rows x P
 // contiguous bytes or by TMA boxes of the 128-byte swizzle (BR rows x 64 k, KB boxes of
-// adjacent k a stage) under each L2 promotion. Printed next to a plain vectorised read and
+// adjacent k a stage) under each L2 promotion; and a persistent CTA an SM streaming 64-row units
+// of a k range (groups of 1-8 CTAs splitting k). Printed next to a plain vectorised read and
 // cudaMemcpy, all in the same run. The shapes are Llama-3.1-8B's o, down and gate.
 //
 //   stream_probe            (no arguments; about a second on an H200)
