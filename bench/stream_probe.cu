@@ -212,6 +212,23 @@ void probe_bulk(const Shape& s, const Matrices& m, unsigned* sink) {
     bulk(bulk_kernel<4, 4096>, 4, 4096);
 }
 
+// One tensor map per copy of the matrix, in boxes of box_rows x 64 k, 128-byte swizzle.
+std::vector<CUtensorMap> box_maps(const Shape& s, const Matrices& m, int box_rows,
+                                  CUtensorMapL2promotion promotion) {
+    std::vector<CUtensorMap> maps(kCopies);
+    for (int c = 0; c < kCopies; ++c) {
+        const cuuint64_t dims[2] = {static_cast<cuuint64_t>(s.in),
+                                    static_cast<cuuint64_t>(s.rows)};
+        const cuuint64_t strides[1] = {static_cast<cuuint64_t>(m.row_bytes)};
+        const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
+        const cuuint32_t element_strides[2] = {1, 1};
+        encoder()(&maps[c], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, m.w[c], dims, strides, box,
+                  element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                  promotion, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    }
+    return maps;
+}
+
 void probe_tma(const Shape& s, const Matrices& m) {
     const int ctas = s.rows / kTileRows * s.splits, range_kblocks = s.in / 64 / s.splits;
     const struct {
@@ -223,18 +240,7 @@ void probe_tma(const Shape& s, const Matrices& m) {
     for (const auto& promotion : promotions) {
         auto tma = [&](auto kernel, int box_rows, int boxes) {
             if (range_kblocks % boxes != 0) return;
-            std::vector<CUtensorMap> maps(kCopies);
-            for (int c = 0; c < kCopies; ++c) {
-                const cuuint64_t dims[2] = {static_cast<cuuint64_t>(s.in),
-                                            static_cast<cuuint64_t>(s.rows)};
-                const cuuint64_t strides[1] = {static_cast<cuuint64_t>(m.row_bytes)};
-                const cuuint32_t box[2] = {64, static_cast<cuuint32_t>(box_rows)};
-                const cuuint32_t element_strides[2] = {1, 1};
-                encoder()(&maps[c], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, m.w[c], dims, strides,
-                          box, element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE,
-                          CU_TENSOR_MAP_SWIZZLE_128B, promotion.value,
-                          CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-            }
+            const std::vector<CUtensorMap> maps = box_maps(s, m, box_rows, promotion.value);
             cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                                  kSmemBytes);
             std::printf("  tma %3d rows x %d boxes, L2 promotion %-4s  %.3f TB/s\n", box_rows,
@@ -251,17 +257,7 @@ void probe_tma(const Shape& s, const Matrices& m) {
 
 // units_kernel at 1, 2, 4 and 8 CTAs a group (the grid one CTA an SM).
 void probe_units(const Shape& s, const Matrices& m, int sms) {
-    std::vector<CUtensorMap> maps(kCopies);
-    for (int c = 0; c < kCopies; ++c) {
-        const cuuint64_t dims[2] = {static_cast<cuuint64_t>(s.in),
-                                    static_cast<cuuint64_t>(s.rows)};
-        const cuuint64_t strides[1] = {static_cast<cuuint64_t>(m.row_bytes)};
-        const cuuint32_t box[2] = {64, 64};
-        const cuuint32_t element_strides[2] = {1, 1};
-        encoder()(&maps[c], CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, m.w[c], dims, strides, box,
-                  element_strides, CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
-                  CU_TENSOR_MAP_L2_PROMOTION_L2_128B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
-    }
+    const std::vector<CUtensorMap> maps = box_maps(s, m, 64, CU_TENSOR_MAP_L2_PROMOTION_L2_128B);
     cudaFuncSetAttribute(units_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, kSmemBytes);
     for (int splits : {1, 2, 4, 8}) {
         const int groups = sms / splits;
