@@ -259,7 +259,7 @@ class CudaBackend final : public tensor::Backend {
     CudaBackendOptions options_;
     int num_sms_ = 0;
     DecodeTcLimits decode_tc_limits_;  // CTAs per SM of each tensor-core decode kernel
-    SmallLinearLimits small_linear_limits_;  // CTAs at once per cluster size
+    ClusterLinearLimits cluster_linear_limits_;  // CTAs at once per cluster size
     cudaStream_t stream_ = nullptr;
     void* attention_workspace_ = nullptr;  // options_.attention_workspace_bytes
     void* cublas_workspace_ = nullptr;     // options_.cublas_workspace_bytes

@@ -198,7 +198,7 @@ bool to_small_targets(std::span<const tensor::LinearTarget> targets,
 
 SmallLinearScratch CudaBackend::small_linear_scratch() const {
     return {linear_partials_, options_.small_linear_scratch_bytes / sizeof(float),
-            linear_counters_, kSmallLinearCounters, num_sms_, small_linear_limits_};
+            linear_counters_, kSmallLinearCounters, num_sms_, cluster_linear_limits_};
 }
 
 bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTarget> targets) {

@@ -18,10 +18,10 @@
 // weights and of x per launch.
 
 #include <cooperative_groups.h>
+#include <cudaTypedefs.h>
 
 #include <algorithm>
 
-#include "backends/cuda/cluster_launch.h"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/linear_cluster.cuh"
@@ -36,7 +36,7 @@ namespace cg = cooperative_groups;
 constexpr int kRows = 128;                 // weight rows per CTA tile
 constexpr int kConsumers = 256;            // two warpgroups, 64 weight rows each
 constexpr int kThreads = kConsumers + 32;  // and the producer warp
-constexpr int kKBlock = kTmaKBlock;        // k elements per ring stage: 128-byte rows
+constexpr int kKBlock = 64;                // k elements per ring stage: 128-byte rows
 constexpr int kRowBytes = kKBlock * 2;
 
 template <int kTokens, int kStages>
@@ -145,9 +145,12 @@ __global__ void __launch_bounds__(kThreads, 1)
     for (int e = L::kElems * split / splits + tid; e < e_end; e += kThreads) {
         float v = 0.0f;
         for (int q = 0; q < splits; ++q) v += cluster.map_shared_rank(partial, q)[e];
+        // Register 4 j + i of lane 4 g + t in warp w holds weight row 16 w + g + 8 (i / 2),
+        // token 8 j + 2 t + i % 2 (wgmma's accumulator layout).
         const int l = e & 31, r = (e >> 5) % L::kRegs, wp = (e >> 5) / L::kRegs;
-        const int row = row0 + wgmma::accumulator_row(wp, l, r);
-        const int token = wgmma::accumulator_column(l, r);
+        const int i = r & 3;
+        const int row = row0 + 16 * wp + (l >> 2) + 8 * (i >> 1);
+        const int token = 8 * (r >> 2) + 2 * (l & 3) + (i & 1);
         if (token < p.n && row < out) p.targets.store(target, token, row, v);
     }
     cluster.sync();  // no CTA leaves while another still reads its shared memory
@@ -162,6 +165,24 @@ void for_each_kernel(F&& f) {
     f(kKernel<32, 8>, Layout<32, 8>::kSmemBytes);
     f(kKernel<64, 7>, Layout<64, 7>::kSmemBytes);
     f(kKernel<128, 5>, Layout<128, 5>::kSmemBytes);
+}
+
+cudaLaunchConfig_t cluster_config(dim3 grid, std::size_t smem, cudaStream_t stream,
+                                  cudaLaunchAttribute (&attributes)[2], int splits) {
+    attributes[0].id = cudaLaunchAttributeClusterDimension;
+    attributes[0].val.clusterDim.x = static_cast<unsigned>(splits);
+    attributes[0].val.clusterDim.y = 1;
+    attributes[0].val.clusterDim.z = 1;
+    attributes[1].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    attributes[1].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchConfig_t config{};
+    config.gridDim = grid;
+    config.blockDim = dim3(kThreads);
+    config.dynamicSmemBytes = smem;
+    config.stream = stream;
+    config.attrs = attributes;
+    config.numAttrs = 2;
+    return config;
 }
 
 // The split count whose waves of clusters waste the least of the device: a wave streams the
@@ -182,6 +203,32 @@ int choose_splits(int tiles, int blocks, int stages, const ClusterLinearLimits& 
     return best;
 }
 
+PFN_cuTensorMapEncodeTiled_v12000 tensor_map_encoder() {
+    static const PFN_cuTensorMapEncodeTiled_v12000 encode = [] {
+        void* fn = nullptr;
+        cudaDriverEntryPointQueryResult found{};
+        IS_CUDA_CHECK(cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000,
+                                                       cudaEnableDefault, &found));
+        return reinterpret_cast<PFN_cuTensorMapEncodeTiled_v12000>(fn);
+    }();
+    return encode;
+}
+
+// A map of a row-major bf16 [rows, inner] matrix in boxes of box_rows x kKBlock, swizzled
+// 128 bytes; rows past the end arrive as zeros. L2 fills only the box's own 128 bytes of a row:
+// promoting them to 256 bytes streamed weights 3-5% slower (bench/stream_probe.cu).
+bool encode_rows(CUtensorMap* map, const void* base, int inner, int rows, int box_rows) {
+    const cuuint64_t dims[2] = {static_cast<cuuint64_t>(inner), static_cast<cuuint64_t>(rows)};
+    const cuuint64_t strides[1] = {static_cast<cuuint64_t>(inner) * 2};
+    const cuuint32_t box[2] = {kKBlock, static_cast<cuuint32_t>(box_rows)};
+    const cuuint32_t element_strides[2] = {1, 1};
+    return tensor_map_encoder()(map, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2,
+                                const_cast<void*>(base), dims, strides, box, element_strides,
+                                CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                                CU_TENSOR_MAP_L2_PROMOTION_L2_128B,
+                                CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS;
+}
+
 template <int kTokens, int kStages>
 bool launch(const bf16* x, int n, int in, const LinearTargets& targets, int tiles,
             const ClusterLinearLimits& limits, cudaStream_t stream) {
@@ -196,7 +243,7 @@ bool launch(const bf16* x, int n, int in, const LinearTargets& targets, int tile
     const int splits = choose_splits(tiles, (in + kKBlock - 1) / kKBlock, kStages, limits);
     cudaLaunchAttribute attributes[2];
     const cudaLaunchConfig_t config =
-        cluster_config(dim3(static_cast<unsigned>(tiles * splits)), kThreads,
+        cluster_config(dim3(static_cast<unsigned>(tiles * splits)),
                        Layout<kTokens, kStages>::kSmemBytes, stream, attributes, splits);
     IS_CUDA_CHECK(cudaLaunchKernelEx(&config, kKernel<kTokens, kStages>, p));
     return true;
@@ -215,7 +262,17 @@ ClusterLinearLimits init_cluster_linear() {
             measured = reinterpret_cast<const void*>(kernel);
         }
     });
-    return measure_cluster_occupancy<ClusterLinearLimits>(measured, kThreads, largest);
+    ClusterLinearLimits limits;
+    for (int s = 1; s <= kMaxClusterSplits; ++s) {
+        cudaLaunchAttribute attributes[2];
+        cudaLaunchConfig_t config =
+            cluster_config(dim3(static_cast<unsigned>(s)), largest, nullptr, attributes, s);
+        config.numAttrs = 1;  // the cluster shape only
+        int clusters = 0;
+        IS_CUDA_CHECK(cudaOccupancyMaxActiveClusters(&clusters, measured, &config));
+        limits.ctas[s] = clusters * s;
+    }
+    return limits;
 }
 
 bool launch_cluster_linear(const bf16* x, int n, int in, LinearTargets targets,

@@ -16,7 +16,6 @@
 #include "backends/cuda/device_utils.cuh"
 #include "backends/cuda/linear_cluster.cuh"
 #include "backends/cuda/linear_gemv.cuh"
-#include "backends/cuda/linear_multicast.cuh"
 #include "backends/cuda/linear_small.h"
 
 namespace inferscale::backends::cuda {
@@ -220,9 +219,9 @@ bool takes(const void* x, std::int64_t in, std::size_t targets) {
 
 }  // namespace
 
-SmallLinearLimits init_small_linear() {
+ClusterLinearLimits init_small_linear() {
     init_gemv();
-    return {init_multicast_linear(), init_cluster_linear()};
+    return init_cluster_linear();
 }
 
 bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
@@ -239,11 +238,7 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
     }
     if (n <= 8) return launch<1, 1, 4, 4>(p, scratch, stream);
     if (n <= 16) return launch<1, 2, 4, 4>(p, scratch, stream);
-    if (n <= 32 &&
-        launch_multicast_linear(p.x, p.n, p.in, p.targets, scratch.limits.multicast, stream)) {
-        return true;
-    }
-    return launch_cluster_linear(p.x, p.n, p.in, p.targets, scratch.limits.cluster, stream);
+    return launch_cluster_linear(p.x, p.n, p.in, p.targets, scratch.cluster, stream);
 }
 
 bool launch_gated_gemv(const void* x, std::int64_t in,

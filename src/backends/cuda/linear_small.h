@@ -7,11 +7,9 @@
 // reads 16 contiguous bytes of a weight row per k step straight into registers and split-K
 // partials are summed in split order by the last CTA of a tile (no atomics on data); one token
 // may instead take a GEMV (linear_gemv.cu) fed by bulk copies of whole row pieces. From 17 tokens
-// TMA streams weights and x through a shared-memory ring for wgmma: up to 32 tokens two CTAs
-// split the tokens and every weight box is multicast into both (linear_multicast.cu); above
-// that x streams beside each 128-row tile and k splits across the CTAs of a cluster, reduced
-// through distributed shared memory (linear_cluster.cu). Only enqueues work: legal inside graph
-// capture.
+// (linear_cluster.cu) TMA streams weights and x through a shared-memory ring for wgmma and k
+// splits across the CTAs of a thread-block cluster, reduced through distributed shared
+// memory. Only enqueues work: legal inside graph capture.
 
 #include <cuda_runtime_api.h>
 
@@ -31,42 +29,35 @@ struct SmallLinearTarget {
     std::int64_t out = 0;
 };
 
-// How many CTAs of a cluster kernel run at once, per cluster size (ctas[s] for s CTAs per
+// How many CTAs of the cluster kernel run at once, per cluster size (ctas[s] for s CTAs per
 // cluster; index 0 unused), measured by init_small_linear. All zero: the kernel is not used.
 inline constexpr int kMaxClusterSplits = 8;
 struct ClusterLinearLimits {
     int ctas[kMaxClusterSplits + 1] = {};
 };
 
-// The cluster kernels' limits: the token-split pairs' (17..32 tokens) and the cluster-split
-// kernel's.
-struct SmallLinearLimits {
-    ClusterLinearLimits multicast, cluster;
-};
-
-// Sets the kernels' shared-memory limits and measures the cluster kernels' limits; once per
-// device, outside graph capture.
-SmallLinearLimits init_small_linear();
+// Sets the kernels' shared-memory limits and measures the cluster kernel's
+// ClusterLinearLimits; once per device, outside graph capture.
+ClusterLinearLimits init_small_linear();
 
 // What the backend owns for these launches. Split-K scratch of the register-fed kernel:
 // partials [tiles * splits * tile elements] f32 and one arrival counter per tile, zero at
 // creation; the last CTA of a tile puts its counter back to zero, so the scratch is ready for
-// the next launch (or graph replay) without a memset. `limits`: the cluster kernels'.
+// the next launch (or graph replay) without a memset. `cluster`: the cluster kernel's limits.
 struct SmallLinearScratch {
     float* partials = nullptr;
     std::size_t partial_floats = 0;
     int* counters = nullptr;
     int num_counters = 0;
     int num_sms = 0;
-    SmallLinearLimits limits;
+    ClusterLinearLimits cluster;
 };
 
 // False (nothing enqueued) when the kernels do not take the problem: n outside
 // 1..kSmallLinearMaxRows, in not a multiple of 8, x or a weight not 16-byte aligned, or more
 // than kSmallLinearMaxTargets targets. x [n, in] bf16. One token with `gemv` runs on the GEMV
 // (linear_gemv.cu: a warp per weight row) where x fits its shared memory, up to 16 tokens on
-// the register-fed mma kernel, up to 32 on the token-split pairs where in is a multiple of 128,
-// more (or else) on the cluster kernel.
+// the register-fed mma kernel, more on the cluster kernel.
 bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
                          std::span<const SmallLinearTarget> targets, bool y_f32, bool gemv,
                          const SmallLinearScratch& scratch, cudaStream_t stream);

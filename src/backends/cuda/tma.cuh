@@ -41,17 +41,6 @@ __device__ __forceinline__ void wait(unsigned bar, unsigned parity) {
     } while (done == 0);
 }
 
-// One arrival on the barrier at shared address `bar` of CTA `rank` in this thread's cluster.
-// It orders nothing beyond the CTA: a cluster-scope release compiles to a GPU-wide memory
-// barrier (MEMBAR.ALL.GPU) before every arrival, which held a ring stage ~0.5 us.
-__device__ __forceinline__ void arrive_in_cta(unsigned bar, unsigned rank) {
-    asm volatile(
-        "{\n.reg .b32 remote;\nmapa.shared::cluster.u32 remote, %0, %1;\n"
-        "mbarrier.arrive.shared::cluster.b64 _, [remote];\n}\n" ::"r"(bar),
-        "r"(rank)
-        : "memory");
-}
-
 // `bytes` (a multiple of 16) from global `src` into shared memory at `dst`, both 16-byte
 // aligned; the bytes count against `bar`.
 __device__ __forceinline__ void load_1d(unsigned dst, const void* src, unsigned bytes,
@@ -70,17 +59,6 @@ __device__ __forceinline__ void load_2d(unsigned dst, const CUtensorMap* map, in
         "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes "
         "[%0], [%1, {%2, %3}], [%4];\n" ::"r"(dst),
         "l"(reinterpret_cast<std::uint64_t>(map)), "r"(inner), "r"(outer), "r"(bar)
-        : "memory");
-}
-
-// load_2d into shared address `dst` of every CTA of the cluster in `ctas` (a bit per rank), each
-// copy's bytes counted against the barrier at shared address `bar` of its own CTA.
-__device__ __forceinline__ void load_2d_multicast(unsigned dst, const CUtensorMap* map, int inner,
-                                                  int outer, unsigned bar, unsigned short ctas) {
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes"
-        ".multicast::cluster [%0], [%1, {%2, %3}], [%4], %5;\n" ::"r"(dst),
-        "l"(reinterpret_cast<std::uint64_t>(map)), "r"(inner), "r"(outer), "r"(bar), "h"(ctas)
         : "memory");
 }
 

@@ -19,14 +19,6 @@ __device__ __forceinline__ std::uint64_t descriptor(unsigned addr) {
            (static_cast<std::uint64_t>(1) << 62);           // 128-byte swizzle
 }
 
-// Row and column of accumulator register r of lane `lane` in warp `warp` of the warpgroup.
-__device__ __forceinline__ int accumulator_row(int warp, int lane, int r) {
-    return 16 * warp + (lane >> 2) + 8 * ((r & 3) >> 1);
-}
-__device__ __forceinline__ int accumulator_column(int lane, int r) {
-    return 8 * (r >> 2) + 2 * (lane & 3) + (r & 1);
-}
-
 // Orders this thread's accumulator writes before the next wgmma reads them.
 __device__ __forceinline__ void fence() {
     asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
@@ -41,21 +33,6 @@ __device__ __forceinline__ void wait() {
 
 template <int kN>
 struct Wgmma;
-
-template <>
-struct Wgmma<16> {
-    static constexpr int kRegs = 8;
-    __device__ __forceinline__ static void mma(float (&d)[kRegs], std::uint64_t a,
-                                               std::uint64_t b) {
-        asm volatile(
-            "{\n.reg .pred p;\nsetp.ne.b32 p, %10, 0;\n"
-            "wgmma.mma_async.sync.aligned.m64n16k16.f32.bf16.bf16 {"
-            "%0, %1, %2, %3, %4, %5, %6, %7}, %8, %9, p, 1, 1, 0, 0;\n}\n"
-            : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-              "+f"(d[6]), "+f"(d[7])
-            : "l"(a), "l"(b), "r"(1));
-    }
-};
 
 template <>
 struct Wgmma<32> {
