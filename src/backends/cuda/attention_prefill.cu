@@ -430,6 +430,24 @@ void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch&
                      pages, batch, launch, static_cast<bf16*>(out));
 }
 
+// Head sizes up to 128 have three shapes: two row fragments a warp (wide), the 32-token KV
+// tile (narrow), and one fragment with the wide tile.
+template <int D>
+void set_shape_limits() {
+    set_smem_limit<D, 2, kWideTileN<D>>();
+    set_smem_limit<D, 1, kNarrowTileN>();
+    set_smem_limit<D, 1, kWideTileN<D>>();
+}
+
+template <int D>
+void launch_shape(bool wide, bool narrow, const void* q, const PagedKvView& pages,
+                  const AttentionBatch& batch, const PrefillLaunch& launch, void* out,
+                  cudaStream_t stream) {
+    if (wide) return launch_typed<D, 2>(q, pages, batch, launch, out, stream);
+    if (narrow) return launch_typed<D, 1, kNarrowTileN>(q, pages, batch, launch, out, stream);
+    launch_typed<D, 1>(q, pages, batch, launch, out, stream);
+}
+
 }  // namespace
 
 bool prefill_attention_supports(int head_dim) {
@@ -443,13 +461,9 @@ int prefill_tile_queries(int group, int row_frags) { return kWarps * 16 * row_fr
 int prefill_tile_tokens() { return kBlockN; }
 
 void init_prefill_attention() {
-    set_smem_limit<64, 1, kWideTileN<64>>();
-    set_smem_limit<128, 1, kWideTileN<128>>();
+    set_shape_limits<64>();
+    set_shape_limits<128>();
     set_smem_limit<256, 1, kWideTileN<256>>();
-    set_smem_limit<64, 2, kWideTileN<64>>();
-    set_smem_limit<128, 2, kWideTileN<128>>();
-    set_smem_limit<64, 1, kNarrowTileN>();
-    set_smem_limit<128, 1, kNarrowTileN>();
 }
 
 void launch_prefill_attention(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
@@ -470,16 +484,8 @@ void launch_prefill_attention(const void* q, const PagedKvView& pages, const Att
     const bool wide = launch.row_frags == 2;
     const bool narrow = !wide && launch.num_splits == 1 && launch.max_kv_tokens <= kNarrowTileN;
     switch (pages.head_dim) {
-        case 64:
-            wide     ? launch_typed<64, 2>(q, pages, batch, launch, out, stream)
-            : narrow ? launch_typed<64, 1, kNarrowTileN>(q, pages, batch, launch, out, stream)
-                     : launch_typed<64, 1>(q, pages, batch, launch, out, stream);
-            break;
-        case 128:
-            wide     ? launch_typed<128, 2>(q, pages, batch, launch, out, stream)
-            : narrow ? launch_typed<128, 1, kNarrowTileN>(q, pages, batch, launch, out, stream)
-                     : launch_typed<128, 1>(q, pages, batch, launch, out, stream);
-            break;
+        case 64: launch_shape<64>(wide, narrow, q, pages, batch, launch, out, stream); break;
+        case 128: launch_shape<128>(wide, narrow, q, pages, batch, launch, out, stream); break;
         case 256: launch_typed<256, 1>(q, pages, batch, launch, out, stream); break;
         default: IS_UNREACHABLE() << "prefill head_dim " << pages.head_dim;
     }

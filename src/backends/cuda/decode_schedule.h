@@ -35,7 +35,8 @@ struct TcSchedule {
     std::int64_t rounds = 0;  // the merge's included
 };
 
-// One schedule's cheapest split count and its rounds (warp_items left for the caller to set).
+// One schedule's cheapest split count and its rounds (warp_items at its default: the caller
+// labels the schedule).
 inline TcSchedule balanced_schedule(std::int64_t pairs, std::int64_t workers,
                                     std::int64_t item_warps, std::int64_t tiles, std::int64_t lo,
                                     std::int64_t hi) {
@@ -50,7 +51,7 @@ inline TcSchedule balanced_schedule(std::int64_t pairs, std::int64_t workers,
     for (std::int64_t s = lo + 1; s <= hi; ++s) best = std::min(best, rounds(s));
     std::int64_t s = lo;
     while (rounds(s) * 50 > best * 51) ++s;
-    return {true, s, rounds(s)};
+    return {.splits = s, .rounds = rounds(s)};
 }
 
 // The schedule `wanted` (Auto: the one with fewer rounds, warp items on a tie) for `pairs` pairs
