@@ -118,8 +118,7 @@ run() {
     dir=$(cd "$dir" && pwd)
     local logs=${OUT:-$PWD/gpu-ab-logs}
     mkdir -p "$logs"
-    LD_LIBRARY_PATH=$(bundle_library_path "$(mktemp -d)" "$dir" "$dir/bin/gpu_bench_new" \
-        "$dir/bin/gpu_bench_base")
+    LD_LIBRARY_PATH=$(bundle_library_path "$(mktemp -d)" "$dir" "$dir"/bin/*)
     export LD_LIBRARY_PATH
 
     local tsv=$logs/ab.tsv round side log status failed=0 test

@@ -99,7 +99,7 @@ struct ForwardWorkspace {
     tensor::Tensor attn;          // [T, heads * head_dim] act
     tensor::Tensor gate;          // [T, ffn] act: gate projection, then silu(gate) * up
     tensor::Tensor up;            // [T, ffn] act
-    tensor::Tensor final_hidden;  // [max_logit_rows, hidden] act
+    tensor::Tensor final_hidden;  // [max_logit_rows, hidden] act: the last layer's logit rows
     tensor::Tensor logits;        // [max_logit_rows, vocab] f32
     tensor::Tensor sampled_ids;   // [max_logit_rows] i32: device argmax of the logits
 

@@ -260,9 +260,11 @@ void LlamaModel::enqueue(kv::KvStorage& kv, ForwardWorkspace& ws, bool sample) {
 
     const std::int64_t rows = st.logit_rows;
     if (rows == 0) return;
+    // With fewer logit rows than tokens the last layer left its rows in final_hidden
+    // (run_layer); with as many, every sequence has one token and the rows are the batch's.
     const Tensor last = leading(ws.final_hidden, rows);
-    be.gather_rows(leading(ws.hidden, n), meta(l.logit_rows, rows), last);
-    be.rms_norm(last, final_norm_.tensor, config_.rms_norm_eps, last);
+    be.rms_norm(rows < n ? last : leading(ws.hidden, n), final_norm_.tensor, config_.rms_norm_eps,
+                last);
     const Tensor& head = config_.tie_word_embeddings ? embed_.tensor : lm_head_.tensor;
     const Tensor out = leading(ws.logits, rows);
     be.linear(last, head, Tensor(), out);
@@ -302,8 +304,6 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     const Tensor k = leading(ws.k, n);            // [n, kvh * d]
     const Tensor v = leading(ws.v, n);            // [n, kvh * d]
     const Tensor attn = leading(ws.attn, n);      // [n, heads * d]
-    const Tensor gate = leading(ws.gate, n);      // [n, ffn]
-    const Tensor up = leading(ws.up, n);          // [n, ffn]
     const Tensor positions = meta(l.positions, n);  // [n] i32
 
     // Later layers find their input norm in `normed`: the previous layer's last residual add
@@ -333,17 +333,34 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
                                  attn_args, attn3);
     }
 
-    be.linear(attn, w.o.tensor, Tensor(), normed);
-    be.add_rms_norm(hidden, normed, w.post_norm.tensor, c.rms_norm_eps, normed);
-    const tensor::LinearTarget gate_up[] = {{w.gate.tensor, Tensor(), gate},
-                                            {w.up.tensor, Tensor(), up}};
-    be.linear_swiglu(normed, gate_up);
-    be.linear(gate, w.down.tensor, Tensor(), normed);
-    if (layer + 1 < c.num_layers) {
-        be.add_rms_norm(hidden, normed, layers_[layer + 1].input_norm.tensor, c.rms_norm_eps,
-                        normed);
+    // Past attention the last layer feeds only the logits: where the step wants fewer rows
+    // than it has tokens (a prompt's last token, or none for a chunk that does not end it),
+    // just those rows go on, gathered with their residual into final_hidden. Every token's K
+    // and V are in the cache by now.
+    const bool last_layer = layer + 1 == c.num_layers;
+    const std::int64_t r = last_layer ? st.logit_rows : n;
+    if (r == 0) return;
+    Tensor residual = hidden, attended = attn;
+    if (r < n) {
+        const Tensor rows = meta(l.logit_rows, r);
+        residual = leading(ws.final_hidden, r);
+        attended = leading(ws.q, r);  // q is spent once attention has run
+        be.gather_rows(hidden, rows, residual);
+        be.gather_rows(attn, rows, attended);
+    }
+    const Tensor out = leading(ws.normed, r);
+    be.linear(attended, w.o.tensor, Tensor(), out);
+    be.add_rms_norm(residual, out, w.post_norm.tensor, c.rms_norm_eps, out);
+    const Tensor gate_r = leading(ws.gate, r);
+    const tensor::LinearTarget gate_up[] = {{w.gate.tensor, Tensor(), gate_r},
+                                            {w.up.tensor, Tensor(), leading(ws.up, r)}};
+    be.linear_swiglu(out, gate_up);
+    be.linear(gate_r, w.down.tensor, Tensor(), out);
+    if (!last_layer) {
+        be.add_rms_norm(residual, out, layers_[layer + 1].input_norm.tensor, c.rms_norm_eps,
+                        out);
     } else {
-        be.add(hidden, normed);  // the final norm runs on the rows that give logits only
+        be.add(residual, out);  // the final norm runs in enqueue
     }
 }
 
