@@ -34,6 +34,7 @@
 #include "backends/cuda/attention_tc.cuh"
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dependent_launch.cuh"
+#include "backends/cuda/fast_divisor.h"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -128,7 +129,8 @@ __device__ __forceinline__ void issue_kv_tile(unsigned stage, const PagedRows& r
 template <int D, int kFrags, int N>
 __global__ void __launch_bounds__(kThreads, 2)
     prefill_attention_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
-                             PrefillLaunch launch, bf16* __restrict__ out) {
+                             PrefillLaunch launch, FastDivisor group_div,
+                             bf16* __restrict__ out) {
     allow_next_launch();
     using P = PrefillShape<D, kFrags, N>;
     using S = typename P::S;
@@ -139,8 +141,10 @@ __global__ void __launch_bounds__(kThreads, 2)
     const SeqInfo s = load_seq(batch, blockIdx.y, kv);
     const int split = static_cast<int>(blockIdx.x) % launch.num_splits;
     const int tile = launch.max_q_tiles - 1 - static_cast<int>(blockIdx.x) / launch.num_splits;
-    const int group = batch.num_heads / kv.kv_heads;
-    const int tile_queries = P::kRows / group;
+    // Rows split into (token, head) by the GQA group size: a multiply-high, not a division.
+    const int group = static_cast<int>(group_div.divisor);
+    const auto per_token = [&group_div](int row) { return group_div.div(row); };
+    const int tile_queries = per_token(P::kRows);
     const int token0 = tile * tile_queries;  // the tile's first query token in the sequence
     // Empty, a decode row (the decode kernel owns it), or a tile past the chunk.
     if (s.q_len <= 1 || token0 >= s.q_len) {
@@ -149,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     const int rows = min(tile_queries, s.q_len - token0) * group;
     const int first_pos = s.kv_len - s.q_len + token0;  // KV index of the tile's first query
-    const int kv_end = first_pos + rows / group;          // KV tokens the whole tile needs
+    const int kv_end = first_pos + per_token(rows);          // KV tokens the whole tile needs
     const bool split_mode = launch.num_splits > 1;
     const int kv_begin = split_mode ? split * launch.split_tokens : 0;
     if (kv_begin >= kv_end) {  // past this tile's causal end: the merge skips it
@@ -182,9 +186,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int r = tid / S::kChunks; r < P::kRows; r += P::kRowsPerPass) {
             const bool valid = r < rows;
             const int pr = valid ? r : 0;
-            const std::int64_t token = s.q_start + token0 + pr / group;
+            const std::int64_t token = s.q_start + token0 + per_token(pr);
             tc::cp_async16(q_addr + tc::tile_offset<D>(r, chunk),
-                           q + (token * batch.num_heads + head0 + pr % group) * D + chunk * 8,
+                           q + (token * batch.num_heads + head0 + group_div.mod(pr)) * D +
+                               chunk * 8,
                            valid);
         }
     }
@@ -198,11 +203,11 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int f = 0; f < kFrags; ++f) {
         const int r0 = warp_row0 + 16 * f;
-        pos_lo[f] = first_pos + (r0 + ln.g) / group;  // last KV index row g sees
-        pos_hi[f] = first_pos + (r0 + ln.g + 8) / group;  // and row g + 8
-        frag_first[f] = first_pos + r0 / group;
+        pos_lo[f] = first_pos + per_token(r0 + ln.g);      // last KV index row g sees
+        pos_hi[f] = first_pos + per_token(r0 + ln.g + 8);  // and row g + 8
+        frag_first[f] = first_pos + per_token(r0);
     }
-    const int warp_last = first_pos + (warp_row0 + 16 * kFrags - 1) / group;
+    const int warp_last = first_pos + per_token(warp_row0 + 16 * kFrags - 1);
     const float scale_log2 = batch.scale * kLog2e;
     // Q's A fragment (16-dim step ks) of row fragment f, from shared memory.
     const auto q_frag_addr = [&](int ks, int f) {
@@ -341,8 +346,8 @@ __global__ void __launch_bounds__(kThreads, 2)
             lf += __shfl_xor_sync(0xffffffffu, lf, 2);
             const int row = warp_row0 + 16 * f + ln.g + 8 * r;
             if (row >= rows) continue;
-            const std::int64_t token = s.q_start + token0 + row / group;
-            const int head = head0 + row % group;
+            const std::int64_t token = s.q_start + token0 + per_token(row);
+            const int head = head0 + group_div.mod(row);
             if (split_mode) {
                 const std::int64_t slot =
                     (token * batch.num_heads + head) * launch.num_splits + split;
@@ -425,9 +430,10 @@ void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch&
                   const PrefillLaunch& launch, void* out, cudaStream_t stream) {
     const dim3 grid(static_cast<unsigned>(launch.max_q_tiles * launch.num_splits),
                     static_cast<unsigned>(batch.num_seqs), static_cast<unsigned>(pages.kv_heads));
+    const FastDivisor group(static_cast<std::uint32_t>(batch.num_heads / pages.kv_heads));
     launch_dependent(prefill_attention_kernel<D, kFrags, N>, grid, kThreads,
                      PrefillShape<D, kFrags, N>::kSmemBytes, stream, static_cast<const bf16*>(q),
-                     pages, batch, launch, static_cast<bf16*>(out));
+                     pages, batch, launch, group, static_cast<bf16*>(out));
 }
 
 // Head sizes up to 128 have three shapes: two row fragments a warp (wide), the 32-token KV
