@@ -14,6 +14,7 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
+#include "backends/cuda/fast_divisor.h"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -135,16 +136,18 @@ void rope_typed(RopeRows<T> a, RopeRows<T> b, std::int64_t n, std::int64_t half,
 // over its Q rows, K rows and V rows, 8 pairs a thread. Q and K rotate with the same arithmetic
 // as rope_vec_kernel, from QkvRows' sources into its outputs (in place for the projections' own
 // buffers); K's rotated and V's rows also go to the token's slot (-1: padding, not written).
-__global__ void rope_write_kv_kernel(QkvRows rows, int q_heads, int kv_heads, std::int64_t n,
-                                     int half, const std::int32_t* positions,
-                                     const float* cos_table, const float* sin_table,
-                                     std::int64_t max_positions, const std::int32_t* slots,
-                                     std::int64_t num_slots, bf16* k_pages, bf16* v_pages) {
+// Units are counted in 32 bits (the launcher refuses 2^30 of them, so a grid stride past the
+// last stays in range) and split into (token, row, pairs) by fast divisors: a launch after a
+// GEMM that cannot start it early runs this whole index decomposition on the critical path.
+__global__ void rope_write_kv_kernel(QkvRows rows, int q_heads, int kv_heads, int count,
+                                     FastDivisor groups_div, FastDivisor heads_div,
+                                     const std::int32_t* positions, const float* cos_table,
+                                     const float* sin_table, std::int64_t max_positions,
+                                     const std::int32_t* slots, std::int64_t num_slots,
+                                     bf16* k_pages, bf16* v_pages) {
     allow_next_launch();
-    const int groups = half / 8, width = 2 * half;
-    const int heads = q_heads + 2 * kv_heads;  // rows per token
-    const std::int64_t count = n * heads * groups;
-    const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+    const int half = 8 * static_cast<int>(groups_div.divisor), width = 2 * half;
+    const int stride = static_cast<int>(gridDim.x * blockDim.x);
     const auto* q = static_cast<const bf16*>(rows.q);
     const auto* k = static_cast<const bf16*>(rows.k);
     const auto* v = static_cast<const bf16*>(rows.v);
@@ -157,12 +160,13 @@ __global__ void rope_write_kv_kernel(QkvRows rows, int q_heads, int kv_heads, st
         std::int32_t slot;
         Angles8 angles;
     };
-    const auto locate_unit = [&](std::int64_t idx) {
+    const auto locate_unit = [&](int idx) {
         Unit u;
-        u.i = static_cast<int>(idx % groups) * 8;
-        const std::int64_t r = idx / groups;
-        u.t = r / heads;
-        u.h = static_cast<int>(r % heads);
+        const int r = groups_div.div(idx);  // the unit's row of the token-major row space
+        u.i = (idx - r * static_cast<int>(groups_div.divisor)) * 8;
+        const int t = heads_div.div(r);
+        u.t = t;
+        u.h = r - t * static_cast<int>(heads_div.divisor);
         u.kv_head = u.h - q_heads - (u.h >= q_heads + kv_heads ? kv_heads : 0);
         u.slot = -1;
         if (u.h >= q_heads) {
@@ -176,11 +180,11 @@ __global__ void rope_write_kv_kernel(QkvRows rows, int q_heads, int kv_heads, st
     };
     // A thread's first unit (usually its only one) is located before the projections are
     // ready (dependent_launch.cuh).
-    const std::int64_t first = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+    const int first = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
     Unit u;
     if (first < count) u = locate_unit(first);
     wait_for_inputs();
-    for (std::int64_t idx = first; idx < count; idx += stride) {
+    for (int idx = first; idx < count; idx += stride) {
         if (idx != first) u = locate_unit(idx);
         const int i = u.i, kv_head = u.kv_head;
         const std::int64_t t = u.t;
@@ -229,7 +233,7 @@ bool launch_rope_write_kv(const QkvRows& rows, std::int64_t q_heads, std::int64_
     const auto row_aligned = [](const void* p, std::int64_t stride) {
         return aligned16(p) && stride % 8 == 0;
     };
-    if (half % 8 != 0 || q_heads > (1 << 20) || count > (std::int64_t{1} << 40) ||
+    if (half % 8 != 0 || q_heads > (1 << 20) || count >= (std::int64_t{1} << 30) ||
         !row_aligned(rows.q, rows.q_stride) || !row_aligned(rows.k, rows.k_stride) ||
         !row_aligned(rows.v, rows.v_stride) || !row_aligned(rows.q_out, rows.q_out_stride) ||
         (rows.k_out != nullptr && !row_aligned(rows.k_out, rows.k_out_stride)) ||
@@ -237,9 +241,11 @@ bool launch_rope_write_kv(const QkvRows& rows, std::int64_t q_heads, std::int64_
         return false;
     }
     if (count == 0) return true;
+    const FastDivisor groups(static_cast<std::uint32_t>(half / 8));
+    const FastDivisor heads(static_cast<std::uint32_t>(q_heads + 2 * pages.kv_heads));
     launch_dependent(rope_write_kv_kernel, grid_for(count, kVecThreads), kVecThreads, 0, stream,
-                     rows, static_cast<int>(q_heads), pages.kv_heads, n, static_cast<int>(half),
-                     positions, cos, sin, max_positions, slots,
+                     rows, static_cast<int>(q_heads), pages.kv_heads, static_cast<int>(count),
+                     groups, heads, positions, cos, sin, max_positions, slots,
                      pages.num_blocks * pages.block_size, static_cast<bf16*>(pages.k),
                      static_cast<bf16*>(pages.v));
     return true;
