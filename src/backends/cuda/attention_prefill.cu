@@ -153,7 +153,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     }
     const int rows = min(tile_queries, s.q_len - token0) * group;
     const int first_pos = s.kv_len - s.q_len + token0;  // KV index of the tile's first query
-    const int kv_end = first_pos + per_token(rows);          // KV tokens the whole tile needs
+    const int kv_end = first_pos + per_token(rows);     // KV tokens the whole tile needs
     const bool split_mode = launch.num_splits > 1;
     const int kv_begin = split_mode ? split * launch.split_tokens : 0;
     if (kv_begin >= kv_end) {  // past this tile's causal end: the merge skips it
