@@ -338,24 +338,24 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     // just those rows go on, gathered with their residual into final_hidden. Every token's K
     // and V are in the cache by now.
     const bool last_layer = layer + 1 == c.num_layers;
-    const std::int64_t r = last_layer ? st.logit_rows : n;
-    if (r == 0) return;
+    const std::int64_t carried = last_layer ? st.logit_rows : n;
+    if (carried == 0) return;
     Tensor residual = hidden, attended = attn;
-    if (r < n) {
-        const Tensor rows = meta(l.logit_rows, r);
-        residual = leading(ws.final_hidden, r);
-        attended = leading(ws.q, r);  // q is spent once attention has run
+    if (carried < n) {
+        const Tensor rows = meta(l.logit_rows, carried);
+        residual = leading(ws.final_hidden, carried);
+        attended = leading(ws.q, carried);  // q is spent once attention has run
         be.gather_rows(hidden, rows, residual);
         be.gather_rows(attn, rows, attended);
     }
-    const Tensor out = leading(ws.normed, r);
+    const Tensor out = leading(ws.normed, carried);
     be.linear(attended, w.o.tensor, Tensor(), out);
     be.add_rms_norm(residual, out, w.post_norm.tensor, c.rms_norm_eps, out);
-    const Tensor gate_r = leading(ws.gate, r);
-    const tensor::LinearTarget gate_up[] = {{w.gate.tensor, Tensor(), gate_r},
-                                            {w.up.tensor, Tensor(), leading(ws.up, r)}};
+    const Tensor gate = leading(ws.gate, carried);
+    const tensor::LinearTarget gate_up[] = {{w.gate.tensor, Tensor(), gate},
+                                            {w.up.tensor, Tensor(), leading(ws.up, carried)}};
     be.linear_swiglu(out, gate_up);
-    be.linear(gate_r, w.down.tensor, Tensor(), out);
+    be.linear(gate, w.down.tensor, Tensor(), out);
     if (!last_layer) {
         be.add_rms_norm(residual, out, layers_[layer + 1].input_norm.tensor, c.rms_norm_eps,
                         out);
