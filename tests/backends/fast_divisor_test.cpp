@@ -17,7 +17,9 @@ namespace {
 void expect_exact(std::uint32_t d, int n) {
     const FastDivisor f(d);
     ASSERT_EQ(f.div(n), n / static_cast<int>(d)) << n << " / " << d;
-    ASSERT_EQ(f.mod(n), n % static_cast<int>(d)) << n << " % " << d;
+    const FastDivisor::Split s = f.split(n);
+    ASSERT_EQ(s.quot, n / static_cast<int>(d)) << n << " / " << d;
+    ASSERT_EQ(s.rem, n % static_cast<int>(d)) << n << " % " << d;
 }
 
 TEST(FastDivisorTest, MatchesIntegerDivision) {

@@ -186,10 +186,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int r = tid / S::kChunks; r < P::kRows; r += P::kRowsPerPass) {
             const bool valid = r < rows;
             const int pr = valid ? r : 0;
-            const std::int64_t token = s.q_start + token0 + per_token(pr);
+            const FastDivisor::Split th = group_div.split(pr);  // (token, head) of row pr
+            const std::int64_t token = s.q_start + token0 + th.quot;
             tc::cp_async16(q_addr + tc::tile_offset<D>(r, chunk),
-                           q + (token * batch.num_heads + head0 + group_div.mod(pr)) * D +
-                               chunk * 8,
+                           q + (token * batch.num_heads + head0 + th.rem) * D + chunk * 8,
                            valid);
         }
     }
@@ -346,8 +346,9 @@ __global__ void __launch_bounds__(kThreads, 2)
             lf += __shfl_xor_sync(0xffffffffu, lf, 2);
             const int row = warp_row0 + 16 * f + ln.g + 8 * r;
             if (row >= rows) continue;
-            const std::int64_t token = s.q_start + token0 + per_token(row);
-            const int head = head0 + group_div.mod(row);
+            const FastDivisor::Split th = group_div.split(row);
+            const std::int64_t token = s.q_start + token0 + th.quot;
+            const int head = head0 + th.rem;
             if (split_mode) {
                 const std::int64_t slot =
                     (token * batch.num_heads + head) * launch.num_splits + split;

@@ -30,7 +30,14 @@ struct FastDivisor {
         const auto high = static_cast<std::uint32_t>((std::uint64_t{u} * magic) >> 32);
         return static_cast<int>((high + u) >> shift);
     }
-    IS_FAST_DIVISOR_FN int mod(int n) const { return n - div(n) * static_cast<int>(divisor); }
+    // n / d and n % d from one quotient.
+    struct Split {
+        int quot, rem;
+    };
+    IS_FAST_DIVISOR_FN Split split(int n) const {
+        const int q = div(n);
+        return {q, n - q * static_cast<int>(divisor)};
+    }
 };
 
 }  // namespace inferscale::backends::cuda

@@ -162,11 +162,11 @@ __global__ void rope_write_kv_kernel(QkvRows rows, int q_heads, int kv_heads, in
     };
     const auto locate_unit = [&](int idx) {
         Unit u;
-        const int r = groups_div.div(idx);  // the unit's row of the token-major row space
-        u.i = (idx - r * static_cast<int>(groups_div.divisor)) * 8;
-        const int t = heads_div.div(r);
-        u.t = t;
-        u.h = r - t * static_cast<int>(heads_div.divisor);
+        const FastDivisor::Split row = groups_div.split(idx);  // row of the token-major rows
+        u.i = row.rem * 8;
+        const FastDivisor::Split th = heads_div.split(row.quot);
+        u.t = th.quot;
+        u.h = th.rem;
         u.kv_head = u.h - q_heads - (u.h >= q_heads + kv_heads ? kv_heads : 0);
         u.slot = -1;
         if (u.h >= q_heads) {
