@@ -29,6 +29,11 @@ Result<tensor::DeviceWeight> upload(tensor::Backend& backend, const WeightStore&
 
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
+// A step that wants fewer logit rows than it has tokens carries only those rows through the
+// last layer past attention, gathered into final_hidden (run_layer), where enqueue finds them.
+// With as many, every sequence has one token and the rows are the batch's own.
+bool gathers_logit_rows(const StagedStep& st) { return st.logit_rows < st.num_tokens; }
+
 }  // namespace
 
 Result<LlamaModel> LlamaModel::create_shell(tensor::Backend& backend, const ModelConfig& c,
@@ -260,11 +265,9 @@ void LlamaModel::enqueue(kv::KvStorage& kv, ForwardWorkspace& ws, bool sample) {
 
     const std::int64_t rows = st.logit_rows;
     if (rows == 0) return;
-    // With fewer logit rows than tokens the last layer left its rows in final_hidden
-    // (run_layer); with as many, every sequence has one token and the rows are the batch's.
     const Tensor last = leading(ws.final_hidden, rows);
-    be.rms_norm(rows < n ? last : leading(ws.hidden, n), final_norm_.tensor, config_.rms_norm_eps,
-                last);
+    be.rms_norm(gathers_logit_rows(st) ? last : leading(ws.hidden, n), final_norm_.tensor,
+                config_.rms_norm_eps, last);
     const Tensor& head = config_.tie_word_embeddings ? embed_.tensor : lm_head_.tensor;
     const Tensor out = leading(ws.logits, rows);
     be.linear(last, head, Tensor(), out);
@@ -333,15 +336,14 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
                                  attn_args, attn3);
     }
 
-    // Past attention the last layer feeds only the logits: where the step wants fewer rows
-    // than it has tokens (a prompt's last token, or none for a chunk that does not end it),
-    // just those rows go on, gathered with their residual into final_hidden. Every token's K
-    // and V are in the cache by now.
+    // Past attention the last layer feeds only the logits (gathers_logit_rows): a prompt's last
+    // token, or nothing for a chunk that does not end it. Every token's K and V are in the
+    // cache by now.
     const bool last_layer = layer + 1 == c.num_layers;
     const std::int64_t carried = last_layer ? st.logit_rows : n;
     if (carried == 0) return;
     Tensor residual = hidden, attended = attn;
-    if (carried < n) {
+    if (last_layer && gathers_logit_rows(st)) {
         const Tensor rows = meta(l.logit_rows, carried);
         residual = leading(ws.final_hidden, carried);
         attended = leading(ws.q, carried);  // q is spent once attention has run
