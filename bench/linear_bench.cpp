@@ -24,26 +24,19 @@ struct Group {
     const char* name;
     std::int64_t in;
     std::vector<std::int64_t> outs;
-    bool gated = false;  // gate then up: also timed as linear_swiglu
 };
-
-// Median ms of one op() (which enqueues on the timer's stream).
-template <class Op>
-double time_op(StepTimer& timer, Op op) {
-    Samples s;
-    for (int i = 0; i < kWarmup + kRepeats; ++i) {
-        timer.start();
-        for (int k = 0; k < kCallsPerSample; ++k) op();
-        const double ms = timer.stop_ms() / kCallsPerSample;
-        if (i >= kWarmup) s.ms.push_back(ms);
-    }
-    return s.median();
-}
 
 // Median ms of one linear_group(x, targets).
 double time_group(backends::cuda::CudaBackend& backend, StepTimer& timer, const Tensor& x,
                   const std::vector<tensor::LinearTarget>& targets) {
-    return time_op(timer, [&] { backend.linear_group(x, targets); });
+    Samples s;
+    for (int i = 0; i < kWarmup + kRepeats; ++i) {
+        timer.start();
+        for (int k = 0; k < kCallsPerSample; ++k) backend.linear_group(x, targets);
+        const double ms = timer.stop_ms() / kCallsPerSample;
+        if (i >= kWarmup) s.ms.push_back(ms);
+    }
+    return s.median();
 }
 
 }  // namespace
@@ -56,17 +49,15 @@ Status run_linear_sweep(backends::cuda::CudaBackend& backend, StepTimer& timer,
         {"qkv", c.hidden_size, {q_dim, kv_dim, kv_dim}},
         {"k", c.hidden_size, {kv_dim}},
         {"o", q_dim, {c.hidden_size}},
-        {"gate_up", c.hidden_size, {c.intermediate_size, c.intermediate_size}, true},
+        {"gate_up", c.hidden_size, {c.intermediate_size, c.intermediate_size}},
         {"down", c.intermediate_size, {c.hidden_size}}};
     const std::vector<std::int64_t> rows = {1, 2, 4, 8, 16, 32, 48, 64, 96, 128};
     const std::int64_t max_rows = rows.back();
     const backends::cuda::LinearPathOptions restore = backend.linear_path_options();
     progress("linears: cuBLASLt per target, stacked, and the small-batch kernels: mma (register-"
-             "fed up to 16 tokens, the evenly shared TMA grid from 17) and GEMV (bytes = "
-             "weights + x + y)");
-    std::printf("%-8s %-18s %4s %12s %12s %10s %12s %10s %12s %10s %14s %10s %10s\n", "group",
-                "shape", "n", "cublasLt us", "stacked us", "TB/s", "mma us", "TB/s", "gemv us",
-                "TB/s", "+swiglu lt us", "gated us", "TB/s");
+             "fed up to 16 tokens, cluster from 17) and GEMV (bytes = weights + x + y)");
+    std::printf("%-8s %-18s %4s %12s %12s %10s %12s %10s %12s %10s\n", "group", "shape", "n",
+                "cublasLt us", "stacked us", "TB/s", "mma us", "TB/s", "gemv us", "TB/s");
     for (const Group& g : groups) {
         std::int64_t outs = 0;
         for (std::int64_t o : g.outs) outs += o;
@@ -119,31 +110,16 @@ Status run_linear_sweep(backends::cuda::CudaBackend& backend, StepTimer& timer,
                 only(1, false, true);
                 gemv_ms = time_group(backend, timer, x, sized);
             }
-            // The gated MLP's first half (linear_swiglu): cuBLASLt per target and the swiglu
-            // kernel, against the small-batch kernels' gated launch (launch_gated_linear: the
-            // GEMV at one token, the evenly shared grid from 17).
-            double gated_lt_ms = 0.0, gated_ms = 0.0;
-            if (g.gated) {
-                const auto swiglu = [&] { backend.linear_swiglu(x, sized); };
-                only(0, false, false);
-                gated_lt_ms = time_op(timer, swiglu);
-                if (n == 1 || (n > 16 && n <= backends::cuda::kSmallLinearMaxRows)) {
-                    only(static_cast<int>(n), false, true);
-                    gated_ms = time_op(timer, swiglu);
-                }
-            }
             const std::string shape =
                 "[" + std::to_string(outs) + " x " + std::to_string(g.in) + "]";
             const auto tbs = [bytes](double ms) {
                 return ms > 0.0 ? bytes / (ms * 1e-3) / 1e12 : 0.0;
             };
-            std::printf(
-                "%-8s %-18s %4lld %12.2f %12.2f %10.2f %12.2f %10.2f %12.2f %10.2f %14.2f %10.2f "
-                "%10.2f\n",
-                g.name, shape.c_str(), static_cast<long long>(n), lt_ms * 1e3, stacked_ms * 1e3,
-                tbs(stacked_ms > 0.0 ? std::min(lt_ms, stacked_ms) : lt_ms), small_ms * 1e3,
-                tbs(small_ms), gemv_ms * 1e3, tbs(gemv_ms), gated_lt_ms * 1e3, gated_ms * 1e3,
-                tbs(gated_ms));
+            std::printf("%-8s %-18s %4lld %12.2f %12.2f %10.2f %12.2f %10.2f %12.2f %10.2f\n",
+                        g.name, shape.c_str(), static_cast<long long>(n), lt_ms * 1e3,
+                        stacked_ms * 1e3,
+                        tbs(stacked_ms > 0.0 ? std::min(lt_ms, stacked_ms) : lt_ms),
+                        small_ms * 1e3, tbs(small_ms), gemv_ms * 1e3, tbs(gemv_ms));
             out["linears"].push_back({{"group", g.name},
                                       {"shape", shape},
                                       {"n", n},
@@ -151,9 +127,7 @@ Status run_linear_sweep(backends::cuda::CudaBackend& backend, StepTimer& timer,
                                       {"cublaslt_ms", lt_ms},
                                       {"stacked_ms", stacked_ms},
                                       {"small_ms", small_ms},
-                                      {"gemv_ms", gemv_ms},
-                                      {"swiglu_cublaslt_ms", gated_lt_ms},
-                                      {"gated_ms", gated_ms}});
+                                      {"gemv_ms", gemv_ms}});
         }
     }
     std::fflush(stdout);

@@ -120,7 +120,7 @@ Status CudaBackend::init() {
     side_matmul_ = make_matmul(side_cublas_workspace_);
     init_prefill_attention();
     decode_tc_limits_ = init_decode_tc_attention();
-    stream_linear_ctas_ = init_small_linear(num_sms_);
+    cluster_linear_limits_ = init_small_linear();
     return {};
 }
 

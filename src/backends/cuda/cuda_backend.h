@@ -135,10 +135,8 @@ struct CudaBackendOptions {
     // and keep the fastest; false takes the heuristic's first choice.
     bool autotune_matmul = true;
     LinearPathOptions linear_paths;
-    // The small-batch kernels' split-K partials; with less room the register-fed kernel splits
-    // less, and the 17..128-token kernel (two tiles of f32 per CTA: 17 MB at 128 tokens on 132
-    // SMs) leaves the group to cuBLASLt.
-    std::size_t small_linear_scratch_bytes = std::size_t{24} << 20;
+    // The small-batch kernel's split-K partials; with less room it splits less.
+    std::size_t small_linear_scratch_bytes = std::size_t{8} << 20;
     // The stacked GEMM's output before its columns are split: [n, sum of outs] in y's dtype.
     std::size_t stacked_linear_scratch_bytes = std::size_t{16} << 20;
     DecodeAttentionOptions decode;
@@ -261,7 +259,7 @@ class CudaBackend final : public tensor::Backend {
     CudaBackendOptions options_;
     int num_sms_ = 0;
     DecodeTcLimits decode_tc_limits_;  // CTAs per SM of each tensor-core decode kernel
-    int stream_linear_ctas_ = 0;  // the 17..128-token linear's grid (SmallLinearScratch)
+    ClusterLinearLimits cluster_linear_limits_;  // CTAs at once per cluster size
     cudaStream_t stream_ = nullptr;
     void* attention_workspace_ = nullptr;  // options_.attention_workspace_bytes
     void* cublas_workspace_ = nullptr;     // options_.cublas_workspace_bytes
@@ -288,10 +286,9 @@ class CudaBackend final : public tensor::Backend {
     // The small-batch linear kernel for `targets` when it takes them; false enqueues nothing.
     bool small_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
     SmallLinearScratch small_linear_scratch() const;
-    // linear_swiglu as one launch of the small-batch kernels (launch_gated_linear); false
-    // enqueues nothing.
-    bool gated_small_linear(const tensor::Tensor& x,
-                            std::span<const tensor::LinearTarget> gate_up);
+    // linear_swiglu as one GEMV launch, where one token's group takes the small-batch kernel
+    // anyway; false enqueues nothing.
+    bool gated_gemv(const tensor::Tensor& x, std::span<const tensor::LinearTarget> gate_up);
     // Whether LinearPath::Stacked can run `targets` on x: weights (and biases) adjoin, one
     // output dtype, 16-byte output rows, and the stacked output fits the scratch.
     bool stackable(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets) const;
@@ -312,11 +309,8 @@ class CudaBackend final : public tensor::Backend {
                        std::span<const tensor::LinearTarget> targets);
     // The path for this group: measured once per shape and bucket among those the options and
     // the group allow (the small kernel up to small_max_rows tokens, the stack where stackable).
-    // `gated` (linear_swiglu's gate and up): the small kernel's gated launch against cuBLASLt
-    // per target followed by the swiglu kernel.
     LinearPath choose_linear_path(const tensor::Tensor& x,
-                                  std::span<const tensor::LinearTarget> targets,
-                                  bool gated = false);
+                                  std::span<const tensor::LinearTarget> targets);
     // A stream and the cuBLASLt instance (with its own workspace) that enqueues on it.
     struct GemmLane {
         cudaStream_t stream;

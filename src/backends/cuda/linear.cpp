@@ -70,8 +70,7 @@ void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTa
 }
 
 LinearPath CudaBackend::choose_linear_path(const Tensor& x,
-                                           std::span<const tensor::LinearTarget> targets,
-                                           bool gated) {
+                                           std::span<const tensor::LinearTarget> targets) {
     const LinearPathOptions& o = options_.linear_paths;
     const bool small_ok = x.shape[0] <= o.small_max_rows;
     const bool stacked_ok = o.stacked && stackable(x, targets);
@@ -82,7 +81,7 @@ LinearPath CudaBackend::choose_linear_path(const Tensor& x,
     const std::int64_t n = x.shape[0];
     std::vector<std::int64_t> key{tuning_bucket(n), x.shape[1],
                                   static_cast<std::int64_t>(targets[0].y.dtype), small_ok,
-                                  stacked_ok, gated};
+                                  stacked_ok};
     for (const tensor::LinearTarget& t : targets) {
         key.push_back(t.w.shape[0]);
         key.push_back(t.bias.empty() ? 0 : 1);
@@ -91,29 +90,22 @@ LinearPath CudaBackend::choose_linear_path(const Tensor& x,
     if (capturing_) return untimed;  // no timing inside a capture; not remembered
     // Each timing runs its path once untimed first (cuBLASLt builds and tunes its plans then),
     // then kTimedRuns times, the paths alternating for two rounds. The outputs are
-    // overwritten by the caller's run. Gated, the cuBLASLt paths are followed by the swiglu
-    // kernel, which the small kernel's gated launch does not need.
+    // overwritten by the caller's run.
     constexpr int kTimedRuns = 5, kRounds = 2;
-    const auto then_swiglu = [&] {
-        if (gated) swiglu(targets[0].y, targets[1].y, targets[0].y);
-        return true;
-    };
     std::vector<LinearPath> paths{LinearPath::PerTarget};
     std::vector<std::function<bool()>> runs{[&] {
         per_target_linear(x, targets);
-        return then_swiglu();
+        return true;
     }};
     if (small_ok) {
         paths.push_back(LinearPath::SmallKernel);
-        runs.emplace_back([&] {
-            return gated ? gated_small_linear(x, targets) : small_linear(x, targets);
-        });
+        runs.emplace_back([&] { return small_linear(x, targets); });
     }
     if (stacked_ok) {
         paths.push_back(LinearPath::Stacked);
         runs.emplace_back([&] {
             stacked_linear(x, targets);
-            return then_swiglu();
+            return true;
         });
     }
     const std::vector<std::optional<float>> ms =
@@ -127,8 +119,7 @@ LinearPath CudaBackend::choose_linear_path(const Tensor& x,
                  (ms[i] ? std::to_string(*ms[i] / kTimedRuns) + " ms" : "not taken");
     }
     IS_LOG(Debug) << "linear paths: " << n << " rows x " << x.shape[1] << ", " << targets.size()
-                  << (gated ? " gated" : "") << " targets: " << times << " -> "
-                  << kNames[static_cast<int>(paths[best])];
+                  << " targets: " << times << " -> " << kNames[static_cast<int>(paths[best])];
     linear_paths_.record(key, n, paths[best]);
     return paths[best];
 }
@@ -207,7 +198,7 @@ bool to_small_targets(std::span<const tensor::LinearTarget> targets,
 
 SmallLinearScratch CudaBackend::small_linear_scratch() const {
     return {linear_partials_, options_.small_linear_scratch_bytes / sizeof(float),
-            linear_counters_, kSmallLinearCounters, num_sms_, stream_linear_ctas_};
+            linear_counters_, kSmallLinearCounters, num_sms_, cluster_linear_limits_};
 }
 
 bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTarget> targets) {
@@ -219,25 +210,19 @@ bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTa
 }
 
 void CudaBackend::linear_swiglu(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
+    if (!gated_gemv(x, gate_up)) Backend::linear_swiglu(x, gate_up);
+}
+
+bool CudaBackend::gated_gemv(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
     check_linear_group(x, gate_up, "linear_swiglu x");
     IS_CHECK(gate_up.size() == 2 && gate_up[0].y.shape == gate_up[1].y.shape)
         << "linear_swiglu takes a gate and an up target of one shape";
-    if (x.shape[0] == 0) return;
-    activate();
-    if (x.shape[0] <= options_.linear_paths.small_max_rows &&
-        choose_linear_path(x, gate_up, true) == LinearPath::SmallKernel &&
-        gated_small_linear(x, gate_up)) {
-        return;
-    }
-    Backend::linear_swiglu(x, gate_up);
-}
-
-bool CudaBackend::gated_small_linear(const Tensor& x,
-                                     std::span<const tensor::LinearTarget> gate_up) {
+    if (x.shape[0] != 1 || !options_.linear_paths.gemv) return false;
     SmallLinearTarget small[kSmallLinearMaxTargets];
     if (gate_up[0].y.dtype != DType::BF16 || !to_small_targets(gate_up, small)) return false;
-    return launch_gated_linear(x.data, x.shape[0], x.shape[1], {small, 2},
-                               options_.linear_paths.gemv, small_linear_scratch(), stream_);
+    activate();
+    if (choose_linear_path(x, gate_up) != LinearPath::SmallKernel) return false;
+    return launch_gated_gemv(x.data, x.shape[1], {small, 2}, small_linear_scratch(), stream_);
 }
 
 void CudaBackend::per_target_linear(const Tensor& x,

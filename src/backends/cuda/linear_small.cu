@@ -14,9 +14,9 @@
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
+#include "backends/cuda/linear_cluster.cuh"
 #include "backends/cuda/linear_gemv.cuh"
 #include "backends/cuda/linear_small.h"
-#include "backends/cuda/linear_stream.cuh"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -219,9 +219,9 @@ bool takes(const void* x, std::int64_t in, std::size_t targets) {
 
 }  // namespace
 
-int init_small_linear(int num_sms) {
+ClusterLinearLimits init_small_linear() {
     init_gemv();
-    return init_stream_linear(num_sms);
+    return init_cluster_linear();
 }
 
 bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
@@ -238,20 +238,17 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
     }
     if (n <= 8) return launch<1, 1, 4, 4>(p, scratch, stream);
     if (n <= 16) return launch<1, 2, 4, 4>(p, scratch, stream);
-    return launch_stream_linear(p.x, p.n, p.in, p.targets, scratch, stream);
+    return launch_cluster_linear(p.x, p.n, p.in, p.targets, scratch.cluster, stream);
 }
 
-bool launch_gated_linear(const void* x, std::int64_t n, std::int64_t in,
-                         std::span<const SmallLinearTarget> gate_up, bool gemv,
-                         const SmallLinearScratch& scratch, cudaStream_t stream) {
-    if (n < 1 || n > kSmallLinearMaxRows || !takes(x, in, gate_up.size())) return false;
+bool launch_gated_gemv(const void* x, std::int64_t in,
+                       std::span<const SmallLinearTarget> gate_up,
+                       const SmallLinearScratch& scratch, cudaStream_t stream) {
+    if (!takes(x, in, gate_up.size())) return false;
     LinearTargets targets;
     if (!targets.set(gate_up, false)) return false;
-    const auto* xb = static_cast<const bf16*>(x);
-    if (n == 1) return gemv && launch_gemv(xb, static_cast<int>(in), targets, true,
-                                           scratch.num_sms, stream);
-    return n > 16 && launch_gated_stream_linear(xb, static_cast<int>(n), static_cast<int>(in),
-                                                targets, scratch, stream);
+    return launch_gemv(static_cast<const bf16*>(x), static_cast<int>(in), targets, true,
+                       scratch.num_sms, stream);
 }
 
 }  // namespace inferscale::backends::cuda

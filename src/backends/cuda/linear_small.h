@@ -7,10 +7,9 @@
 // reads 16 contiguous bytes of a weight row per k step straight into registers and split-K
 // partials are summed in split order by the last CTA of a tile (no atomics on data); one token
 // may instead take a GEMV (linear_gemv.cu) fed by bulk copies of whole row pieces. From 17 tokens
-// (linear_stream.cu) TMA streams weights and x through a shared-memory ring for wgmma on a
-// persistent grid that shares the (tile, k block) items evenly among the SMs; the pieces of a
-// tile that two CTAs share are summed through the scratch below. Only enqueues work: legal
-// inside graph capture.
+// (linear_cluster.cu) TMA streams weights and x through a shared-memory ring for wgmma and k
+// splits across the CTAs of a thread-block cluster, reduced through distributed shared
+// memory. Only enqueues work: legal inside graph capture.
 
 #include <cuda_runtime_api.h>
 
@@ -30,41 +29,45 @@ struct SmallLinearTarget {
     std::int64_t out = 0;
 };
 
-// Sets the kernels' shared-memory limits; returns how many CTAs of the 17..128-token kernel
-// run at once on `num_sms` SMs (SmallLinearScratch::stream_ctas). Once per device, outside
-// graph capture.
-int init_small_linear(int num_sms);
+// How many CTAs of the cluster kernel run at once, per cluster size (ctas[s] for s CTAs per
+// cluster; index 0 unused), measured by init_small_linear. All zero: the kernel is not used.
+inline constexpr int kMaxClusterSplits = 8;
+struct ClusterLinearLimits {
+    int ctas[kMaxClusterSplits + 1] = {};
+};
 
-// What the backend owns for these launches. Split-K scratch: partials f32 (the register-fed
-// kernel's [tiles * splits * tile elements], the 17..128-token kernel's two tiles per CTA) and
-// one arrival counter per tile, zero at creation; the last CTA of a tile puts its counter back
-// to zero, so the scratch is ready for the next launch (or graph replay) without a memset.
-// `stream_ctas`: the 17..128-token kernel's grid (0: not used).
+// Sets the kernels' shared-memory limits and measures the cluster kernel's
+// ClusterLinearLimits; once per device, outside graph capture.
+ClusterLinearLimits init_small_linear();
+
+// What the backend owns for these launches. Split-K scratch of the register-fed kernel:
+// partials [tiles * splits * tile elements] f32 and one arrival counter per tile, zero at
+// creation; the last CTA of a tile puts its counter back to zero, so the scratch is ready for
+// the next launch (or graph replay) without a memset. `cluster`: the cluster kernel's limits.
 struct SmallLinearScratch {
     float* partials = nullptr;
     std::size_t partial_floats = 0;
     int* counters = nullptr;
     int num_counters = 0;
     int num_sms = 0;
-    int stream_ctas = 0;
+    ClusterLinearLimits cluster;
 };
 
 // False (nothing enqueued) when the kernels do not take the problem: n outside
 // 1..kSmallLinearMaxRows, in not a multiple of 8, x or a weight not 16-byte aligned, or more
 // than kSmallLinearMaxTargets targets. x [n, in] bf16. One token with `gemv` runs on the GEMV
 // (linear_gemv.cu: a warp per weight row) where x fits its shared memory, up to 16 tokens on
-// the register-fed mma kernel, more on the evenly shared TMA kernel.
+// the register-fed mma kernel, more on the cluster kernel.
 bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
                          std::span<const SmallLinearTarget> targets, bool y_f32, bool gemv,
                          const SmallLinearScratch& scratch, cudaStream_t stream);
 
-// The gated MLP's first half in one launch: gate = silu(x W_gate^T) * (x W_up^T), the gate and
-// up sums rounded as the linears store them and the swiglu kernel's arithmetic on them; up's
-// output is not written. One token (with `gemv`) on the GEMV, which gives the separate
-// launches' bits; 17..128 tokens on the evenly shared kernel. The targets are gate then up,
-// bf16 outputs of one size. False (nothing enqueued) when no kernel takes the problem.
-bool launch_gated_linear(const void* x, std::int64_t n, std::int64_t in,
-                         std::span<const SmallLinearTarget> gate_up, bool gemv,
-                         const SmallLinearScratch& scratch, cudaStream_t stream);
+// One token of the gated MLP: gate = silu(x W_gate^T) * (x W_up^T) on the GEMV in one launch,
+// bit for bit as the linears and the swiglu kernel make it; up's output is not written. The
+// targets are gate then up, bf16 outputs of one size. False (nothing enqueued) when the GEMV
+// does not take the problem.
+bool launch_gated_gemv(const void* x, std::int64_t in,
+                       std::span<const SmallLinearTarget> gate_up,
+                       const SmallLinearScratch& scratch, cudaStream_t stream);
 
 }  // namespace inferscale::backends::cuda
