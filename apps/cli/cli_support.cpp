@@ -69,6 +69,10 @@ void add_sampling_flags(CLI::App& cmd, sampling::SamplingParams& p, const std::s
     cmd.add_option("--temperature", p.temperature, "0 for greedy")->capture_default_str();
     cmd.add_option(top_k_flag, p.top_k, "sample from the k most likely tokens (0: all)");
     cmd.add_option("--top-p", p.top_p, "nucleus sampling mass");
+    cmd.add_option("--frequency-penalty", p.frequency_penalty,
+                   "logit penalty per time a token was generated (-2..2)");
+    cmd.add_option("--presence-penalty", p.presence_penalty,
+                   "logit penalty for a token generated at all (-2..2)");
     cmd.add_option("--seed", p.seed, "random seed");
     cmd.add_option("--stop", p.stop, "stop string (repeatable)");
     cmd.add_flag("--ignore-eos", p.ignore_eos, "keep generating past end-of-sequence tokens");

@@ -1,7 +1,10 @@
 #include "apps/server/openai_api.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -176,14 +179,17 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
 
     sampling::SamplingParams& s = r.sampling;
     s.max_tokens = 256;
-    std::int64_t max_tokens = -1, seed = -1, n = 1;
-    double temperature = 1.0, top_p = 1.0;
+    std::int64_t max_tokens = -1, seed = -1, n = 1, top_k = -1;
+    double temperature = 1.0, top_p = 1.0, frequency_penalty = 0.0, presence_penalty = 0.0;
     f.read("max_tokens", max_tokens, "an integer", &json::is_number_integer);
     f.read("max_completion_tokens", max_tokens, "an integer", &json::is_number_integer);
     f.read("temperature", temperature, "a number", &json::is_number);
     f.read("top_p", top_p, "a number", &json::is_number);
     f.read("seed", seed, "an integer", &json::is_number_integer);
     f.read("n", n, "an integer", &json::is_number_integer);
+    f.read("frequency_penalty", frequency_penalty, "a number", &json::is_number);
+    f.read("presence_penalty", presence_penalty, "a number", &json::is_number);
+    f.read("top_k", top_k, "an integer", &json::is_number_integer);  // as vLLM takes it
     f.read("stream", call.stream, "a boolean", &json::is_boolean);
     f.read("ignore_eos", s.ignore_eos, "a boolean", &json::is_boolean);  // as vLLM takes it
     if (f.error) return *f.error;
@@ -225,6 +231,17 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
     if (top_p <= 0.0 || top_p > 1.0) return bad_request("'top_p' must be in (0, 1]", "top_p");
     s.temperature = static_cast<float>(temperature);
     s.top_p = static_cast<float>(top_p);
+    for (const auto& [name, value] : {std::pair{"frequency_penalty", frequency_penalty},
+                                      std::pair{"presence_penalty", presence_penalty}}) {
+        if (!(std::fabs(value) <= sampling::kMaxPenalty))
+            return bad_request("'" + std::string(name) + "' must be between -2 and 2", name);
+    }
+    s.frequency_penalty = static_cast<float>(frequency_penalty);
+    s.presence_penalty = static_cast<float>(presence_penalty);
+    // vLLM's top_k: -1 (or 0) keeps every token.
+    if (top_k < -1 || top_k > (1 << 30))
+        return bad_request("'top_k' must be -1 (no cut) or a positive count", "top_k");
+    s.top_k = static_cast<std::int32_t>(std::max<std::int64_t>(top_k, 0));
     if (f.get("seed")) s.seed = static_cast<std::uint64_t>(seed);
     if (auto e = read_stop(f.get("stop"), s.stop)) return *e;
 

@@ -279,7 +279,9 @@ Status Engine::run_forward(StepPlan& plan) {
     step_seqs_.clear();
     bool greedy = true;
     bool decode_only = true;
-    bool logprobs = false;  // some request wants them: the logits come to the host
+    // Some request wants log-probabilities or penalizes its own tokens: the logits come to the
+    // host and every row is sampled there.
+    bool host_logits = false;
     for (const ScheduledRun& run : plan.runs) {
         decode_only = decode_only && run.count == 1 && run.sample;
         Active& a = *active_.at(run.seq->id);
@@ -295,7 +297,7 @@ Status Engine::run_forward(StepPlan& plan) {
         bs.pages = seq.blocks;
         step_seqs_.push_back(bs);
         if (run.sample && a.params.temperature > 0.0f) greedy = false;
-        if (run.sample && a.params.logprobs >= 0) logprobs = true;
+        if (run.sample && (a.params.logprobs >= 0 || a.params.has_penalties())) host_logits = true;
     }
     model::ForwardBatch batch;
     batch.token_ids = step_ids_;
@@ -307,7 +309,7 @@ Status Engine::run_forward(StepPlan& plan) {
     const std::size_t rows = plan.runs.size();
     const auto vocab = static_cast<std::size_t>(model_.config().vocab_size);
     const Timer forward;
-    const bool device_argmax = greedy && !logprobs;
+    const bool device_argmax = greedy && !host_logits;
     last_step_graphed_ = false;
     if (device_argmax && decode_only && graphs_ && layered_ == nullptr &&
         graphs_->bucket_for(static_cast<std::int64_t>(rows)) > 0) {

@@ -17,6 +17,10 @@ Status validate(const SamplingParams& p) {
         if (s.empty()) return make_error("stop strings must not be empty");
     if (p.logprobs < -1 || p.logprobs > kMaxTopLogprobs)
         return make_error("top logprobs must be in [0, " + std::to_string(kMaxTopLogprobs) + "]");
+    for (const float penalty : {p.frequency_penalty, p.presence_penalty}) {
+        if (!(std::fabs(penalty) <= kMaxPenalty))
+            return make_error("frequency and presence penalties must be in [-2, 2]");
+    }
     return {};
 }
 
@@ -28,6 +32,16 @@ std::int32_t argmax(std::span<const float> logits) {
 
 Sampler::Sampler(const SamplingParams& params)
     : params_(params), rng_(params.seed ? *params.seed : std::random_device{}()) {}
+
+std::span<const float> Sampler::penalized(std::span<const float> logits) {
+    if (!params_.has_penalties()) return logits;
+    penalized_.assign(logits.begin(), logits.end());
+    for (const std::int32_t token : generated_) {
+        penalized_[token] -= static_cast<float>(counts_[token]) * params_.frequency_penalty +
+                             params_.presence_penalty;
+    }
+    return penalized_;
+}
 
 void Sampler::select_candidates(std::span<const float> logits) {
     const auto vocab = static_cast<std::int32_t>(logits.size());
@@ -70,24 +84,38 @@ void Sampler::select_candidates(std::span<const float> logits) {
 }
 
 std::int32_t Sampler::sample(std::span<const float> logits) {
-    if (params_.temperature == 0.0f) return argmax(logits);
-    select_candidates(logits);
-    std::uniform_real_distribution<double> uniform(0.0, 1.0);
-    double u = uniform(rng_);
-    for (const auto& [p, id] : candidates_) {
-        u -= p;
-        if (u < 0.0) return id;
+    const std::span<const float> row = penalized(logits);
+    std::int32_t token = 0;
+    if (params_.temperature == 0.0f) {
+        token = argmax(row);
+    } else {
+        select_candidates(row);
+        std::uniform_real_distribution<double> uniform(0.0, 1.0);
+        double u = uniform(rng_);
+        token = candidates_.back().second;  // where rounding leaves a sliver of mass
+        for (const auto& [p, id] : candidates_) {
+            u -= p;
+            if (u < 0.0) {
+                token = id;
+                break;
+            }
+        }
     }
-    return candidates_.back().second;  // rounding left a sliver of mass: take the last kept
+    if (params_.has_penalties()) {
+        counts_.resize(logits.size());
+        if (counts_[token]++ == 0) generated_.push_back(token);
+    }
+    return token;
 }
 
 std::vector<float> Sampler::probabilities(std::span<const float> logits) {
     std::vector<float> probs(logits.size(), 0.0f);
+    const std::span<const float> row = penalized(logits);
     if (params_.temperature == 0.0f) {
-        probs[argmax(logits)] = 1.0f;
+        probs[argmax(row)] = 1.0f;
         return probs;
     }
-    select_candidates(logits);
+    select_candidates(row);
     for (const auto& [p, id] : candidates_) probs[id] = p;
     return probs;
 }

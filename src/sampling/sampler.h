@@ -1,7 +1,8 @@
 #pragma once
 // Sampler: picks the next token from one row of f32 logits. One Sampler per request: it owns the
-// request's random stream, so a fixed seed gives the same tokens whatever else is batched.
-// Scratch space is reused across calls; no allocation after the first call for a vocabulary.
+// request's random stream, so a fixed seed gives the same tokens whatever else is batched, and
+// counts the tokens it has picked for the frequency and presence penalties. Scratch space is
+// reused across calls; no allocation after the first call for a vocabulary.
 
 #include <cstdint>
 #include <random>
@@ -17,19 +18,28 @@ class Sampler {
   public:
     explicit Sampler(const SamplingParams& params);
 
+    // The next token; it counts as generated for the penalties of later calls.
     std::int32_t sample(std::span<const float> logits);
 
-    // The probability each token would be drawn with (after temperature, top-k and top-p);
-    // zero outside the kept set. For tests and logprobs. Greedy puts all mass on the argmax.
+    // The probability each token would be drawn with next (after the penalties, temperature,
+    // top-k and top-p); zero outside the kept set. For tests. Greedy puts all mass on the
+    // argmax.
     std::vector<float> probabilities(std::span<const float> logits);
 
   private:
+    // logits, or with the penalties the request asks for applied to a copy of them.
+    std::span<const float> penalized(std::span<const float> logits);
     // Fills candidates_ with the kept (token, probability) pairs, most probable first.
     void select_candidates(std::span<const float> logits);
 
     SamplingParams params_;
     std::mt19937_64 rng_;
     std::vector<std::pair<float, std::int32_t>> candidates_;
+    // With penalties: how often each token was generated, the tokens generated at least once
+    // (in first-generated order) and the penalized copy of a row of logits.
+    std::vector<std::int32_t> counts_;
+    std::vector<std::int32_t> generated_;
+    std::vector<float> penalized_;
 };
 
 std::int32_t argmax(std::span<const float> logits);

@@ -21,12 +21,23 @@ struct SamplingParams {
     // -1: none. 0..kMaxTopLogprobs: each sampled token's log-probability and this many most
     // likely alternatives.
     std::int32_t logprobs = -1;
+    // OpenAI's penalties, over the tokens this request has generated so far (as vLLM counts
+    // them; the prompt's tokens do not count): a token's logit loses frequency_penalty for each
+    // time it was generated and presence_penalty once if it was at all, before temperature,
+    // top-k and top-p (greedy takes the argmax of the penalized logits). In [-kMaxPenalty,
+    // kMaxPenalty]; negative values favour repeats.
+    float frequency_penalty = 0.0f;
+    float presence_penalty = 0.0f;
+
+    bool has_penalties() const { return frequency_penalty != 0.0f || presence_penalty != 0.0f; }
 };
 
 inline constexpr std::int32_t kMaxTopLogprobs = 20;
+inline constexpr float kMaxPenalty = 2.0f;
 
 // An Error naming the first out-of-range field (negative temperature, top_p outside (0, 1],
-// negative top_k, max_tokens < 1, empty stop string, logprobs outside -1..kMaxTopLogprobs).
+// negative top_k, max_tokens < 1, empty stop string, logprobs outside -1..kMaxTopLogprobs, a
+// penalty outside [-kMaxPenalty, kMaxPenalty]).
 Status validate(const SamplingParams& params);
 
 }  // namespace inferscale::sampling

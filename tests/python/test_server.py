@@ -1,5 +1,6 @@
 """The real `inferscale serve` binary driven by the official openai client: chat and completions,
-streaming and not, stop sequences, usage, the memory API, errors and tenant isolation."""
+streaming and not, stop sequences, usage, sampling penalties and top_k, the memory API, errors
+and tenant isolation."""
 import asyncio
 import json
 import os
@@ -213,6 +214,10 @@ def test_errors_are_openai_json_with_the_right_status(server):
         chat(c, "word " * 5000, max_tokens=4)
     with pytest.raises(openai.BadRequestError):
         c.post("/memories", cast_to=object, body={"user_id": "alice", "facts": [""]})
+    for field, value in (("frequency_penalty", 2.5), ("presence_penalty", -3), ("top_k", -2)):
+        with pytest.raises(openai.BadRequestError) as e:
+            chat(c, "hi", max_tokens=2, extra_body={field: value})
+        assert e.value.body["param"] == field
     error_of(raw(server, "POST", "/v1/memories", content=b"x" * (5 << 20)), 413)
     error_of(raw(server, "GET", "/v1/nothing-here"), 404)
     # The server is still fine.
@@ -309,6 +314,61 @@ def test_completion_logprobs_equal_llama_cpp(server):
         for text, value in got.top_logprobs[step].items():
             assert value == pytest.approx(want_top[text], abs=1e-4)
         llm.eval([token])
+
+
+def test_penalized_greedy_equals_llama_cpp_logits_with_openai_penalties(server):
+    """frequency_penalty and presence_penalty over the generated tokens (OpenAI's definition, as
+    vLLM counts them): the server's greedy tokens are the argmax of llama.cpp's logits (the
+    bundled model's, bit for bit ours on the CPU) less count * frequency + presence for each token
+    generated so far. The prompt repeats, so plain greedy repeats too and the penalties matter."""
+    pytest.importorskip("llama_cpp")
+    import numpy as np
+    from llama_cpp_peer import open_llama_cpp
+    prompt, steps = "red, green, blue, red, green, blue, red, green, blue, red,", 16
+    llm = open_llama_cpp(MODEL, 512)
+    ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+
+    def llama_cpp_tokens(frequency, presence):
+        llm.reset()
+        llm.eval(ids)
+        counts, out = {}, []
+        for _ in range(steps):
+            logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
+            logits = logits.astype(np.float32).copy()
+            for t, n in counts.items():
+                logits[t] -= np.float32(n) * np.float32(frequency) + np.float32(presence)
+            token = int(np.argmax(logits))
+            counts[token] = counts.get(token, 0) + 1
+            out.append(llm.detokenize([token], special=True).decode("utf-8", "replace"))
+            llm.eval([token])
+        return out
+
+    c = client(server)
+    plain = llama_cpp_tokens(0.0, 0.0)
+    # (0.5, 0) alone continues the pattern as plain greedy does; presence 1.5 beside it does not.
+    assert llama_cpp_tokens(0.5, 0.0) == plain
+    for frequency, presence in ((0.8, 0.0), (0.5, 1.5), (0.3, 2.0), (-1.0, 0.0)):
+        want = llama_cpp_tokens(frequency, presence)
+        assert want != plain
+        kw = {"frequency_penalty": frequency, "presence_penalty": presence}
+        r = c.completions.create(model=MODEL_ID, prompt=prompt, max_tokens=steps, temperature=0,
+                                 logprobs=0, extra_body={"ignore_eos": True}, **kw)
+        assert r.choices[0].logprobs.tokens == want, (frequency, presence)
+        streamed = "".join(chunk.choices[0].text for chunk in c.completions.create(
+            model=MODEL_ID, prompt=prompt, max_tokens=steps, temperature=0, stream=True,
+            extra_body={"ignore_eos": True}, **kw) if chunk.choices)
+        assert streamed == "".join(want)
+
+
+def test_top_k_one_is_greedy_at_any_temperature(server):
+    """vLLM's top_k: with one token kept, sampling at temperature 1.5 and any seed is greedy."""
+    c = client(server)
+    greedy = chat(c, "Name three colors.", max_tokens=12).choices[0].message.content
+    for seed in (1, 2, 3):
+        r = c.chat.completions.create(model=MODEL_ID, temperature=1.5, seed=seed, max_tokens=12,
+                                      messages=[{"role": "user", "content": "Name three colors."}],
+                                      extra_body={"top_k": 1})
+        assert r.choices[0].message.content == greedy
 
 
 def test_chat_logprobs_streamed_equal_whole_and_rank_the_greedy_token_first(server):

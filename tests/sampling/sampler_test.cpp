@@ -86,6 +86,69 @@ TEST(Sampler, SeedIsReproducible) {
     for (int i = 0; i < 100; ++i) EXPECT_EQ(a.sample(kLogits), b.sample(kLogits));
 }
 
+// The penalized logits of `logits` after the tokens in `generated`, from the definition (OpenAI's
+// frequency and presence penalties over the generated tokens), in f32 as logit - (count *
+// frequency + presence): greedy ties are decided by the last bit.
+std::vector<float> penalized_reference(const std::vector<float>& logits,
+                                       const std::vector<int>& generated, float frequency,
+                                       float presence) {
+    std::vector<int> counts(logits.size(), 0);
+    for (int t : generated) ++counts[t];
+    std::vector<float> out(logits.begin(), logits.end());
+    for (size_t i = 0; i < logits.size(); ++i) {
+        if (counts[i] > 0) out[i] -= static_cast<float>(counts[i]) * frequency + presence;
+    }
+    return out;
+}
+
+TEST(Sampler, PenaltiesFollowTheDefinition) {
+    struct Case { float frequency, presence, t; };
+    for (Case c : {Case{0.5f, 0.0f, 0.0f}, Case{0.0f, 0.7f, 0.0f}, Case{0.3f, 0.4f, 0.0f},
+                   Case{-0.5f, 0.0f, 0.0f}, Case{0.6f, 0.2f, 0.8f}, Case{2.0f, 2.0f, 1.2f}}) {
+        SamplingParams params;
+        params.frequency_penalty = c.frequency;
+        params.presence_penalty = c.presence;
+        params.temperature = c.t;
+        params.seed = 7;
+        Sampler s(params);
+        std::vector<int> generated;
+        for (int step = 0; step < 24; ++step) {
+            const std::vector<float> want =
+                penalized_reference(kLogits, generated, c.frequency, c.presence);
+            // Greedy: the argmax of the penalized logits; sampled: their distribution.
+            const std::vector<float> got = s.probabilities(kLogits);
+            const std::vector<double> ref =
+                c.t == 0.0f ? std::vector<double>{} : reference(want, c.t, 0, 1.0);
+            for (size_t i = 0; i < kLogits.size(); ++i) {
+                const double expected =
+                    c.t == 0.0f ? (static_cast<int>(i) == argmax(want) ? 1.0 : 0.0) : ref[i];
+                ASSERT_NEAR(got[i], expected, 1e-5) << "step " << step << " token " << i;
+            }
+            const int token = s.sample(kLogits);
+            if (c.t == 0.0f) {
+                ASSERT_EQ(token, argmax(want)) << "step " << step;
+            }
+            generated.push_back(token);
+        }
+        // A repeat-discouraging penalty spreads the picks; a negative one keeps the first.
+        const std::vector<int> distinct = [&] {
+            std::vector<int> d = generated;
+            std::sort(d.begin(), d.end());
+            d.erase(std::unique(d.begin(), d.end()), d.end());
+            return d;
+        }();
+        if (c.t == 0.0f) {
+            EXPECT_EQ(distinct.size() > 1, c.frequency + c.presence > 0.0f);
+        }
+    }
+}
+
+TEST(Sampler, NoPenaltyKeepsTheModelsArgmax) {
+    SamplingParams params;  // greedy, no penalties: the same token every step
+    Sampler s(params);
+    for (int i = 0; i < 5; ++i) EXPECT_EQ(s.sample(kLogits), 1);
+}
+
 TEST(SamplingParams, RejectsOutOfRange) {
     SamplingParams p;
     p.top_p = 0.0f;
@@ -99,6 +162,19 @@ TEST(SamplingParams, RejectsOutOfRange) {
     p = {};
     p.stop = {""};
     EXPECT_FALSE(validate(p).ok());
+    p = {};
+    p.frequency_penalty = 2.5f;
+    EXPECT_FALSE(validate(p).ok());
+    p = {};
+    p.presence_penalty = -2.01f;
+    EXPECT_FALSE(validate(p).ok());
+    p = {};
+    p.presence_penalty = std::nanf("");
+    EXPECT_FALSE(validate(p).ok());
+    p = {};
+    p.frequency_penalty = -2.0f;
+    p.presence_penalty = 2.0f;
+    EXPECT_TRUE(validate(p).ok());
     EXPECT_TRUE(validate(SamplingParams{}).ok());
 }
 
