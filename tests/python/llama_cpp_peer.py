@@ -19,16 +19,24 @@ def open_llama_cpp(model, n_ctx, logits_all=False):
                            flash_attn=False, logits_all=logits_all, verbose=False)
 
 
-def llama_cpp_greedy(llm, prompt, new_tokens):
-    """(prompt ids, greedy ids) of `prompt` as text with special tokens and no BOS added."""
+def llama_cpp_greedy(llm, prompt, new_tokens, frequency_penalty=0.0, presence_penalty=0.0):
+    """(prompt ids, greedy ids) of `prompt` as text with special tokens and no BOS added. With
+    OpenAI's penalties, each step takes the argmax of the logits less, in f32, count *
+    frequency_penalty + presence_penalty for every token generated `count` > 0 times so far."""
     ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
     llm.reset()
     llm.eval(ids)
-    out = []
+    out, counts = [], {}
     for _ in range(new_tokens):
         # llama.cpp's row of the last evaluated token (index -1), with or without logits_all.
         logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
+        if counts and (frequency_penalty or presence_penalty):
+            logits = logits.astype(np.float32)  # a copy: llama.cpp's row stays as it is
+            for t, n in counts.items():
+                logits[t] -= np.float32(n) * np.float32(frequency_penalty) + \
+                    np.float32(presence_penalty)
         out.append(int(np.argmax(logits)))
+        counts[out[-1]] = counts.get(out[-1], 0) + 1
         llm.eval([out[-1]])
     return ids, out
 

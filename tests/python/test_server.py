@@ -322,26 +322,13 @@ def test_penalized_greedy_equals_llama_cpp_logits_with_openai_penalties(server):
     bundled model's, bit for bit ours on the CPU) less count * frequency + presence for each token
     generated so far. The prompt repeats, so plain greedy repeats too and the penalties matter."""
     pytest.importorskip("llama_cpp")
-    import numpy as np
-    from llama_cpp_peer import open_llama_cpp
+    from llama_cpp_peer import llama_cpp_greedy, open_llama_cpp
     prompt, steps = "red, green, blue, red, green, blue, red, green, blue, red,", 16
     llm = open_llama_cpp(MODEL, 512)
-    ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
 
     def llama_cpp_tokens(frequency, presence):
-        llm.reset()
-        llm.eval(ids)
-        counts, out = {}, []
-        for _ in range(steps):
-            logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
-            logits = logits.astype(np.float32).copy()
-            for t, n in counts.items():
-                logits[t] -= np.float32(n) * np.float32(frequency) + np.float32(presence)
-            token = int(np.argmax(logits))
-            counts[token] = counts.get(token, 0) + 1
-            out.append(llm.detokenize([token], special=True).decode("utf-8", "replace"))
-            llm.eval([token])
-        return out
+        _, ids = llama_cpp_greedy(llm, prompt, steps, frequency, presence)
+        return [llm.detokenize([t], special=True).decode("utf-8", "replace") for t in ids]
 
     c = client(server)
     plain = llama_cpp_tokens(0.0, 0.0)
