@@ -19,7 +19,7 @@
 #   as SKIP without it. To get it there, carry it in pieces (split -n 4 into two git-ignored
 #   folders of two pieces each) over calls to one warm machine, join them into models/ there and
 #   check the md5; a third call carries a bundle of just cuda_local_model_test and the CLI
-#   (docs/results/cuda_local_model_h200_2026-12-03_s12.txt). With the CLI bundled, cli.log
+#   (docs/results/cuda_tests_h200_2026-12-04.txt, part 2). With the CLI bundled, cli.log
 #   shows it on the GPU: a chat with the
 #   bundled model, one answered from memory (kv), and 8 tokens from random weights at each
 #   configs/*.json shape, each timed from start to exit (load included).

@@ -1,6 +1,6 @@
 // The tensor-core decode kernel's schedule choice (decode_schedule.h) at the shapes measured on
-// the H200, where each pick was checked against the other schedule forced in the same call
-// (docs/results/decode_schedule_h200_2026-12-04_s18.txt): Llama-3.1-8B's 8 kv heads at
+// the H200, where each pick was checked against the other schedule forced in the same call:
+// Llama-3.1-8B's 8 kv heads at
 // gpu_bench's 1K context (1024 tokens and 23 decoded, a 1056-token bound: 33 tiles of 32
 // tokens, 1 to 17 splits of 64 tokens at least), 132 SMs x 2 CTAs of 4 warps.
 

@@ -60,19 +60,19 @@ struct DecodeAttentionOptions {
     // schedule per step (CTA items at small batches) it wins from one pair: against the
     // CUDA-core kernel from 132 pairs, same call on the H200, the batch-1 step is 1.6% / 4.9% /
     // 1.4% faster (llama / qwen / mistral) and batch 16 6.4-6.7%, batches 4 and 8 within the
-    // spread (docs/results/decode_tc_min_pairs_h200_2026-12-04_s18.txt).
+    // spread.
     bool tensor_cores = true;
     int tensor_core_min_pairs = 1;
     // A split covers at least this many KV tokens (two iterations of the CUDA-core kernels'
     // four warps): shorter splits cost more in the merge and in per-block setup than they win
     // in parallelism. Batch 1 at 1K context with 8 kv heads thus runs 17 splits = 136 blocks.
     // Same-call A/B on the H200 against 64 at batch 1: 32 1.001x, 128 1.021x, 256 1.055x the
-    // step time (docs/results/tuning_levers_h200_2026-12-03_s13.txt).
+    // step time.
     int min_split_tokens = 64;
     // KV tokens per (split, sequence, kv head) item of the tensor-core kernel, at most (small
     // batches split finer). Measured on the H200 (Llama-3.1-8B, warp items): 1024 is within 3%
     // of the best of 256/512/1024/2048 at batch 64/128/256 x 1K and best for 100 sequences at
-    // 1750 tokens replayed under a 4096 bound (docs/results/decode_attention_h200_2026-12-02.txt).
+    // 1750 tokens replayed under a 4096 bound.
     int split_tokens = 1024;
     // CTAs of the tensor-core kernel's persistent grid per SM; 0: as many as fit.
     int ctas_per_sm = 0;
@@ -113,8 +113,7 @@ struct LinearPathOptions {
     // backend's stream, so one GEMM's ramp and tail overlap the other's stream of weights; 0:
     // never. Measured on the H200 (gate and up of 32 layers as CUDA graphs): 60.9 -> 57.2 us a
     // pair at 32 tokens, 60.7 -> 58.6 at 64, 64.7 -> 63.1 at 128 (a 4.24 TB/s copy); in the
-    // model TTFT-32 -2.0%, decode b=64 / 128 +0.9% / +0.6%, b=256 -0.5%
-    // (docs/results/concurrent_targets_h200_2026-12-03_s13.txt).
+    // model TTFT-32 -2.0%, decode b=64 / 128 +0.9% / +0.6%, b=256 -0.5%.
     int concurrent_max_rows = 128;
 };
 struct CudaBackendOptions {

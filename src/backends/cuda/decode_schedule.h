@@ -23,8 +23,8 @@ enum class DecodeSchedule : std::uint8_t {
 // tiles) on the H200 (1056 warps in 264 CTAs): at batch 64 (512 pairs) warp items take 2
 // splits, 17 rounds and the merge, CTA items one split, 2 rounds of 9: CTA items, 2.1% faster
 // a step; at batch 128 warp items take 33 rounds against CTA items' 36 (forced: 0.86x); at
-// batch 1 CTA items take 9 splits (warp items forced: 1.038x the step time;
-// docs/results/decode_schedule_h200_2026-12-04_s18.txt). Counting the merge inside a schedule
+// batch 1 CTA items take 9 splits (warp items forced: 1.038x the step time). Counting the
+// merge inside a schedule
 // too keeps a split that saves one round from winning and paying the merge (warp items at
 // batch 256 and a 1088-token bound: 17 splits without it).
 constexpr std::int64_t kMergeRounds = 2;

@@ -12,7 +12,7 @@
 //     their shared memory (distributed shared memory): no global scratch, no counters, and the
 //     sum order is fixed, so results are deterministic.
 // Filling a stage with per-thread cp.async instead cost 5-8 copies per thread and bound the
-// kernel on issuing them (docs/results/linear_cluster_h200_2026-12-03_s9.txt). The host picks
+// kernel on issuing them. The host picks
 // splits so that tiles x splits fill whole waves of the clusters that fit at once
 // (init_cluster_linear measures how many of each size do) and encodes the tensor maps of the
 // weights and of x per launch.

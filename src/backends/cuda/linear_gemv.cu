@@ -30,7 +30,7 @@ constexpr int kCtasPerSm = 2;
 constexpr int kMinDepth = 2, kMaxDepth = 8;
 // Shared memory of a CTA (x, the warps' rings and their barriers): two fit an SM. Measured on
 // the H200 against 1, 3 and 4 CTAs an SM and a shallower ring (depth 4): those lose 2-11% of
-// the graph decode step (docs/results/linear_gemv_bulk_h200_2026-12-03_s10.txt).
+// the graph decode step.
 constexpr int kSmemBytes = 110 * 1024;
 
 struct GemvParams {

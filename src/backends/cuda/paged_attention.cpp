@@ -11,9 +11,9 @@
 // tensor-core kernel at every batch size (DecodeAttentionOptions::tensor_core_min_pairs); the
 // others, and small batches when that option asks, run the fast kernel, which merges its own
 // splits and, through rope_attention, rotates and writes the new token itself: one launch a
-// layer instead of three (docs/results/decode_fused_attention_h200_2026-12-03_s11.txt). Since
+// layer instead of three. Since
 // the tensor-core kernel picks its schedule per step, its three launches beat that one at
-// batch 1 (docs/results/decode_tc_min_pairs_h200_2026-12-04_s18.txt).
+// batch 1 on the H200.
 
 #include <algorithm>
 
@@ -327,8 +327,7 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
         decode.item_counter = decode_item_counter_;
         // Items of about split_tokens at most: a bound just past a multiple of it (1K context
         // plus the tokens decoded so far) does not force a split of a few tokens and its merge
-        // (batch 128 at 1K: 13.75K against 13.2K tok/s, docs/results/linear_gemv_bulk_h200_
-        // 2026-12-03_s10.txt).
+        // (batch 128 at 1K on the H200: 13.75K against 13.2K tok/s).
         const std::int64_t by_item = max_decode_kv / dopt.split_tokens;
         const std::int64_t cap = std::min({by_length, by_workspace,
                                            static_cast<std::int64_t>(options_.max_kv_splits)});
