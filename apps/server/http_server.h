@@ -51,7 +51,8 @@ class HttpServer {
     explicit HttpServer(ServerContext& context);
     ~HttpServer();
 
-    // Binds the address; returns the port bound (the chosen one with port 0), or an Error.
+    // Binds the address; returns the port bound (the chosen one with port 0), or an Error
+    // ("port P is in use" when another socket holds it: ports are not shared).
     Result<int> bind();
     // Serves on the bound address until stop().
     Status serve();

@@ -20,8 +20,10 @@ def free_port():
 
 
 class Server:
-    def __init__(self, tmp_path, *extra, keys=None):
+    def __init__(self, tmp_path, *extra, keys=None, port=None):
+        """`port`: the port to serve on (default: a free one, chosen at each start)."""
         self.tmp_path = tmp_path
+        self.fixed_port = port
         self.db = str(tmp_path / "memory.db")
         self.extra = list(extra)
         self.keys_file = None
@@ -33,7 +35,7 @@ class Server:
         self.start()
 
     def start(self):
-        self.port = free_port()
+        self.port = self.fixed_port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         args = [BIN, "serve", "--model", MODEL, "--port", str(self.port), "--db", self.db,
                 "--chunk-dir", str(self.tmp_path / "chunks")] + self.extra

@@ -1,9 +1,10 @@
 """The real `inferscale serve` binary driven by the official openai client: chat and completions,
-streaming and not, stop sequences, usage, sampling penalties and top_k, the memory API, errors
-and tenant isolation."""
+streaming and not, stop sequences, usage, sampling penalties and top_k, the memory API, errors,
+tenant isolation, and a port in use."""
 import asyncio
 import json
 import os
+import socket
 import subprocess
 
 import httpx
@@ -176,6 +177,43 @@ def test_tenants_never_see_each_others_memories(server):
     with pytest.raises(openai.AuthenticationError):
         client(server, "sk-nobody").models.list()
     assert admin.get(f"/memories/{fact_id}", cast_to=object)["memory"] == "Carol's PIN is 4321."
+
+
+def test_a_second_server_on_a_port_in_use_exits_and_the_first_keeps_serving(server, tmp_path):
+    """cpp-httplib's default SO_REUSEPORT let a second server bind a port in use (the kernel then
+    shares the connections between the two): now its start-up ends in an error."""
+    res = subprocess.run([BIN, "serve", "--model", MODEL, "--port", str(server.port), "--db",
+                          str(tmp_path / "memory.db"), "--chunk-dir", "none"],
+                         capture_output=True, text=True, timeout=30)
+    assert res.returncode == 1, res.stderr
+    assert f"error: port {server.port} is in use" in res.stderr and "serving" not in res.stderr
+    assert httpx.get(server.url + "/health").json() == {"status": "ok"}
+    assert [m.id for m in client(server).models.list().data] == [MODEL_ID]
+
+
+def time_wait_ports():
+    """The local ports of the IPv4 TCP sockets in TIME_WAIT."""
+    with open("/proc/net/tcp") as f:
+        rows = [line.split() for line in f][1:]
+    return {int(r[1].split(":")[1], 16) for r in rows if r[3] == "06"}
+
+
+def test_a_restart_binds_the_port_its_predecessor_just_left(tmp_path):
+    """SO_REUSEADDR stays: the connections the stopped server closed sit in TIME_WAIT on its
+    port, and a new server binds that port at once."""
+    s = Server(tmp_path)
+    for _ in range(3):
+        with socket.create_connection(("127.0.0.1", s.port)) as conn:
+            conn.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n")
+            while conn.recv(4096):  # until the server closes first
+                pass
+    s.stop()
+    assert s.port in time_wait_ports()
+    again = Server(tmp_path, port=s.port)
+    try:
+        assert httpx.get(again.url + "/health").json() == {"status": "ok"}
+    finally:
+        again.stop()
 
 
 def raw(server, method, path, key="sk-admin", **kw):
