@@ -6,7 +6,8 @@
 //   GET    /v1/memories/{id}     PUT /v1/memories/{id} {"text"}   DELETE /v1/memories/{id}
 //   DELETE /v1/memories?user_id=U                                                 forget U
 //   POST   /v1/memories/search   {"user_id", "query", "top_k"?}
-// A fact outside the caller's tenants is answered as not found, so ids reveal nothing.
+// A fact outside the caller's tenants is answered as not found, so ids reveal nothing. A user
+// never seen lists and searches as an empty list (as Mem0 answers); forgetting one is a 404.
 
 #include <httplib.h>
 
@@ -184,9 +185,12 @@ void add_memory_routes(httplib::Server& http, ServerContext& ctx) {
         const std::string user = scoped_user(*key, req.get_param_value("user_id"), res);
         if (user.empty()) return;
         auto facts = ctx.store->list_facts(user);
-        if (!facts.ok()) return send_error(res, from_error(facts.error()));
         json results = json::array();
-        for (const memory::Fact& f : *facts) results.push_back(fact_json(f));
+        if (facts.ok()) {
+            for (const memory::Fact& f : *facts) results.push_back(fact_json(f));
+        } else if (facts.error().kind != ErrorKind::NotFound) {  // NotFound: never seen, no facts
+            return send_error(res, from_error(facts.error()));
+        }
         send_json(res, json{{"results", results}}.dump());
     });
     http.Delete("/v1/memories", [&ctx](const httplib::Request& req, httplib::Response& res) {
@@ -217,9 +221,7 @@ void add_memory_routes(httplib::Server& http, ServerContext& ctx) {
                                                        name));
                 k = (*body)[name].get<std::int64_t>();
             }
-        auto known = ctx.store->has_user(user);
-        if (!known.ok()) return send_error(res, from_error(known.error()));
-        if (!*known) return send_error(res, not_found("unknown user '" + user + "'"));
+        // A user never seen has no facts in the index: an empty list, as for any miss.
         const std::vector<retrieval::Hit> hits = ctx.index->search(
             user, (*body)["query"].get<std::string>(), static_cast<std::size_t>(k));
         std::vector<memory::FactId> ids;

@@ -83,7 +83,7 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
     const LocalModel& lm = model_;
     auto a = std::make_unique<Active>(lm, request.sampling);
     std::vector<std::int32_t>& tokens = a->seq.tokens;
-    const bool with_memory = request.memory_mode != MemoryMode::None;
+    bool with_memory = request.memory_mode != MemoryMode::None;
 
     if (request.prompt) {
         if (with_memory)
@@ -94,6 +94,10 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
             return make_error(ErrorKind::InvalidArgument, "the model has no chat template");
         if (request.messages.empty())
             return make_error(ErrorKind::InvalidArgument, "messages must not be empty");
+        // A user with no facts (never seen, or all forgotten) is answered as mode None: apps
+        // set `user` for abuse tracking whether or not they keep memories here.
+        if (with_memory && runtime_ && !request.user.empty())
+            with_memory = IS_TRY(store_->has_facts(request.user));
         if (!with_memory) {
             tokens = lm.tokenizer().encode(lm.chat_template()->render(request.messages, true),
                                            /*add_special=*/false, /*parse_special=*/true);

@@ -70,7 +70,8 @@ struct EngineRequest {
     std::optional<std::string> prompt;
     sampling::SamplingParams sampling;
     // Memory: the user whose facts are retrieved for the last user message. Only chat
-    // requests carry memory; mode None ignores the user.
+    // requests carry memory; mode None ignores the user, and a user with no facts is answered
+    // as mode None.
     std::string user;
     MemoryMode memory_mode = MemoryMode::None;
     RetrievalOptions retrieval;
@@ -113,8 +114,8 @@ class Engine {
     Engine& operator=(const Engine&) = delete;
 
     // Validates, prepares and queues a request. Errors: InvalidArgument (bad sampling, empty
-    // or over-long prompt, no chat template), NotFound (unknown memory user), Unavailable
-    // (too many requests in flight). Thread-safe.
+    // or over-long prompt, no chat template), Unavailable (too many requests in flight).
+    // Thread-safe.
     Result<std::shared_ptr<RequestStream>> submit(EngineRequest request);
 
     EngineStats stats() const;

@@ -50,9 +50,6 @@ Status Engine::lay_out_memory(Active& a, const EngineRequest& request) {
         return make_error(ErrorKind::InvalidArgument, "memory needs a user");
     if (!runtime_)
         return make_error(ErrorKind::InvalidArgument, "this server has no memory store");
-    const bool known = IS_TRY(store_->has_user(request.user));
-    if (!known)
-        return make_error(ErrorKind::NotFound, "unknown user '" + request.user + "'");
     std::string question;
     for (auto it = request.messages.rbegin(); it != request.messages.rend(); ++it)
         if (it->role == "user") {

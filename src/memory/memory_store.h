@@ -68,6 +68,7 @@ class MemoryStore {
     // deleted since a search found it), read with one statement under one lock.
     Result<std::vector<Fact>> get_facts(std::span<const FactId> ids);
     Result<std::vector<Fact>> list_facts(std::string_view user);  // by id; Error when unknown user
+    Result<bool> has_facts(std::string_view user);  // false for an unknown user
 
     // --- turns
     // Adds turns in one transaction, creating the user when missing. Error (and nothing added)

@@ -154,4 +154,11 @@ Result<std::vector<Fact>> MemoryStore::list_facts(std::string_view user) {
     return select_facts_locked("user_id = ?1", [user](Statement& s) { s.bind(1, user); });
 }
 
+Result<bool> MemoryStore::has_facts(std::string_view user) {
+    std::lock_guard lock(mutex_);
+    Statement stmt = IS_TRY(db_.prepare("SELECT 1 FROM facts WHERE user_id = ?1 LIMIT 1"));
+    stmt.bind(1, user);
+    return stmt.step();
+}
+
 }  // namespace inferscale::memory

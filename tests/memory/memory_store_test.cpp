@@ -148,6 +148,22 @@ TEST(MemoryStore, DeleteUserCascades) {
     EXPECT_TRUE(store->add_turns("a", {make_turn("s", 1, 0, "x")}).ok());
 }
 
+// has_facts is what decides whether a request gets memory: only a stored fact counts, not the
+// user's turns or a user whose facts are all deleted.
+TEST(MemoryStore, HasFactsOnlyWhileOneIsStored) {
+    TempDir dir;
+    auto store = open_ok(dir.file("m.db"));
+    EXPECT_FALSE(store->has_facts("u").value());
+    ASSERT_TRUE(store->add_turns("u", {make_turn("s", 1, 0, "x")}).ok());
+    EXPECT_FALSE(store->has_facts("u").value());
+    const FactId id = store->add_fact("u", {"fa", TurnRef{"s", 0}, ""})->id;
+    EXPECT_TRUE(store->has_facts("u").value());
+    EXPECT_FALSE(store->has_facts("v").value());
+    ASSERT_TRUE(store->delete_fact(id).ok());
+    EXPECT_FALSE(store->has_facts("u").value());
+    EXPECT_TRUE(store->has_user("u").value());
+}
+
 TEST(MemoryStore, ListenersHearCommittedChanges) {
     TempDir dir;
     auto store = open_ok(dir.file("m.db"));

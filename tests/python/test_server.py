@@ -1,6 +1,6 @@
 """The real `inferscale serve` binary driven by the official openai client: chat and completions,
-streaming and not, stop sequences, usage, sampling penalties and top_k, the memory API, errors,
-tenant isolation, and a port in use."""
+streaming and not, stop sequences, usage, sampling penalties and top_k, the memory API, users
+with no memories, errors, tenant isolation, and a port in use."""
 import asyncio
 import json
 import os
@@ -153,8 +153,7 @@ def test_memory_api_round_trip_and_memory_in_chat(server):
     with pytest.raises(openai.NotFoundError):
         c.get(f"/memories/{ids[1]}", cast_to=object)
     assert c.delete("/memories", cast_to=object, options={"params": {"user_id": "bob"}})["deleted"]
-    with pytest.raises(openai.NotFoundError):
-        c.get("/memories", cast_to=object, options={"params": {"user_id": "bob"}})
+    assert c.get("/memories", cast_to=object, options={"params": {"user_id": "bob"}}) == {"results": []}
 
 
 def test_tenants_never_see_each_others_memories(server):
@@ -177,6 +176,37 @@ def test_tenants_never_see_each_others_memories(server):
     with pytest.raises(openai.AuthenticationError):
         client(server, "sk-nobody").models.list()
     assert admin.get(f"/memories/{fact_id}", cast_to=object)["memory"] == "Carol's PIN is 4321."
+
+
+def test_a_user_with_no_memories_is_answered_without_memory(server):
+    """OpenAI's docs tell apps to set `user` for abuse tracking: a user the server has never seen,
+    or whose facts are all deleted, is answered as memory mode none (cached_tokens counts only
+    prefix-cache hits), and lists and searches as an empty list, as Mem0 answers."""
+    c = client(server)
+    erin = c.post("/memories", cast_to=object, body={"user_id": "erin", "facts": ["Erin rows."]})
+    c.delete(f"/memories/{erin['results'][0]['id']}", cast_to=object)
+    question = "Which planet is known as the red planet?"
+    for user in ["stranger", "erin"]:
+        before = server.metrics()
+        r = chat(c, question, max_tokens=16, user=user)
+        after = server.metrics()
+        plain = chat(c, question, max_tokens=16, user=user, extra_body={"memory": {"mode": "none"}})
+        assert r.choices[0].message.content == plain.choices[0].message.content
+        assert r.usage.prompt_tokens == plain.usage.prompt_tokens
+        assert after["inferscale_injected_tokens_total"] == before["inferscale_injected_tokens_total"]
+        assert r.usage.prompt_tokens_details.cached_tokens == (
+            after["inferscale_prefix_cached_tokens_total"] - before["inferscale_prefix_cached_tokens_total"])
+        assert c.get("/memories", cast_to=object, options={"params": {"user_id": user}}) == {"results": []}
+        assert c.post("/memories/search", cast_to=object,
+                      body={"user_id": user, "query": "planet"}) == {"results": []}
+    # API keys keep their scope: alice's key reaches no other user, known or not.
+    alice = client(server, "sk-alice")
+    with pytest.raises(openai.PermissionDeniedError):
+        chat(alice, question, max_tokens=4, user="mallory")
+    with pytest.raises(openai.PermissionDeniedError):
+        alice.get("/memories", cast_to=object, options={"params": {"user_id": "mallory"}})
+    with pytest.raises(openai.PermissionDeniedError):
+        alice.post("/memories/search", cast_to=object, body={"user_id": "mallory", "query": "x"})
 
 
 def test_a_second_server_on_a_port_in_use_exits_and_the_first_keeps_serving(server, tmp_path):
@@ -242,8 +272,8 @@ def test_errors_are_openai_json_with_the_right_status(server):
     with pytest.raises(openai.NotFoundError) as e:
         c.chat.completions.create(model="gpt-9", messages=[{"role": "user", "content": "hi"}])
     assert e.value.body["code"] == "model_not_found"
-    with pytest.raises(openai.NotFoundError):  # memory for a user with no memories
-        chat(c, "hello", max_tokens=4, user="nobody-here")
+    with pytest.raises(openai.NotFoundError):  # forgetting a user with nothing stored
+        c.delete("/memories", cast_to=object, options={"params": {"user_id": "nobody-here"}})
     with pytest.raises(openai.NotFoundError):
         c.get("/memories/999999", cast_to=object)
     with pytest.raises(openai.NotFoundError):
