@@ -59,6 +59,11 @@ for r in reqs:
     except m.PackageNotFoundError: missing.append(r)
 sys.exit(1 if missing else 0)
 PY
+  # On a CPU with AVX-512, pip's build of llama.cpp uses it; the parity tests also hold
+  # inferscale to a build without it (tests/python/conftest.py), cached after the first time.
+  if grep -qw avx512f /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo; then
+    tools/llama_cpp_avx2_peer.sh --build >/dev/null
+  fi
 fi
 
 BUILD="${INFERSCALE_BUILD_DIR:-build}"

@@ -10,6 +10,14 @@ cd "$ROOT"
 scripts/setup.sh --tests
 JOBS="$(nproc)"
 
+# Which llama.cpp builds the parity tests meet here (tests/python/conftest.py).
+echo "test: $(lscpu | sed -n 's/^Model name: *//p'), $(nproc) CPUs"
+if grep -qw avx512f /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo; then
+  echo "test: AVX-512 present: parity legs avx512 (pip's llama.cpp) and avx2 (tools/llama_cpp_avx2_peer.sh)"
+else
+  echo "test: no AVX-512: parity leg avx2 (pip's llama.cpp, built for this CPU)"
+fi
+
 ctest --test-dir build --output-on-failure -j "$JOBS" -LE cuda
 
 if [[ ! -f build-asan/build.ninja ]]; then

@@ -21,6 +21,7 @@ namespace {
 using backends::cpu::Arithmetic;
 using backends::cpu::CpuBackend;
 using backends::cpu::CpuBackendOptions;
+using backends::cpu::GgmlIsa;
 using tensor::DType;
 using tensor::Tensor;
 namespace ggml = backends::cpu::ggml;
@@ -39,46 +40,88 @@ Tensor view(std::vector<T>& v, std::initializer_list<std::int64_t> dims) {
 
 bool same_bits(float a, float b) { return std::memcmp(&a, &b, sizeof a) == 0; }
 
-CpuBackend ggml_backend() { return CpuBackend(CpuBackendOptions{.arithmetic = Arithmetic::Ggml}); }
+CpuBackend ggml_backend(GgmlIsa isa) {
+    return CpuBackend(CpuBackendOptions{.arithmetic = Arithmetic::Ggml, .ggml_isa = isa});
+}
 
-TEST(GgmlArith, ExpIsAccurateAndSaturatesLikeGgml) {
+// Both builds' exp: accurate, saturating where ggml's does, subnormals kept.
+template <float (*Exp)(float), float (*Silu)(float)>
+void expect_accurate_exp() {
     for (float x = -87.0f; x < 88.0f; x += 0.0137f) {
         const double want = std::exp(static_cast<double>(x));
-        EXPECT_NEAR(ggml::expf(x), want, 2.5 * std::abs(want) * 0x1p-23) << x;
+        EXPECT_NEAR(Exp(x), want, 2.5 * std::abs(want) * 0x1p-23) << x;
     }
-    EXPECT_EQ(ggml::expf(0.0f), 1.0f);
-    EXPECT_EQ(ggml::expf(-std::numeric_limits<float>::infinity()), 0.0f);
-    EXPECT_EQ(ggml::expf(-200.0f), 0.0f);
-    EXPECT_EQ(ggml::expf(200.0f), std::numeric_limits<float>::infinity());
-    EXPECT_GT(ggml::expf(-100.0f), 0.0f);  // subnormal, not flushed
-    EXPECT_NEAR(ggml::silu(2.0f), 2.0 / (1.0 + std::exp(-2.0)), 1e-6);
+    EXPECT_EQ(Exp(0.0f), 1.0f);
+    EXPECT_EQ(Exp(-std::numeric_limits<float>::infinity()), 0.0f);
+    EXPECT_EQ(Exp(-200.0f), 0.0f);
+    EXPECT_EQ(Exp(200.0f), std::numeric_limits<float>::infinity());
+    EXPECT_GT(Exp(-100.0f), 0.0f);  // subnormal, not flushed
+    EXPECT_NEAR(Exp(-100.0f), std::exp(-100.0), 1e-45);
+    EXPECT_NEAR(Silu(2.0f), 2.0 / (1.0 + std::exp(-2.0)), 1e-6);
+}
+
+TEST(GgmlArith, ExpIsAccurateAndSaturatesLikeGgml) {
+    expect_accurate_exp<ggml::avx512::expf, ggml::avx512::silu>();
+    expect_accurate_exp<ggml::avx2::expf, ggml::avx2::silu>();
+}
+
+// The two builds' exp are different approximations: they part on some inputs.
+TEST(GgmlArith, TheTwoBuildsRoundExpDifferently) {
+    int differ = 0;
+    for (float x = -20.0f; x < 20.0f; x += 0.001f) {
+        differ += !same_bits(ggml::avx512::expf(x), ggml::avx2::expf(x));
+    }
+    EXPECT_GT(differ, 100);
 }
 
 #if IS_GGML_AVX2
-TEST(GgmlArith, VectorFormsEqualScalarFormsBitForBit) {
-    std::vector<float> xs{-std::numeric_limits<float>::infinity(), -300.0f, -104.5f, -100.0f,
-                          -87.9f, -1e-30f, -0.0f, 0.0f, 1e-30f, 0.5f, 88.5f, 89.0f, 300.0f};
+std::vector<float> exp_inputs() {
+    std::vector<float> xs{-std::numeric_limits<float>::infinity(), -300.0f, -150.0f, -127.5f,
+                          -104.5f, -100.0f, -87.9f, -1e-30f, -0.0f, 0.0f, 1e-30f, 0.5f, 88.5f,
+                          89.0f, 127.5f, 150.0f, 300.0f,
+                          std::numeric_limits<float>::infinity()};
     std::mt19937 rng(1);
     for (float x : random_vec(4096, rng, 20.0f)) xs.push_back(x);
+    for (float x : random_vec(512, rng, 120.0f)) xs.push_back(x);
     while (xs.size() % 16 != 0) xs.push_back(1.0f);
+    return xs;
+}
+
+template <__m256 (*Exp8)(__m256), __m256 (*Silu8)(__m256), float (*Exp)(float),
+          float (*Silu)(float)>
+void expect_vector_equals_scalar(const std::vector<float>& xs) {
     for (std::size_t i = 0; i < xs.size(); i += 8) {
         float e[8], s[8];
-        _mm256_storeu_ps(e, ggml::expf8(_mm256_loadu_ps(&xs[i])));
-        _mm256_storeu_ps(s, ggml::silu8(_mm256_loadu_ps(&xs[i])));
+        _mm256_storeu_ps(e, Exp8(_mm256_loadu_ps(&xs[i])));
+        _mm256_storeu_ps(s, Silu8(_mm256_loadu_ps(&xs[i])));
         for (int l = 0; l < 8; ++l) {
-            EXPECT_TRUE(same_bits(e[l], ggml::expf(xs[i + l]))) << xs[i + l];
-            EXPECT_TRUE(same_bits(s[l], ggml::silu(xs[i + l]))) << xs[i + l];
+            EXPECT_TRUE(same_bits(e[l], Exp(xs[i + l]))) << xs[i + l];
+            const float want = Silu(xs[i + l]);
+            EXPECT_TRUE(same_bits(s[l], want) || (std::isnan(s[l]) && std::isnan(want)))
+                << xs[i + l];
         }
     }
+}
+
+TEST(GgmlArith, VectorFormsEqualScalarFormsBitForBit) {
+    const std::vector<float> xs = exp_inputs();
+    expect_vector_equals_scalar<ggml::avx512::expf8, ggml::avx512::silu8, ggml::avx512::expf,
+                                ggml::avx512::silu>(xs);
+    expect_vector_equals_scalar<ggml::avx2::expf8, ggml::avx2::silu8, ggml::avx2::expf,
+                                ggml::avx2::silu>(xs);
     for (std::size_t i = 0; i < xs.size(); i += 16) {
-        const float v = ggml::reduce16(_mm256_loadu_ps(&xs[i]), _mm256_loadu_ps(&xs[i + 8]));
-        EXPECT_TRUE(same_bits(v, ggml::reduce16(&xs[i])));
+        const float v = ggml::avx512::reduce16(_mm256_loadu_ps(&xs[i]), _mm256_loadu_ps(&xs[i + 8]));
+        EXPECT_TRUE(same_bits(v, ggml::avx512::reduce16(&xs[i])));
+        EXPECT_TRUE(same_bits(ggml::hsum8(_mm256_loadu_ps(&xs[i])), ggml::hsum8(&xs[i])));
+        EXPECT_TRUE(same_bits(ggml::hadd8(_mm256_loadu_ps(&xs[i])), ggml::hadd8(&xs[i])));
     }
 }
 #endif
 
-TEST(GgmlArith, NormSwigluRopeMatchNaive) {
-    CpuBackend be = ggml_backend();
+class GgmlIsaTest : public ::testing::TestWithParam<GgmlIsa> {};
+
+TEST_P(GgmlIsaTest, NormSwigluRopeMatchNaive) {
+    CpuBackend be = ggml_backend(GetParam());
     std::mt19937 rng(2);
     const std::int64_t n = 6, h = 576;  // rows go four at a time: a full group and a partial one
     std::vector<float> x = random_vec(n * h, rng, 2.0f), w = random_vec(h, rng), y(n * h);
@@ -181,11 +224,12 @@ std::vector<float> interleave(const std::vector<float>& x, std::int64_t d) {
     return y;
 }
 
-class GgmlAttentionTest : public ::testing::TestWithParam<std::int64_t> {};
+class GgmlAttentionTest
+    : public ::testing::TestWithParam<std::tuple<GgmlIsa, std::int64_t>> {};
 
 TEST_P(GgmlAttentionTest, MatchesNaiveAndSumsInGgmlOrder) {
     AttentionCase c;
-    c.d = GetParam();
+    c.d = std::get<1>(GetParam());
     std::mt19937 rng(7);
     std::vector<std::vector<float>> ks, vs, ks_i;
     for (int kv : c.kv_lens) {
@@ -196,7 +240,7 @@ TEST_P(GgmlAttentionTest, MatchesNaiveAndSumsInGgmlOrder) {
     int n = 0;
     for (int ql : c.q_lens) n += ql;
     std::vector<float> q = random_vec(n * c.heads * c.d, rng, 2.0f), q_i = interleave(q, c.d);
-    CpuBackend be = ggml_backend();
+    CpuBackend be = ggml_backend(std::get<0>(GetParam()));
     const std::vector<float> out = run_attention(be, c, ks, vs, q, /*interleaved=*/true);
     // The same rows in ggml's own order, summed in natural order: the very same bits.
     const std::vector<float> out_i = run_attention(be, c, ks_i, vs, q_i, /*interleaved=*/false);
@@ -233,9 +277,24 @@ TEST_P(GgmlAttentionTest, MatchesNaiveAndSumsInGgmlOrder) {
     }
 }
 
-// 64 and 128: whole 64-element steps; the others end in ggml's tail: 6 fused; 64 + 8 + 4
-// fused; 64 + 16 + 8.
-INSTANTIATE_TEST_SUITE_P(HeadDims, GgmlAttentionTest, ::testing::Values(6, 64, 76, 88, 128));
+INSTANTIATE_TEST_SUITE_P(Isas, GgmlIsaTest, ::testing::Values(GgmlIsa::Avx2, GgmlIsa::Avx512));
+
+// 64 and 128: whole steps of either build; the others end in ggml's tail (AVX-512 / AVX2):
+// 6: fused / 4 + 2 fused; 76: 64 + 8 + 4 fused / 64 + 8 + 4; 80: 64 + 16 / 64 + 8 + 8;
+// 88: 64 + 16 + 8 / 64 + 8 + 8 + 8.
+INSTANTIATE_TEST_SUITE_P(HeadDims, GgmlAttentionTest,
+                         ::testing::Combine(::testing::Values(GgmlIsa::Avx2, GgmlIsa::Avx512),
+                                            ::testing::Values(6, 64, 76, 80, 88, 128)));
+
+// The build to reproduce comes from the options, else from the host (INFERSCALE_CPU_ISA).
+TEST(GgmlArith, IsaIsChosenByOptionsOrHost) {
+    EXPECT_EQ(backends::cpu::parse_ggml_isa("avx2"), GgmlIsa::Avx2);
+    EXPECT_EQ(backends::cpu::parse_ggml_isa("avx512"), GgmlIsa::Avx512);
+    EXPECT_EQ(backends::cpu::parse_ggml_isa("sse"), std::nullopt);
+    EXPECT_EQ(ggml_backend(GgmlIsa::Avx2).ggml_isa(), GgmlIsa::Avx2);
+    EXPECT_EQ(ggml_backend(GgmlIsa::Avx512).ggml_isa(), GgmlIsa::Avx512);
+    EXPECT_EQ(CpuBackend().ggml_isa(), backends::cpu::host_ggml_isa());
+}
 
 // Auto turns ggml's arithmetic on with the first block-quantized matrix.
 TEST(GgmlArith, AutoSwitchesOnBlockQuantizedWeights) {
@@ -247,7 +306,9 @@ TEST(GgmlArith, AutoSwitchesOnBlockQuantizedWeights) {
     std::vector<std::uint8_t> q4(2 * 20, 0);  // two Q4_1 rows of one block
     ASSERT_TRUE(be.upload_weight(Tensor(q4.data(), DType::Q4_1, {2, 32})).ok());
     EXPECT_TRUE(be.ggml_arithmetic());
-    CpuBackend reference(CpuBackendOptions{.arithmetic = Arithmetic::Reference});
+    CpuBackendOptions reference_options;
+    reference_options.arithmetic = Arithmetic::Reference;
+    CpuBackend reference(reference_options);
     ASSERT_TRUE(reference.upload_weight(Tensor(q4.data(), DType::Q4_1, {2, 32})).ok());
     EXPECT_FALSE(reference.ggml_arithmetic());
 }

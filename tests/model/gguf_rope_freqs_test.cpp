@@ -59,6 +59,11 @@ class GgufRopeFreqsTest : public ::testing::Test {
     // All prompt logits of the fixture, loaded with `keep_quantized` (true: the ggml path).
     std::vector<float> prompt_logits(bool keep_quantized) {
         Harness h;
+        // The fixture's llama.cpp logits come from its AVX-512 build (tools/make_loader_fixtures.py
+        // on an AVX-512 host): reproduce that build's arithmetic whatever this host has.
+        backends::cpu::CpuBackendOptions options;
+        options.ggml_isa = backends::cpu::GgmlIsa::Avx512;
+        h.backend = std::make_unique<backends::cpu::CpuBackend>(options);
         h.init_path(test::loader_fixture("tiny_llama31.gguf"),
                     LoadOptions{.keep_quantized = keep_quantized});
         if (::testing::Test::HasFatalFailure()) return {};
@@ -109,7 +114,8 @@ TEST_F(GgufRopeFreqsTest, F32PathMatchesTheFloat64Forward) {
 }
 
 // Q8_0 blocks kept: the CPU backend computes as ggml does, RoPE angles included, so the logits
-// are llama.cpp's (AVX-512 build, as pip builds it on this machine; see test_llama_cpp_parity.py).
+// are llama.cpp's (its AVX-512 build, which made the fixture; tests/python/test_llama_cpp_rope_freqs.py
+// holds the live llama.cpp of each instruction set to the same tokens).
 TEST_F(GgufRopeFreqsTest, GgmlPathEqualsLlamaCpp) {
     const std::vector<float> logits = prompt_logits(/*keep_quantized=*/true);
     ASSERT_EQ(logits.size(), e_.llama_cpp.size());

@@ -9,12 +9,35 @@ import numpy as np
 BIN = os.environ.get("INFERSCALE_BIN", "build/bin")
 
 
+def host_has_avx512():
+    """Whether this CPU has what ggml's AVX-512 kernels need (AVX512F and AVX512DQ)."""
+    with open("/proc/cpuinfo") as f:
+        flags = next((line.split(":", 1)[1].split() for line in f if line.startswith("flags")), [])
+    return "avx512f" in flags and "avx512dq" in flags
+
+
+def engine_isa():
+    """The llama.cpp build whose arithmetic the inferscale binaries reproduce on this run: the
+    INFERSCALE_CPU_ISA cap, else the host's (src/backends/cpu/ggml_isa.h)."""
+    return os.environ.get("INFERSCALE_CPU_ISA") or ("avx512" if host_has_avx512() else "avx2")
+
+
+def peer_isa(llama_cpp):
+    """avx512 or avx2: the instruction set the imported llama.cpp's ggml was compiled for."""
+    info = llama_cpp.llama_print_system_info().decode()
+    return "avx512" if "AVX512 = 1" in info else "avx2"
+
+
 def open_llama_cpp(model, n_ctx, logits_all=False):
     """llama.cpp computing as inferscale does: an f32 KV cache (type_k/type_v 0 =
     GGML_TYPE_F32) and no flash attention. llama.cpp's default f16 cache and its flash-attention
     kernel round K, V and the softmax differently, which flips near-tied greedy tokens for
-    reasons unrelated to the engine."""
+    reasons unrelated to the engine. The peer must be built for the instruction set inferscale
+    reproduces on this run (conftest.py): another build rounds differently."""
     import llama_cpp
+    assert peer_isa(llama_cpp) == engine_isa(), (
+        f"llama.cpp peer built for {peer_isa(llama_cpp)}, inferscale reproducing {engine_isa()}: "
+        f"{llama_cpp.__file__}")
     return llama_cpp.Llama(model_path=model, n_ctx=n_ctx, n_threads=2, type_k=0, type_v=0,
                            flash_attn=False, logits_all=logits_all, verbose=False)
 

@@ -4,8 +4,10 @@ source): the same prompt token ids and the same greedy continuation of 32 tokens
 For a block-quantized GGUF our CPU backend reproduces ggml's CPU arithmetic bit for bit (Q8
 activations and integer block dots, RMSNorm summed in double, ggml's RoPE angles, its exp in
 softmax and SiLU, its summation orders in attention: src/backends/cpu/ggml_arith.h), so the
-logits are identical, not merely close, and near-ties cannot flip. That exactness is against
-llama.cpp built for an AVX-512 host (what pip builds on one); elsewhere ggml rounds differently."""
+logits are identical, not merely close, and near-ties cannot flip. ggml rounds differently per
+instruction set, so the backend reproduces the build the host's llama.cpp has (AVX-512 or AVX2,
+chosen at run time) and the suite runs this file against both builds on an AVX-512 host
+(conftest.py): the near-ties below flip if the arithmetic of the other build is used."""
 import os
 
 import pytest

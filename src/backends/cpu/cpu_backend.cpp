@@ -51,7 +51,9 @@ PagedKvView kv_view(const tensor::KvPages& pages) {
 }  // namespace
 
 CpuBackend::CpuBackend(CpuBackendOptions options)
-    : options_(options), ggml_(options.arithmetic == Arithmetic::Ggml) {
+    : options_(options),
+      ggml_(options.arithmetic == Arithmetic::Ggml),
+      isa_(options.ggml_isa.value_or(host_ggml_isa())) {
     if (options.num_threads > 0) omp_set_num_threads(options.num_threads);
     // sgemm runs inside our OpenMP team (see matmul.cpp), so OpenBLAS itself stays serial.
     // This is a process-wide OpenBLAS setting; the CPU backend is its only user.
@@ -178,7 +180,7 @@ void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
     IS_CHECK(gate.dtype == DType::F32 && up.dtype == DType::F32 && out.dtype == DType::F32);
     IS_CHECK(gate.numel() == up.numel() && gate.numel() == out.numel()) << "swiglu";
     if (ggml_) {
-        cpu::swiglu_ggml(gate.as<float>(), up.as<float>(), gate.numel(), out.as<float>());
+        cpu::swiglu_ggml(gate.as<float>(), up.as<float>(), gate.numel(), out.as<float>(), isa_);
         return;
     }
     cpu::swiglu(gate.as<float>(), up.as<float>(), gate.numel(), out.as<float>());
@@ -223,8 +225,12 @@ void CpuBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
                        args.num_seqs,
                        args.scale,
                        args.qk_ggml_interleaved};
-    const auto attention = ggml_ ? cpu::paged_attention_ggml : cpu::paged_attention;
-    attention(q.as<float>(), q.shape[0], q.shape[1], view, meta, out.as<float>());
+    if (ggml_) {
+        cpu::paged_attention_ggml(q.as<float>(), q.shape[0], q.shape[1], view, meta,
+                                  out.as<float>(), isa_);
+        return;
+    }
+    cpu::paged_attention(q.as<float>(), q.shape[0], q.shape[1], view, meta, out.as<float>());
 }
 
 void CpuBackend::argmax(const Tensor& logits, Tensor ids) {

@@ -7,8 +7,10 @@
 // Ops run eagerly on the calling thread plus an OpenMP team; `synchronize` is a no-op.
 
 #include <cstdint>
+#include <optional>
 #include <vector>
 
+#include "backends/cpu/ggml_isa.h"
 #include "tensor/backend.h"
 
 namespace inferscale::backends::cpu {
@@ -16,7 +18,8 @@ namespace inferscale::backends::cpu {
 // How the non-matmul ops round. Reference: plain f32 as transformers computes (the golden tests'
 // fp32 tolerance). Ggml: llama.cpp's CPU arithmetic bit for bit (RMSNorm summed in double,
 // ggml's exp approximation in softmax and SiLU, its reduction orders in attention; see
-// ggml_arith.h), so a GGUF model greedy-decodes exactly as llama.cpp does. Auto: Reference
+// ggml_arith.h) in the build of llama.cpp `ggml_isa` names (AVX-512 or AVX2; by default the
+// host's), so a GGUF model greedy-decodes exactly as llama.cpp does. Auto: Reference
 // until the first block-quantized matrix (a GGUF Q8_0/Q4_0/Q4_1 weight) is uploaded, Ggml from
 // then on; block-quantized matmuls always follow ggml (matmul_quantized.cpp).
 enum class Arithmetic { Auto, Reference, Ggml };
@@ -28,6 +31,8 @@ struct CpuBackendOptions {
     // quantized anyway (GGUF Q4/Q8 arrive dequantized to f32); off keeps results exact.
     bool narrow_f32_matrices = false;
     Arithmetic arithmetic = Arithmetic::Auto;
+    // Whose build the Ggml arithmetic reproduces; unset: the host's (host_ggml_isa).
+    std::optional<GgmlIsa> ggml_isa = std::nullopt;
 };
 
 class CpuBackend final : public tensor::Backend {
@@ -71,10 +76,12 @@ class CpuBackend final : public tensor::Backend {
 
     // Whether the ops currently use ggml's arithmetic (see Arithmetic).
     bool ggml_arithmetic() const { return ggml_; }
+    GgmlIsa ggml_isa() const { return isa_; }
 
   private:
     CpuBackendOptions options_;
     bool ggml_ = false;
+    GgmlIsa isa_;
     // Widened weight rows for sgemm on 16-bit weights; grows to its largest size once.
     std::vector<float> convert_scratch_;
     // Activation rows quantized to Q8_0 / Q8_1 blocks for block-quantized weights.

@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "backends/cpu/ggml_isa.h"
 #include "tensor/dtype.h"
 
 namespace inferscale::backends::cpu {
@@ -90,14 +91,16 @@ void paged_attention(const float* q, std::int64_t n, std::int64_t heads, const P
 
 // ---- elementwise_ggml.cpp, attention_ggml.cpp ----
 // The same ops with ggml's CPU arithmetic (CpuBackendOptions::arithmetic, ggml_arith.h):
-// identical bits to llama.cpp's AVX-512 build for the same inputs.
+// identical bits to llama.cpp's build for `isa` (ggml_isa.h) for the same inputs.
 void rms_norm_ggml(const float* x, const float* weight, float eps, std::int64_t n,
                    std::int64_t hidden, float* out);
-void swiglu_ggml(const float* gate, const float* up, std::int64_t count, float* out);
+void swiglu_ggml(const float* gate, const float* up, std::int64_t count, float* out,
+                 GgmlIsa isa);
 // One head row: dst = src rotated by (cos, sin)[0 .. half); src == dst is allowed.
 void rotate_ggml(const float* src, float* dst, std::int64_t half, const float* cos,
                  const float* sin);
 void paged_attention_ggml(const float* q, std::int64_t n, std::int64_t heads,
-                          const PagedKvView& pages, const AttentionMeta& meta, float* out);
+                          const PagedKvView& pages, const AttentionMeta& meta, float* out,
+                          GgmlIsa isa);
 
 }  // namespace inferscale::backends::cpu

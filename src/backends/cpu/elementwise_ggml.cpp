@@ -37,19 +37,39 @@ void rms_norm_ggml(const float* x, const float* weight, float eps, std::int64_t 
     }
 }
 
-void swiglu_ggml(const float* gate, const float* up, std::int64_t count, float* out) {
-    // ggml_vec_swiglu_f32: silu(gate) * up, silu = x / (1 + ggml_v_expf(-x)).
+namespace {
+
+template <GgmlIsa I>
+void swiglu_with(const float* gate, const float* up, std::int64_t count, float* out) {
+    // ggml_vec_swiglu_f32: silu(gate) * up, silu = x / (1 + ggml_v_expf(-x)), vectors of 16
+    // (avx512) or 8 (avx2) lanes; count is a multiple of 16 for every model dimension.
 #pragma omp parallel for schedule(static) if (count > 16384)
     for (std::int64_t i0 = 0; i0 < count; i0 += 4096) {
         const std::int64_t end = std::min(count, i0 + 4096);
         std::int64_t i = i0;
 #if IS_GGML_AVX2
         for (; i + 8 <= end; i += 8) {
-            _mm256_storeu_ps(out + i, _mm256_mul_ps(ggml::silu8(_mm256_loadu_ps(gate + i)),
-                                                    _mm256_loadu_ps(up + i)));
+            const __m256 g = _mm256_loadu_ps(gate + i);
+            const __m256 s = I == GgmlIsa::Avx512 ? ggml::avx512::silu8(g) : ggml::avx2::silu8(g);
+            _mm256_storeu_ps(out + i, _mm256_mul_ps(s, _mm256_loadu_ps(up + i)));
         }
 #endif
-        for (; i < end; ++i) out[i] = ggml::silu(gate[i]) * up[i];
+        for (; i < end; ++i) {
+            const float s = I == GgmlIsa::Avx512 ? ggml::avx512::silu(gate[i])
+                                                 : ggml::avx2::silu(gate[i]);
+            out[i] = s * up[i];
+        }
+    }
+}
+
+}  // namespace
+
+void swiglu_ggml(const float* gate, const float* up, std::int64_t count, float* out,
+                 GgmlIsa isa) {
+    if (isa == GgmlIsa::Avx512) {
+        swiglu_with<GgmlIsa::Avx512>(gate, up, count, out);
+    } else {
+        swiglu_with<GgmlIsa::Avx2>(gate, up, count, out);
     }
 }
 
