@@ -104,7 +104,8 @@ async def post_stream(host, port, path, body):
 
 
 async def one_request(host, port, model, user, question, mode, max_tokens, top_k, window):
-    """(TTFT s, total s, tokens the server prefilled: prompt tokens minus injected ones)."""
+    """(TTFT s, total s, tokens the server prefilled: prompt tokens minus injected ones, the
+    answer's text)."""
     body = {"model": model, "stream": True, "temperature": 0, "max_tokens": max_tokens,
             "ignore_eos": True, "user": user, "stream_options": {"include_usage": True},
             "memory": {"mode": mode, "top_k": top_k, "context_window": window},
@@ -112,6 +113,7 @@ async def one_request(host, port, model, user, question, mode, max_tokens, top_k
     start = time.perf_counter()
     ttft = None
     prefilled = None
+    text = []
     async for status, line in post_stream(host, port, "/v1/chat/completions", body):
         if status != 200:
             raise RuntimeError(f"HTTP {status}: {line}")
@@ -120,25 +122,30 @@ async def one_request(host, port, model, user, question, mode, max_tokens, top_k
         chunk = json.loads(line[6:])
         if "error" in chunk:
             raise RuntimeError(chunk["error"]["message"])
-        if ttft is None and chunk["choices"] and chunk["choices"][0]["delta"].get("content") is not None:
-            ttft = time.perf_counter() - start
+        if chunk["choices"] and chunk["choices"][0]["delta"].get("content") is not None:
+            if ttft is None:
+                ttft = time.perf_counter() - start
+            text.append(chunk["choices"][0]["delta"]["content"])
         if chunk.get("usage"):
             usage = chunk["usage"]
             prefilled = usage["prompt_tokens"] - usage.get("prompt_tokens_details", {}).get("cached_tokens", 0)
-    return ttft, time.perf_counter() - start, prefilled
+    return ttft, time.perf_counter() - start, prefilled, "".join(text)
 
 
 async def run_batch(port, model, users, mode, max_tokens, top_k, window):
     """Every user at once; each asks its questions one after another (a closed loop: the next
-    question goes out when the previous answer is complete)."""
+    question goes out when the previous answer is complete). (wall s, TTFTs, prefilled tokens,
+    {"user/question index": answer})."""
     async def user_session(user, questions):
         return [await one_request("127.0.0.1", port, model, user, q, mode, max_tokens, top_k, window)
                 for q in questions]
 
     start = time.perf_counter()
     sessions = await asyncio.gather(*[user_session(u, qs) for u, qs in users])
+    wall = time.perf_counter() - start
     done = [r for session in sessions for r in session]
-    return time.perf_counter() - start, [r[0] for r in done], [r[2] for r in done]
+    answers = {f"{u}/{i}": r[3] for (u, _), session in zip(users, sessions) for i, r in enumerate(session)}
+    return wall, [r[0] for r in done], [r[2] for r in done], answers
 
 
 MILESTONE = re.compile(r"request (\d+): queued ([\d.]+) ms, memory ([\d.]+) ms, "
@@ -201,6 +208,8 @@ def main():
     ap.add_argument("--conversation", default=os.path.join(ROOT, "..", "shared", "data", "locomo10", "26.json"))
     ap.add_argument("--out", default="", help="write the results as JSON here")
     ap.add_argument("--server-log", default="", help="keep the server's log here")
+    ap.add_argument("--compare-answers", default="",
+                    help="another run's --out JSON: count the measured answers equal to its own")
     args = ap.parse_args()
     levels = [int(u) for u in args.users.split(",")]
     modes = args.modes.split(",")
@@ -234,6 +243,9 @@ def main():
                 sys.exit("the server did not start")
             time.sleep(0.2)
         model = json.loads(http_get(url + "/v1/models"))["data"][0]["id"]
+        for line in open(log.name):
+            if "GPU memory:" in line:
+                print(line.strip(), file=sys.stderr)
 
         def batch(users, mode, max_tokens):
             return asyncio.run(run_batch(port, model, users, mode, max_tokens, args.top_k, args.context_window))
@@ -247,7 +259,8 @@ def main():
             return out
 
         results = {"levels": levels, "top_k": args.top_k, "max_tokens": args.max_tokens,
-                   "context_window": args.context_window, "server_args": args.server_args, "rows": []}
+                   "context_window": args.context_window, "server_args": args.server_args, "rows": [],
+                   "answers": {}}
         # The lone user: kv requests one at a time (chunks warmed first).
         lone_requests = [(f"u{u}", [questions[u][0]]) for u in range(args.lone)]
         counted(lone_requests, "kv", 1)
@@ -271,7 +284,8 @@ def main():
                 first_id = sent + 1
                 walls, ttfts, prefilled = [], [], []
                 for _ in range(args.repeats):
-                    wall, run_ttfts, run_prefilled = counted(sessions, mode, args.max_tokens)
+                    wall, run_ttfts, run_prefilled, answers = counted(sessions, mode, args.max_tokens)
+                    results["answers"][f"{mode}/{users}"] = answers
                     walls.append(wall)
                     ttfts += run_ttfts
                     prefilled += run_prefilled
@@ -329,6 +343,17 @@ def main():
               f"{kv.get('burst_bound_ms', 0) / results['kv_lone_ttft_ms']:.2f} |")
     print(f"lone-user kv TTFT p50: {results['kv_lone_ttft_ms']:.1f} ms; marginal prefill rate "
           f"{results['prefill_tokens_per_s']:.0f} tokens/s")
+    pool = {m.group(1): float(m.group(2)) for m in re.finditer(
+        r"^inferscale_chunk_pool_(promotions|demotions|served_from_host)_total(?:\{[^}]*\})? (\S+)$",
+        results["metrics_after"], re.M)}
+    print("chunk pool: " + ", ".join(f"{k} {v:.0f}" for k, v in pool.items()))
+    if args.compare_answers:
+        other = json.load(open(args.compare_answers))["answers"]
+        for key, answers in results["answers"].items():
+            theirs = other.get(key, {})
+            same = sum(1 for q, a in answers.items() if theirs.get(q) == a)
+            print(f"answers {key} equal to {os.path.basename(args.compare_answers)}'s: "
+                  f"{same} of {len(answers)}")
     if args.out:
         with open(args.out, "w") as f:
             json.dump(results, f, indent=1)

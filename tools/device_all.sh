@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Every GPU check of the project in one device call: a cold start of the device machine costs
-# minutes of the session's device budget, so one call that runs the `cuda` tests, gpu_bench with
+# minutes of the device budget, so one call that runs the `cuda` tests, gpu_bench with
 # the PyTorch peer, inject_bench and the serving benchmark beats four.
 #
 #   Here (no GPU), after `ninja -C BUILD_DIR` with -DINFERSCALE_CUDA=ON:
@@ -15,6 +15,9 @@
 #   through its own script with its own logs under $OUT/<step>; prints each step's summary and
 #   packs every log into $OUT/logs.tgz (the call brings back few files). SERVE_ARGS passes
 #   flags to the serving benchmark (default: --users 100 --repeats 1). About 7 minutes in all.
+#   Step serve_small_tier (not in the default) runs the serving benchmark again with a 64 MiB
+#   device tier, chunks injected from host memory, and counts its answers equal to those of
+#   the serve step before it.
 set -euo pipefail
 
 die() { echo "device_all: $*" >&2; exit 2; }
@@ -58,8 +61,15 @@ run() {
                    OUT=$out/$step tools/device_serve_bench.sh run "$PWD/build-serve-device" \
                        ${SERVE_ARGS:---users 100 --repeats 1} >"$out/$step/run.txt" 2>&1 ||
                        status=1
-                   tail -8 "$out/$step/run.txt" ;;
-            *) die "unknown step $step (tests, gpu, inject, serve)" ;;
+                   grep "GPU memory:" "$out/$step/run.txt" || true
+                   tail -10 "$out/$step/run.txt" ;;
+            serve_small_tier) # shellcheck disable=SC2086
+                   DEVICE_POOL_MB=64 OUT=$out/$step tools/device_serve_bench.sh run \
+                       "$PWD/build-serve-device" ${SERVE_ARGS:---users 100 --repeats 1} \
+                       --compare-answers "$out/serve/serve_bench.json" >"$out/$step/run.txt" 2>&1 ||
+                       status=1
+                   tail -12 "$out/$step/run.txt" ;;
+            *) die "unknown step $step (tests, gpu, inject, serve, serve_small_tier)" ;;
         esac
     done
     tar -czf "$out/logs.tgz" -C "$out" ${steps//,/ }

@@ -12,7 +12,10 @@
 #   writes serve_bench.txt, serve_bench.json and the server log to $OUT (or ./serve-bench-logs).
 #   SERVE_FLAGS adds `inferscale serve` flags (e.g. --log-requests); MAX_BATCH_TOKENS sets the
 #   step token budget (default 2048: at 100 users half the kv TTFT of 4096 at the same QPS);
-#   DEVICE_POOL_MB the chunk pool's device tier (default 40960; small: chunks live in host memory).
+#   DEVICE_POOL_MB the chunk pool's device tier (default: the server sizes the KV cache and the
+#   device tier from the GPU's memory; small: chunks are injected from host memory);
+#   HOST_POOL_MB its host tier (default 40960: the 100 users' chunks fit, so the disk tier
+#   only takes what the server writes at exit).
 #
 # The model folder for the random weights comes from committed fixtures (random_weights_model_dir).
 set -euo pipefail
@@ -48,13 +51,15 @@ run() {
 
     model=$(random_weights_model_dir)
     machine_report "$links" >"$logs/env.txt" 2>&1
+    local pool_flag=""
+    [[ -n ${DEVICE_POOL_MB:-} ]] && pool_flag="--device-pool-mb $DEVICE_POOL_MB"
 
     python3 bench/serve_bench.py --bin "$bundle_dir/app/inferscale" \
         --conversation "$bundle_dir/conversation.json" --out "$logs/serve_bench.json" \
         --server-log "$logs/server.log" \
         --server-args "--model $model --device cuda --random-weights configs/llama-3.1-8b.json \
---kv-tokens 393216 --max-batch-tokens ${MAX_BATCH_TOKENS:-2048} --max-batch-seqs 256 --device-pool-mb ${DEVICE_POOL_MB:-40960} \
---host-pool-mb 16384 --max-context 4096 ${SERVE_FLAGS:-}" "$@" 2>&1 | tee "$logs/serve_bench.txt"
+--max-batch-tokens ${MAX_BATCH_TOKENS:-2048} --max-batch-seqs 256 $pool_flag \
+--host-pool-mb ${HOST_POOL_MB:-40960} --max-context 4096 ${SERVE_FLAGS:-}" "$@" 2>&1 | tee "$logs/serve_bench.txt"
 }
 
 case "${1:-}" in

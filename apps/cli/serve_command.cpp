@@ -30,7 +30,8 @@ Command add_serve_command(CLI::App& app) {
         DbArgs db;
         server::ServerOptions server;
         engine::EngineOptions engine;
-        std::int64_t kv_tokens = 32768;
+        std::int64_t kv_tokens = 0;  // 0: from GPU memory, or kDefaultCpuKvTokens on the CPU
+        double gpu_memory_utilization = 0.9;
         std::int64_t max_batch_tokens = 512;
         std::int64_t max_batch_seqs = 64;
         std::string api_keys;
@@ -53,7 +54,13 @@ Command add_serve_command(CLI::App& app) {
                     "the model id clients name (default: the model file's name)");
     cmd->add_option("--api-keys", a->api_keys,
                     "JSON file of API keys and the users each may touch (default: an open server)");
-    cmd->add_option("--kv-tokens", a->kv_tokens, "KV cache capacity in tokens")
+    cmd->add_option("--kv-tokens", a->kv_tokens,
+                    "KV cache capacity in tokens (default: on a GPU, what "
+                    "--gpu-memory-utilization leaves; on the CPU, 32768)");
+    cmd->add_option("--gpu-memory-utilization", a->gpu_memory_utilization,
+                    "share of the GPU's memory to use: weights and workspace first, the rest split "
+                    "between the KV cache and the chunk pool's device tier (half each unless "
+                    "--kv-tokens or --device-pool-mb sets one)")
         ->capture_default_str();
     cmd->add_option("--max-batch-tokens", a->max_batch_tokens, "token budget of one engine step")
         ->capture_default_str();
@@ -73,6 +80,7 @@ Command add_serve_command(CLI::App& app) {
                     "default conversation turns each fact is encoded after")
         ->capture_default_str();
     add_chunk_flags(*cmd, a->chunks);
+    const CLI::Option* device_pool_flag = cmd->get_option("--device-pool-mb");
     cmd->add_option("--memory-prepare-ahead", a->engine.memory_prepare_ahead,
                     "queued requests whose memory chunks are fetched ahead of admission")
         ->capture_default_str();
@@ -86,9 +94,15 @@ Command add_serve_command(CLI::App& app) {
                   "take requests at once instead of first running each step shape once (GPU: "
                   "tunes GEMMs and records decode graphs)");
 
-    return [a]() -> int {
+    return [a, device_pool_flag]() -> int {
+        if (!(a->gpu_memory_utilization > 0.0 && a->gpu_memory_utilization <= 1.0))
+            return fail("--gpu-memory-utilization must be in (0, 1], got " +
+                        std::to_string(a->gpu_memory_utilization));
         auto loaded = load_model(a->model, [&](engine::LocalModelOptions& o) {
             o.kv_tokens = a->kv_tokens;
+            o.gpu_memory_utilization = a->gpu_memory_utilization;
+            o.with_memory = !a->no_memory;
+            if (device_pool_flag->count() > 0) o.device_pool_bytes = a->chunks.device_pool_mb << 20;
             o.max_batch_tokens = a->max_batch_tokens;
             o.max_batch_seqs = a->max_batch_seqs;
         });
@@ -109,6 +123,7 @@ Command add_serve_command(CLI::App& app) {
             if (!attached.ok()) return fail(attached.error().message);
             indexer = std::move(attached).value();
             eo.memory = memory_options(a->chunks, store->path());
+            if (lm.memory_plan()) eo.memory.device_pool_bytes = lm.memory_plan()->device_pool_bytes;
             eo.background_encode_window =
                 a->no_background_encode ? -1 : a->server.memory.context_window;
         }

@@ -104,6 +104,9 @@ std::string ServerMetrics::render(const engine::EngineStats& s) const {
              "Chunks copied up to the device.", double(p.promotions));
         line(out, "inferscale_chunk_pool_demotions_total", "counter", "Chunks moved down a tier.",
              double(p.demotions));
+        line(out, "inferscale_chunk_pool_served_from_host_total", "counter",
+             "Chunks injected from host memory: the device tier had no room for them.",
+             double(p.served_from_host));
     }
     return out;
 }

@@ -61,21 +61,50 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
                      : model::LlamaModel::create(*backend, config, files.weights, model_options));
 
     const std::int64_t block_size = 16;
-    const std::int64_t kv_tokens = std::max(options.kv_tokens, max_context);
-    kv::KvStorage kv = IS_TRY(
-        kv::KvStorage::create(*backend, llama.kv_layout(kv_tokens / block_size, block_size)));
-
     model::WorkspaceLimits limits;
     limits.max_tokens = options.max_batch_tokens;
     limits.max_seqs = options.max_batch_seqs;
-    limits.max_pages = kv_tokens / block_size + options.max_batch_seqs;
     limits.max_logit_rows = options.max_batch_seqs;
+    // The KV cache is sized last, from what the weights and the workspace leave on a GPU. The
+    // workspace's page tables are sized for the most tokens that could fit (4 bytes a page).
+    const std::size_t kv_token_bytes =
+        llama.kv_layout(1, 1).bytes_per_layer(backend->kv_dtype()) * 2 *
+        static_cast<std::size_t>(config.num_layers);
+    const std::optional<tensor::Backend::MemoryInfo> before = backend->memory_info();
+    std::int64_t kv_tokens = options.kv_tokens > 0 ? options.kv_tokens : kDefaultCpuKvTokens;
+    if (before) {
+        kv_tokens = std::max<std::int64_t>(
+            kv_tokens, static_cast<std::int64_t>(before->free_bytes / kv_token_bytes));
+    }
+    kv_tokens = std::max(kv_tokens, max_context);
+    limits.max_pages = kv_tokens / block_size + options.max_batch_seqs;
     model::ForwardWorkspace ws = IS_TRY(llama.create_workspace(limits));
+
+    std::optional<GpuMemoryPlan> plan;
+    if (const auto now = backend->memory_info()) {
+        GpuMemoryRequest request;
+        request.total_bytes = now->total_bytes;
+        request.free_bytes = now->free_bytes;
+        request.utilization = options.gpu_memory_utilization;
+        request.kv_bytes_per_token = kv_token_bytes;
+        request.block_size = block_size;
+        request.min_kv_tokens = max_context;
+        if (options.kv_tokens > 0) request.kv_tokens = options.kv_tokens;
+        request.device_pool_bytes = options.device_pool_bytes;
+        request.with_memory = options.with_memory;
+        plan = IS_TRY(plan_gpu_memory(request));
+        IS_LOG(Info) << describe(*plan);
+        kv_tokens = plan->kv_tokens;
+    }
+    kv_tokens = std::max(kv_tokens, max_context);
+    kv::KvStorage kv = IS_TRY(
+        kv::KvStorage::create(*backend, llama.kv_layout(kv_tokens / block_size, block_size)));
 
     std::unique_ptr<LocalModel> local(
         new LocalModel(std::move(backend), std::move(llama), std::move(kv), std::move(ws),
                        std::move(tok)));
     local->max_context_ = max_context;
+    local->memory_plan_ = plan;
     local->model_name_ = weights_identity(options);
     local->device_description_ = std::move(opened.description);
     local->eos_ids_ = files.eos_token_ids;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "engine/gpu_memory_plan.h"
 #include "kv/block_pool.h"
 #include "kv/kv_storage.h"
 #include "model/forward_workspace.h"
@@ -25,6 +26,8 @@
 #include "tokenizer/tokenizer.h"
 
 namespace inferscale::engine {
+
+inline constexpr std::int64_t kDefaultCpuKvTokens = 32768;
 
 struct LocalModelOptions {
     std::string model_path;
@@ -37,7 +40,14 @@ struct LocalModelOptions {
     std::string random_weights_config;
     std::uint64_t random_seed = 1;
     std::int64_t max_context = 4096;  // tokens per sequence; capped by the model's positions
-    std::int64_t kv_tokens = 8192;    // KV cache capacity in tokens, all sequences together
+    // KV cache capacity in tokens, all sequences together. 0: on a GPU, what its memory leaves
+    // (gpu_memory_plan.h); on the CPU, kDefaultCpuKvTokens.
+    std::int64_t kv_tokens = 8192;
+    // On a GPU: the share of its memory this process may hold, and the chunk pool's device tier
+    // (unset: a share of what is left; see gpu_memory_plan.h) when `with_memory`.
+    double gpu_memory_utilization = 0.9;
+    std::optional<std::size_t> device_pool_bytes = std::nullopt;
+    bool with_memory = false;
     std::int64_t max_batch_tokens = 512;  // new tokens per forward step
     std::int64_t max_batch_seqs = 64;
 };
@@ -61,6 +71,9 @@ class LocalModel {
     // The backend in words, for logs: "cpu" or the GPU's name.
     const std::string& device_description() const { return device_description_; }
     std::int64_t block_size() const { return kv_.layout().block_size; }
+    // How the GPU's memory was shared out at load; nullopt on the CPU, or when kv_tokens was
+    // given on a GPU whose memory the backend cannot report.
+    const std::optional<GpuMemoryPlan>& memory_plan() const { return memory_plan_; }
     bool is_end_of_generation(std::int32_t id) const;
 
     tensor::Backend& backend() { return *backend_; }
@@ -90,6 +103,7 @@ class LocalModel {
     std::int64_t max_context_ = 0;
     std::string model_name_;
     std::string device_description_;
+    std::optional<GpuMemoryPlan> memory_plan_;
 };
 
 }  // namespace inferscale::engine

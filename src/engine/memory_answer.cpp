@@ -54,6 +54,9 @@ Result<std::unique_ptr<MemoryRuntime>> MemoryRuntime::create(LocalModel& lm,
         lm.backend(), lm.model(), lm.kv(), lm.blocks(), lm.workspace()));
     inject::ChunkPoolOptions pool_options;
     pool_options.device_capacity_bytes = options.device_pool_bytes;
+    // A request whose chunks find no device room reads them from host memory instead of
+    // waiting or failing.
+    pool_options.serve_from_host = true;
     pool_options.host_capacity_bytes = options.host_pool_bytes;
     pool_options.disk_dir = options.disk_dir;
     std::unique_ptr<inject::ChunkPool> pool =
@@ -113,7 +116,8 @@ Result<std::vector<inject::ChunkLease>> MemoryRuntime::acquire(std::span<const M
         miss_index.push_back(i);
     }
     if (!misses.empty()) {
-        std::vector<inject::KvChunk> encoded = IS_TRY(encoder_.encode(misses));
+        std::vector<inject::KvChunk> encoded = IS_TRY(encoder_.encode(
+            misses, [this](std::size_t bytes) { return pool_->allocate_device(bytes); }));
         for (std::size_t j = 0; j < encoded.size(); ++j)
             leases[miss_index[j]] = IS_TRY(pool_->put(std::move(encoded[j])));
     }

@@ -61,7 +61,8 @@ Result<ChunkEncoder> ChunkEncoder::create(tensor::Backend& backend, model::Llama
     return enc;
 }
 
-Result<std::vector<KvChunk>> ChunkEncoder::encode(std::span<const ChunkRequest> requests) {
+Result<std::vector<KvChunk>> ChunkEncoder::encode(std::span<const ChunkRequest> requests,
+                                                  const Allocate& allocate) {
     const model::ModelConfig& c = model_->config();
     const std::int64_t max_len = model_->max_positions();
     const std::int64_t bs = kv_->layout().block_size;
@@ -89,7 +90,7 @@ Result<std::vector<KvChunk>> ChunkEncoder::encode(std::span<const ChunkRequest> 
         const std::size_t bytes =
             static_cast<std::size_t>(c.num_layers * 2 * t * c.num_kv_heads * c.head_dim) *
             tensor::dtype_size(dtype);
-        tensor::Buffer buf = IS_TRY(backend_->allocate(bytes));
+        tensor::Buffer buf = IS_TRY(allocate ? allocate(bytes) : backend_->allocate(bytes));
         chunks.emplace_back(r.identity, r.fact_tokens, c.num_layers, c.num_kv_heads, c.head_dim,
                             dtype, std::move(buf));
     }

@@ -8,6 +8,7 @@
 // Uses the model's public interface only where unavoidable (forward); borrows everything.
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <vector>
 
@@ -39,10 +40,14 @@ class ChunkEncoder {
                                        kv::KvStorage& kv, kv::BlockPool& blocks,
                                        model::ForwardWorkspace& ws);
 
-    // One chunk per request, in request order, each in its own backend buffer. An Error for an
-    // empty or too long fact, too few free KV blocks, or out of memory; scratch blocks are
-    // released on every path.
-    Result<std::vector<KvChunk>> encode(std::span<const ChunkRequest> requests);
+    // Where a chunk's buffer comes from: the backend directly, or a ChunkPool that makes room
+    // for it (ChunkPool::allocate_device).
+    using Allocate = std::function<Result<tensor::Buffer>(std::size_t bytes)>;
+    // One chunk per request, in request order, each in its own buffer from `allocate` (empty:
+    // the backend's). An Error for an empty or too long fact, too few free KV blocks, or
+    // `allocate`'s; scratch blocks are released on every path.
+    Result<std::vector<KvChunk>> encode(std::span<const ChunkRequest> requests,
+                                        const Allocate& allocate = {});
 
   private:
     // A run of one sequence's tokens inside a forward step.

@@ -27,6 +27,10 @@ struct PoolEntry {
     ChunkTier tier = ChunkTier::Device;
     std::optional<KvChunk> device;      // tier Device: the chunk in backend memory
     void* host = nullptr;               // tier Host: `bytes` from backend->allocate_host
+    std::optional<KvChunk> host_view;   // tier Host, leased: a non-owning chunk over `host`
+    // `host` was leased in place: kernels issued since may still read it, so the backend is
+    // synchronized before that memory is freed or copied away (pinned buffers are reused).
+    bool read_in_place = false;
     std::string path;                   // tier Disk: its chunk file
     int pins = 0;                       // leases, plus get_many's hold while it promotes
     std::uint64_t ticket = 0;           // the backend transfer filling `device` (0: none)
@@ -35,7 +39,13 @@ struct PoolEntry {
     std::list<PoolEntry*>::iterator lru;  // in the device or host LRU list
 
     ~PoolEntry() {
+        settle_reads();
         if (host != nullptr) backend->free_host(host);
+    }
+    void settle_reads() {
+        if (!read_in_place) return;
+        backend->synchronize();
+        read_in_place = false;
     }
     ChunkFileHeader header() const {
         ChunkFileHeader h;
@@ -275,7 +285,7 @@ void ChunkPool::collect() {
 void ChunkPool::unpin(Entry* e) {
     std::lock_guard lock(mutex_);
     IS_CHECK(e->pins > 0);
-    --e->pins;
+    if (--e->pins == 0) e->host_view.reset();
 }
 
 // ---- tier moves ---------------------------------------------------------------------------
@@ -288,6 +298,7 @@ void ChunkPool::move_to_disk_locked(Entry* e, const void* host) {
             relink(e, ChunkTier::Disk, device_lru_, host_lru_);
             account(*e, +1);
             e->device.reset();
+            e->settle_reads();
             if (e->host != nullptr) backend_->free_host(e->host);
             e->host = nullptr;
             e->path = path;
@@ -304,11 +315,21 @@ void ChunkPool::move_to_disk_locked(Entry* e, const void* host) {
 
 bool ChunkPool::make_host_room_locked(std::size_t bytes) {
     if (bytes > options_.host_capacity_bytes) return false;
-    while (stats_.host.bytes + bytes > options_.host_capacity_bytes) {
-        auto victim = std::find_if(host_lru_.rbegin(), host_lru_.rend(),
-                                   [](const Entry* e) { return !is_pinned(e); });
-        if (victim == host_lru_.rend()) return false;
-        Entry* e = *victim;
+    std::size_t used = stats_.host.bytes;
+    std::vector<Entry*> victims;
+    bool read_in_place = false;
+    const std::size_t cap = options_.host_capacity_bytes;
+    for (auto it = host_lru_.rbegin(); it != host_lru_.rend() && used + bytes > cap; ++it) {
+        if (is_pinned(*it)) continue;
+        victims.push_back(*it);
+        used -= (*it)->bytes;
+        read_in_place = read_in_place || (*it)->read_in_place;
+    }
+    if (used + bytes > cap) return false;
+    // One wait for the kernels that may still read any of them, not one per chunk.
+    if (read_in_place) backend_->synchronize();
+    for (Entry* e : victims) {
+        e->read_in_place = false;
         move_to_disk_locked(e, e->host);
     }
     return true;
@@ -375,13 +396,25 @@ Result<tensor::Buffer> ChunkPool::allocate_device_locked(std::size_t bytes) {
         // The device itself is short (other users of its memory): give up our LRU chunks.
         auto victim = std::find_if(device_lru_.rbegin(), device_lru_.rend(),
                                    [](const Entry* e) { return !is_pinned(e); });
-        if (victim == device_lru_.rend()) return buf;
+        if (victim == device_lru_.rend()) {
+            return make_error(ErrorKind::Unavailable,
+                              "chunk pool: no device memory for a chunk of " +
+                                  std::to_string(bytes) + " bytes beside the chunks in use (" +
+                                  buf.error().message + ")");
+        }
         Entry* const one = *victim;
         demote_device_locked(std::span<Entry* const>(&one, 1));
     }
 }
 
-Result<void*> ChunkPool::stage_promotion_locked(Entry* e) {
+Result<ChunkPool::Staged> ChunkPool::stage_promotion_locked(Entry* e) {
+    // A host chunk leased in place before and finding no device room stays where it is, with
+    // no wait for the kernels that read it.
+    if (options_.serve_from_host && e->tier == ChunkTier::Host &&
+        !make_device_room_locked(e->bytes)) {
+        return Staged{Staged::InHost};
+    }
+    e->settle_reads();  // its host buffer is freed once the promotion's copy is done
     void* src = e->host;
     if (e->tier == ChunkTier::Disk) {
         // Read and check before making room, so a bad file costs no demotions.
@@ -392,25 +425,30 @@ Result<void*> ChunkPool::stage_promotion_locked(Entry* e) {
             backend_->free_host(src);
             IS_LOG(Warn) << "chunk pool: dropping " << h.error().message;
             ++stats_.corruptions;
-            return static_cast<void*>(nullptr);
+            return Staged{Staged::BadFile};
         }
     }
     const auto give_back = [&] {
         if (src != e->host) backend_->free_host(src);
     };
-    if (!make_device_room_locked(e->bytes)) {
+    // Without device room: served from the host tier, or an Error the caller may wait out.
+    const auto no_room = [&](Error error) -> Result<Staged> {
+        if (options_.serve_from_host && error.kind == ErrorKind::Unavailable &&
+            (e->tier == ChunkTier::Host || disk_to_host_locked(e, src))) {
+            return Staged{Staged::InHost};
+        }
         give_back();
-        return make_error(ErrorKind::Unavailable,
-                          "chunk pool: a chunk of " + std::to_string(e->bytes) +
-                          " bytes does not fit the device tier (" +
-                          std::to_string(options_.device_capacity_bytes) +
-                          " bytes) beside the chunks in use");
+        return error;
+    };
+    if (!make_device_room_locked(e->bytes)) {
+        return no_room(make_error(ErrorKind::Unavailable,
+                                  "chunk pool: a chunk of " + std::to_string(e->bytes) +
+                                      " bytes does not fit the device tier (" +
+                                      std::to_string(options_.device_capacity_bytes) +
+                                      " bytes) beside the chunks in use"));
     }
     Result<tensor::Buffer> buf = allocate_device_locked(e->bytes);
-    if (!buf.ok()) {
-        give_back();
-        return std::move(buf).error();
-    }
+    if (!buf.ok()) return no_room(std::move(buf).error());
     KvChunk chunk(e->identity, e->token_ids, e->num_layers, e->num_kv_heads, e->head_dim,
                   e->dtype, std::move(*buf));
     e->device.emplace(std::move(chunk));
@@ -421,7 +459,32 @@ Result<void*> ChunkPool::stage_promotion_locked(Entry* e) {
     relink(e, ChunkTier::Device, device_lru_, host_lru_);
     account(*e, +1);
     ++stats_.promotions;
-    return src;
+    return Staged{Staged::Promoted, src};
+}
+
+bool ChunkPool::disk_to_host_locked(Entry* e, void* bytes) {
+    if (!make_host_room_locked(e->bytes)) return false;
+    remove_disk_file_locked(e->path);
+    e->path.clear();
+    account(*e, -1);
+    relink(e, ChunkTier::Host, device_lru_, host_lru_);
+    account(*e, +1);
+    e->host = bytes;
+    return true;
+}
+
+ChunkLease ChunkPool::lease_in_host_locked(Entry* e) {
+    if (!e->host_view) {
+        // Nothing is in flight for host memory: a lease of it is ready at once.
+        e->ticket = 0;
+        e->group_tickets.fill(0);
+        e->host_view.emplace(e->identity, e->token_ids, e->num_layers, e->num_kv_heads,
+                             e->head_dim, e->dtype,
+                             tensor::Buffer(nullptr, e->host, e->bytes, backend_->device()));
+    }
+    host_lru_.splice(host_lru_.begin(), host_lru_, e->lru);
+    e->read_in_place = true;
+    return ChunkLease(this, e, &*e->host_view);
 }
 
 void ChunkPool::issue_promotions_locked(std::span<const Promotion> promotions) {
@@ -445,6 +508,12 @@ void ChunkPool::issue_promotions_locked(std::span<const Promotion> promotions) {
 
 // ---- public operations --------------------------------------------------------------------
 
+Result<tensor::Buffer> ChunkPool::allocate_device(std::size_t bytes) {
+    std::lock_guard lock(mutex_);
+    collect_locked();
+    return allocate_device_locked(bytes);
+}
+
 Result<ChunkLease> ChunkPool::get(const ChunkIdentity& id) {
     std::vector<ChunkLease> leases = IS_TRY(get_many(std::span<const ChunkIdentity>(&id, 1)));
     return std::move(leases[0]);
@@ -466,13 +535,15 @@ Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentit
         if (found[i]->tier == ChunkTier::Device) ++stats_.device_hits;
         ++found[i]->pins;
     }
-    // Room for every promotion at once: one batch of demotions, one wait.
+    // Room for every promotion at once: one batch of demotions, one wait. A host chunk already
+    // leased in place stays where it is (its lease reads that memory).
+    const auto stays_in_host = [](const Entry* e) { return e->host_view.has_value(); };
     std::size_t coming_up = 0;
     for (const Entry* e : found) {
-        if (e != nullptr && e->tier != ChunkTier::Device) coming_up += e->bytes;
+        if (e != nullptr && e->tier != ChunkTier::Device && !stays_in_host(e)) coming_up += e->bytes;
     }
     // When they do not all fit, each promotion below makes its own room (the first that
-    // cannot fails the call).
+    // cannot fails the call, or stays in the host tier with serve_from_host).
     if (coming_up > 0) make_device_room_locked(coming_up);
     Status failed;
     std::vector<Promotion> promotions;
@@ -480,17 +551,26 @@ Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentit
         Entry* e = found[i];
         if (e == nullptr || e->tier == ChunkTier::Device) continue;
         const ChunkTier from = e->tier;
-        Result<void*> src = stage_promotion_locked(e);
-        if (!src.ok()) {
-            failed = std::move(src).error();
-        } else if (*src == nullptr) {  // a bad disk file: never returned, so a miss
+        if (stays_in_host(e)) {
+            ++stats_.host_hits;
+            ++stats_.served_from_host;
+            continue;
+        }
+        Result<Staged> staged = stage_promotion_locked(e);
+        if (!staged.ok()) {
+            failed = std::move(staged).error();
+        } else if (staged->kind == Staged::BadFile) {  // never returned, so a miss
             std::replace(found.begin(), found.end(), e, static_cast<Entry*>(nullptr));
             ++stats_.misses;
             remove_disk_file_locked(e->path);
             detach_locked(e);
         } else {
             ++(from == ChunkTier::Host ? stats_.host_hits : stats_.disk_hits);
-            promotions.push_back({e, *src});
+            if (staged->kind == Staged::Promoted) {
+                promotions.push_back({e, staged->src});
+            } else {
+                ++stats_.served_from_host;
+            }
         }
     }
     // Staged chunks sit in the device tier: their bytes go up even when a later one failed.
@@ -500,10 +580,14 @@ Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentit
     for (std::size_t i = 0; i < ids.size(); ++i) {
         Entry* e = found[i];
         if (e == nullptr || !failed.ok()) {
-            if (e != nullptr) --e->pins;
+            if (e != nullptr && --e->pins == 0) e->host_view.reset();
             continue;
         }
         // The pin taken above becomes the lease's.
+        if (e->tier == ChunkTier::Host) {
+            out[i] = lease_in_host_locked(e);
+            continue;
+        }
         device_lru_.splice(device_lru_.begin(), device_lru_, e->lru);
         out[i] = ChunkLease(this, e, &*e->device);
     }
@@ -527,12 +611,25 @@ Result<ChunkLease> ChunkPool::put(KvChunk chunk) {
                                    e->head_dim, e->dtype);
     if (auto it = entries_.find(e->key); it != entries_.end())
         retire_locked(detach_locked(it->second.get()));
-    if (!make_device_room_locked(e->bytes))
-        return make_error(ErrorKind::Unavailable,
-                          "chunk pool: a chunk of " + std::to_string(e->bytes) +
-                          " bytes does not fit the device tier (" +
-                          std::to_string(options_.device_capacity_bytes) +
-                          " bytes) beside the chunks in use");
+    if (!make_device_room_locked(e->bytes)) {
+        const std::string no_room = "chunk pool: a chunk of " + std::to_string(e->bytes) +
+                                    " bytes does not fit the device tier (" +
+                                    std::to_string(options_.device_capacity_bytes) +
+                                    " bytes) beside the chunks in use";
+        if (!options_.serve_from_host) return make_error(ErrorKind::Unavailable, no_room);
+        void* host = make_host_room_locked(e->bytes) ? backend_->allocate_host(e->bytes) : nullptr;
+        if (host == nullptr)
+            return make_error(ErrorKind::Unavailable, no_room + ", nor the host tier's");
+        e->device.emplace(std::move(chunk));
+        backend_->copy_to_host(host, e->device_bytes(), e->bytes);
+        e->device.reset();  // its device memory goes back now
+        e->host = host;
+        e->tier = ChunkTier::Host;
+        Entry* p = e.get();
+        insert_locked(std::move(e));
+        ++p->pins;
+        return lease_in_host_locked(p);
+    }
     e->device.emplace(std::move(chunk));
     e->tier = ChunkTier::Device;
     Entry* p = e.get();
@@ -619,7 +716,10 @@ void ChunkPool::check_invariants() const {
         IS_CHECK(!e->path.empty() == (e->tier == ChunkTier::Disk)) << key;
         IS_CHECK(e->tier != ChunkTier::Device || e->device->bytes() >= e->bytes) << key;
         IS_CHECK(e->tier != ChunkTier::Disk || fs::exists(e->path)) << e->path;
-        IS_CHECK(e->tier == ChunkTier::Device || e->pins == 0) << key;
+        IS_CHECK(e->tier == ChunkTier::Device || e->pins == 0 ||
+                 (e->tier == ChunkTier::Host && e->host_view))
+            << key;
+        IS_CHECK(!e->host_view || (e->tier == ChunkTier::Host && e->pins > 0)) << key;
         if (e->tier != ChunkTier::Disk) {
             const auto& lru = e->tier == ChunkTier::Device ? device_lru_ : host_lru_;
             IS_CHECK(std::find(lru.begin(), lru.end(), e.get()) == e->lru) << key;
@@ -646,7 +746,7 @@ void ChunkPool::check_invariants() const {
     IS_CHECK(stats_.device.bytes + stats_.retired_bytes <= options_.device_capacity_bytes);
     const std::uint64_t demand = stats_.hits() + stats_.misses;
     IS_CHECK(stats_.promotions <= demand &&
-             stats_.host_hits + stats_.disk_hits == stats_.promotions)
+             stats_.host_hits + stats_.disk_hits == stats_.promotions + stats_.served_from_host)
         << "promotions " << stats_.promotions;
 }
 

@@ -57,6 +57,12 @@ struct ChunkPoolOptions {
     std::size_t host_capacity_bytes = std::size_t{4} << 30;
     std::string disk_dir;         // empty: no disk tier (host overflow is dropped)
     bool flush_on_close = true;   // the destructor writes device and host chunks to disk
+    // A chunk the device tier has no room for (it is full of leased chunks, smaller than the
+    // chunk, or the device's memory is short) is leased where it lies in the host tier (a disk
+    // chunk is read into it first) instead of failing the call; `put` moves such a chunk to the
+    // host tier. The backend reads host memory directly (pinned, mapped into the GPU's address
+    // space on CUDA): slower than the device, but nothing waits for room.
+    bool serve_from_host = false;
 };
 
 enum class ChunkTier : std::uint8_t { Device, Host, Disk };
@@ -74,6 +80,7 @@ struct ChunkPoolStats {
                                     // waiting for the backend's thread); count toward capacity
     std::uint64_t device_hits = 0, host_hits = 0, disk_hits = 0, misses = 0;
     std::uint64_t promotions = 0;   // host or disk -> device
+    std::uint64_t served_from_host = 0;  // leases of chunks left in host memory (serve_from_host)
     std::uint64_t demotions = 0;    // device -> host, device or host -> disk
     std::uint64_t evictions = 0;    // dropped from the pool: no room in a lower tier
     std::uint64_t corruptions = 0;  // disk files rejected (and removed)
@@ -89,7 +96,8 @@ namespace detail {
 struct PoolEntry;
 }
 
-// Pins one device chunk; move-only. Must not outlive its pool.
+// Pins one chunk (on the device, or in the host tier with serve_from_host); move-only. Must not
+// outlive its pool.
 class ChunkLease {
   public:
     ChunkLease() = default;
@@ -100,13 +108,14 @@ class ChunkLease {
     ChunkLease& operator=(const ChunkLease&) = delete;
 
     explicit operator bool() const { return chunk_ != nullptr; }
-    // The chunk's bytes have arrived on the device (its promotion's copy is done); true for
-    // an empty lease. Never waits.
+    // The chunk's bytes can be read (its promotion's copy is done); true for an empty lease
+    // and for one served from host memory. Never waits.
     bool ready() const;
     // The transfer after which layers 0..layer of the chunk are on the device, for
     // Backend::order_after; 0 when nothing is in flight for them.
     std::uint64_t layers_ticket(std::int64_t layer) const;
-    // On the device; valid while the lease lives. Null for an empty lease (a miss).
+    // On the device, or in host memory the backend reads directly (serve_from_host); valid
+    // while the lease lives. Null for an empty lease (a miss).
     const KvChunk* get() const { return chunk_; }
     const KvChunk& operator*() const { return *chunk_; }
     const KvChunk* operator->() const { return chunk_; }
@@ -145,6 +154,12 @@ class ChunkPool {
     // of the same identity, demoting others to make room. Error as for `get`.
     Result<ChunkLease> put(KvChunk chunk);
 
+    // A device buffer for a chunk about to be `put` (the encoder's output). When the device
+    // itself is short (its memory shared with the KV cache and others), unpinned chunks are
+    // demoted, LRU first, until the allocation succeeds; an Error of kind Unavailable when it
+    // still fails, so the caller can wait for leases to end.
+    Result<tensor::Buffer> allocate_device(std::size_t bytes);
+
     // Removes every chunk of a fact (any text hash, model or encoding) from every tier,
     // disk files included; returns how many.
     std::size_t erase(std::string_view fact_id);
@@ -171,7 +186,6 @@ class ChunkPool {
     void unpin(Entry* e);
     void collect_locked();
 
-    Result<ChunkLease> lease_locked(Entry* e);
     // Demotes unpinned device chunks (LRU first) until `bytes` more fit; false when the pinned
     // ones leave too little room.
     bool make_device_room_locked(std::size_t bytes);
@@ -184,9 +198,19 @@ class ChunkPool {
     // or without a disk tier.
     void move_to_disk_locked(Entry* e, const void* host);
     // Moves host or disk chunk `e` to the device tier with a new device buffer and returns its
-    // host source (a disk chunk read into new host memory) for issue_promotions_locked to copy;
-    // null (and `e` untouched) for a bad disk file.
-    Result<void*> stage_promotion_locked(Entry* e);
+    // host source (a disk chunk read into new host memory) for issue_promotions_locked to copy
+    // (Promoted); BadFile (and `e` untouched) for a bad disk file. Without device room and with
+    // serve_from_host, `e` stays in (or a disk chunk moves to) the host tier instead (InHost).
+    struct Staged {
+        enum Kind { Promoted, BadFile, InHost } kind = Promoted;
+        void* src = nullptr;
+    };
+    Result<Staged> stage_promotion_locked(Entry* e);
+    // Puts disk chunk `e`, whose bytes were read into `bytes` (host memory, taken), in the host
+    // tier; false (nothing taken) when the host tier has no room.
+    bool disk_to_host_locked(Entry* e, void* bytes);
+    // The lease of a host-tier chunk, read in place (serve_from_host).
+    ChunkLease lease_in_host_locked(Entry* e);
     struct Promotion {
         Entry* entry;
         void* src;

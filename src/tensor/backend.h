@@ -12,6 +12,7 @@
 #include <cstdint>
 #include <memory>
 #include <new>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -65,6 +66,13 @@ class Backend {
         return ::operator new(bytes, std::align_val_t{64}, std::nothrow);
     }
     virtual void free_host(void* p) { ::operator delete(p, std::align_val_t{64}); }
+    // The device's memory, total and free now (free counts every process's allocations); nullopt
+    // where the backend has no memory of its own to share out (the CPU).
+    struct MemoryInfo {
+        std::size_t total_bytes = 0;
+        std::size_t free_bytes = 0;
+    };
+    virtual std::optional<MemoryInfo> memory_info() { return std::nullopt; }
 
     // Converts a host weight (f32, f16 or bf16, any rank) into the backend's storage form.
     // `host` is only read during the call.

@@ -67,10 +67,12 @@ bool holds(const ChunkLease& l, const ChunkIdentity& id, std::int64_t tokens,
 
 class ChunkPoolTest : public ::testing::Test {
   protected:
-    std::unique_ptr<ChunkPool> open(std::size_t device, std::size_t host, bool disk = true) {
+    std::unique_ptr<ChunkPool> open(std::size_t device, std::size_t host, bool disk = true,
+                                    bool serve_from_host = false) {
         ChunkPoolOptions o;
         o.device_capacity_bytes = device;
         o.host_capacity_bytes = host;
+        o.serve_from_host = serve_from_host;
         if (disk) o.disk_dir = dir_.file("chunks");
         auto pool = ChunkPool::open(be_, o);
         EXPECT_TRUE(pool.ok()) << pool.error().message;
@@ -167,6 +169,70 @@ TEST_F(ChunkPoolTest, LeasedChunksAreNeverDemoted) {
     ASSERT_TRUE(lb.ok()) << lb.error().message;
     EXPECT_TRUE(holds(*lb, b, 4));
     EXPECT_EQ(pool->tier_of(a), ChunkTier::Host);
+    pool->check_invariants();
+}
+
+// serve_from_host: with the device tier full of leased chunks (or too small), chunks are leased
+// where they lie in host memory, bit-exact, read from disk into the host tier first when they
+// sit there; a chunk leased in host memory is never moved under its lease.
+TEST_F(ChunkPoolTest, WithoutDeviceRoomChunksAreServedFromHost) {
+    auto pool = open(2 * bytes_of(4), 8 * bytes_of(4), /*disk=*/true, /*serve_from_host=*/true);
+    const ChunkIdentity a = ident("a"), b = ident("b"), c = ident("c"), big = ident("big");
+    auto la = pool->put(make_chunk(be_, a, 4));
+    auto lb = pool->put(make_chunk(be_, b, 4));
+    ASSERT_TRUE(la.ok() && lb.ok());
+    {
+        auto lc = pool->put(make_chunk(be_, c, 4));  // no device room: into the host tier
+        ASSERT_TRUE(lc.ok()) << lc.error().message;
+        EXPECT_TRUE(holds(*lc, c, 4));
+        EXPECT_TRUE(lc->ready());
+        EXPECT_EQ(pool->tier_of(c), ChunkTier::Host);
+        pool->check_invariants();
+    }
+    auto lc = pool->get(c);
+    ASSERT_TRUE(lc.ok()) << lc.error().message;
+    auto again = pool->get(c);  // a second lease of the same host memory
+    ASSERT_TRUE(again.ok());
+    EXPECT_TRUE(holds(*lc, c, 4) && holds(*again, c, 4));
+    EXPECT_EQ(lc->get()->data(), again->get()->data());
+    EXPECT_EQ(pool->tier_of(c), ChunkTier::Host);
+    EXPECT_EQ(pool->stats().served_from_host, 2u);
+    pool->check_invariants();
+    ASSERT_TRUE(pool->flush().ok());  // a leased host chunk is not written out and moved
+    EXPECT_EQ(pool->tier_of(c), ChunkTier::Host);
+    EXPECT_TRUE(holds(*lc, c, 4));
+    lc->reset();
+    again->reset();
+    ASSERT_TRUE(pool->flush().ok());
+    EXPECT_EQ(pool->tier_of(c), ChunkTier::Disk);
+
+    // From disk, with the device still full: read into the host tier and leased there.
+    lc = pool->get(c);
+    ASSERT_TRUE(lc.ok()) << lc.error().message;
+    EXPECT_TRUE(holds(*lc, c, 4));
+    EXPECT_EQ(pool->tier_of(c), ChunkTier::Host);
+    EXPECT_FALSE(fs::exists(path_of(c)));
+    pool->check_invariants();
+    // Erased under its lease: gone from the pool, its memory kept until the lease ends.
+    EXPECT_EQ(pool->erase("c"), 1u);
+    EXPECT_FALSE(pool->tier_of(c).has_value());
+    EXPECT_TRUE(holds(*lc, c, 4));
+    lc->reset();
+    pool->collect();
+    pool->check_invariants();
+
+    // Larger than the whole device tier.
+    auto lbig = pool->put(make_chunk(be_, big, 12));
+    ASSERT_TRUE(lbig.ok()) << lbig.error().message;
+    EXPECT_TRUE(holds(*lbig, big, 12));
+    EXPECT_EQ(pool->tier_of(big), ChunkTier::Host);
+    // Once the device has room, a chunk leased nowhere goes back up.
+    la->reset();
+    lb->reset();
+    lbig->reset();
+    auto up = pool->get(b);
+    ASSERT_TRUE(up.ok());
+    EXPECT_EQ(pool->tier_of(b), ChunkTier::Device);
     pool->check_invariants();
 }
 

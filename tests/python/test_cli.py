@@ -135,6 +135,12 @@ def test_bad_sampling_flag():
                          "top_p")
 
 
+def test_gpu_memory_utilization_out_of_range():
+    for value in ("0", "1.5", "-0.2"):
+        assert_clean_failure(run("serve", "--gpu-memory-utilization", value),
+                             "--gpu-memory-utilization must be in (0, 1]")
+
+
 @needs_model
 def test_unknown_device():
     assert_clean_failure(run("generate", "--model", MODEL, "--prompt", "x", "--device", "tpu"),

@@ -168,6 +168,16 @@ Result<tensor::Buffer> CudaBackend::allocate(std::size_t bytes) {
     return tensor::Buffer(this, p, bytes, tensor::Device::Cuda);
 }
 
+std::optional<tensor::Backend::MemoryInfo> CudaBackend::memory_info() {
+    activate();
+    std::size_t free = 0, total = 0;
+    if (cudaMemGetInfo(&free, &total) != cudaSuccess) {
+        cudaGetLastError();
+        return std::nullopt;
+    }
+    return MemoryInfo{total, free};
+}
+
 void* CudaBackend::allocate_host(std::size_t bytes) {
     activate();
     return pinned_.allocate(bytes);

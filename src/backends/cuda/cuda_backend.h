@@ -222,6 +222,7 @@ class CudaBackend final : public tensor::Backend {
     // thread-local: other threads may keep using the runtime meanwhile.
     void* allocate_host(std::size_t bytes) override;
     void free_host(void* p) override;
+    std::optional<MemoryInfo> memory_info() override;
     bool supports_graphs() const override { return true; }
     Status begin_capture() override;
     Result<std::unique_ptr<tensor::CapturedGraph>> end_capture() override;
