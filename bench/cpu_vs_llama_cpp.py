@@ -69,6 +69,16 @@ def main():
         check=True, capture_output=True, text=True).stdout)
     peer_prefill, peer_decode = llama_cpp_bench(args.model, args.threads, args.prompt_tokens,
                                                 args.gen_tokens, args.repeats)
+    import llama_cpp
+    cpu = next((l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name")), "?")
+    flags = next((l.split(":", 1)[1].split() for l in open("/proc/cpuinfo") if l.startswith("flags")), [])
+    host_avx512 = "avx512f" in flags and "avx512dq" in flags
+    peer_isa = "avx512" if "AVX512 = 1" in llama_cpp.llama_print_system_info().decode() else "avx2"
+    # inferscale's own kernels are AVX2 code on every host; its ggml arithmetic follows the host
+    # unless INFERSCALE_CPU_ISA caps it (src/backends/cpu/ggml_isa.h).
+    ours_isa = os.environ.get("INFERSCALE_CPU_ISA") or ("avx512" if host_avx512 else "avx2")
+    print(f"cpu {cpu} (AVX-512: {'yes' if host_avx512 else 'no'}); llama.cpp built for {peer_isa}, "
+          f"inferscale's ggml arithmetic {ours_isa}")
     rows = [("prefill", ours["prefill_tokens_per_s"], peer_prefill),
             ("decode", ours["decode_tokens_per_s"], peer_decode)]
     print(f"model {os.path.basename(args.model)}, {args.threads} threads, "
