@@ -373,6 +373,10 @@ void ChunkPool::demote_device_locked(std::span<Entry* const> victims) {
     }
 }
 
+bool ChunkPool::device_has_room_locked(std::size_t bytes) const {
+    return stats_.device.bytes + stats_.retired_bytes + bytes <= options_.device_capacity_bytes;
+}
+
 bool ChunkPool::make_device_room_locked(std::size_t bytes) {
     const std::size_t cap = options_.device_capacity_bytes;
     std::size_t used = stats_.device.bytes + stats_.retired_bytes;
@@ -411,7 +415,7 @@ Result<ChunkPool::Staged> ChunkPool::stage_promotion_locked(Entry* e) {
     // A host chunk leased in place before and finding no device room stays where it is, with
     // no wait for the kernels that read it.
     if (options_.serve_from_host && e->tier == ChunkTier::Host &&
-        !make_device_room_locked(e->bytes)) {
+        !device_has_room_locked(e->bytes)) {
         return Staged{Staged::InHost};
     }
     e->settle_reads();  // its host buffer is freed once the promotion's copy is done
@@ -440,7 +444,9 @@ Result<ChunkPool::Staged> ChunkPool::stage_promotion_locked(Entry* e) {
         give_back();
         return error;
     };
-    if (!make_device_room_locked(e->bytes)) {
+    const bool room = options_.serve_from_host ? device_has_room_locked(e->bytes)
+                                               : make_device_room_locked(e->bytes);
+    if (!room) {
         return no_room(make_error(ErrorKind::Unavailable,
                                   "chunk pool: a chunk of " + std::to_string(e->bytes) +
                                       " bytes does not fit the device tier (" +
@@ -535,8 +541,9 @@ Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentit
         if (found[i]->tier == ChunkTier::Device) ++stats_.device_hits;
         ++found[i]->pins;
     }
-    // Room for every promotion at once: one batch of demotions, one wait. A host chunk already
-    // leased in place stays where it is (its lease reads that memory).
+    // Room for every promotion at once: one batch of demotions, one wait (none with
+    // serve_from_host: promotions take free room only). A host chunk already leased in place
+    // stays where it is (its lease reads that memory).
     const auto stays_in_host = [](const Entry* e) { return e->host_view.has_value(); };
     std::size_t coming_up = 0;
     for (const Entry* e : found) {
@@ -544,7 +551,7 @@ Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentit
     }
     // When they do not all fit, each promotion below makes its own room (the first that
     // cannot fails the call, or stays in the host tier with serve_from_host).
-    if (coming_up > 0) make_device_room_locked(coming_up);
+    if (coming_up > 0 && !options_.serve_from_host) make_device_room_locked(coming_up);
     Status failed;
     std::vector<Promotion> promotions;
     for (std::size_t i = 0; i < ids.size() && failed.ok(); ++i) {

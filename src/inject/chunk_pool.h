@@ -61,7 +61,10 @@ struct ChunkPoolOptions {
     // chunk, or the device's memory is short) is leased where it lies in the host tier (a disk
     // chunk is read into it first) instead of failing the call; `put` moves such a chunk to the
     // host tier. The backend reads host memory directly (pinned, mapped into the GPU's address
-    // space on CUDA): slower than the device, but nothing waits for room.
+    // space on CUDA): slower than the device, but nothing waits for room. Promotions then use
+    // only free room in the device tier: reading a chunk in place crosses the bus once, as its
+    // promotion would, while demoting another chunk to make room costs a copy back and a wait;
+    // `put` still demotes least recently used chunks for new encodings.
     bool serve_from_host = false;
 };
 
@@ -189,6 +192,8 @@ class ChunkPool {
     // Demotes unpinned device chunks (LRU first) until `bytes` more fit; false when the pinned
     // ones leave too little room.
     bool make_device_room_locked(std::size_t bytes);
+    // Whether `bytes` more fit the device tier without demoting anything.
+    bool device_has_room_locked(std::size_t bytes) const;
     // Demotes host chunks (LRU first) to disk until `bytes` more fit; false when they cannot.
     bool make_host_room_locked(std::size_t bytes);
     // Device chunks to the host tier (to disk when the host tier has no room): every copy

@@ -226,13 +226,34 @@ TEST_F(ChunkPoolTest, WithoutDeviceRoomChunksAreServedFromHost) {
     ASSERT_TRUE(lbig.ok()) << lbig.error().message;
     EXPECT_TRUE(holds(*lbig, big, 12));
     EXPECT_EQ(pool->tier_of(big), ChunkTier::Host);
-    // Once the device has room, a chunk leased nowhere goes back up.
+    // Promotions take free device room only: with a and b on the device, unleased, a host
+    // chunk is read in place rather than demoting one of them.
     la->reset();
     lb->reset();
     lbig->reset();
-    auto up = pool->get(b);
-    ASSERT_TRUE(up.ok());
+    const std::uint64_t demotions = pool->stats().demotions;
+    auto in_place = pool->get(big);
+    ASSERT_TRUE(in_place.ok());
+    EXPECT_TRUE(holds(*in_place, big, 12));
+    EXPECT_EQ(pool->tier_of(big), ChunkTier::Host);
+    EXPECT_EQ(pool->tier_of(a), ChunkTier::Device);
     EXPECT_EQ(pool->tier_of(b), ChunkTier::Device);
+    EXPECT_EQ(pool->stats().demotions, demotions);
+    in_place->reset();
+    // A new encoding still makes room: the least recently used chunk goes down.
+    const ChunkIdentity d = ident("d");
+    auto ld = pool->put(make_chunk(be_, d, 4));
+    ASSERT_TRUE(ld.ok());
+    EXPECT_EQ(pool->tier_of(d), ChunkTier::Device);
+    EXPECT_EQ(pool->tier_of(a), ChunkTier::Host);
+    ld->reset();
+    // And a host chunk goes up once there is free room.
+    EXPECT_EQ(pool->erase("b"), 1u);
+    pool->collect();
+    auto up = pool->get(a);
+    ASSERT_TRUE(up.ok());
+    EXPECT_EQ(pool->tier_of(a), ChunkTier::Device);
+    EXPECT_TRUE(holds(*up, a, 4));
     pool->check_invariants();
 }
 
