@@ -98,6 +98,9 @@ Command add_serve_command(CLI::App& app) {
         if (!(a->gpu_memory_utilization > 0.0 && a->gpu_memory_utilization <= 1.0))
             return fail("--gpu-memory-utilization must be in (0, 1], got " +
                         std::to_string(a->gpu_memory_utilization));
+        // A port in use ends start-up before a model load that may take minutes.
+        if (Status free = server::check_port_free(a->server.host, a->server.port); !free.ok())
+            return fail(free.error().message);
         auto loaded = load_model(a->model, [&](engine::LocalModelOptions& o) {
             o.kv_tokens = a->kv_tokens;
             o.gpu_memory_utilization = a->gpu_memory_utilization;

@@ -1,6 +1,8 @@
 #include "apps/server/http_server.h"
 
+#include <netdb.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <cerrno>
 #include <chrono>
@@ -116,6 +118,29 @@ HttpServer::HttpServer(ServerContext& context)
 }
 
 HttpServer::~HttpServer() = default;
+
+Status check_port_free(const std::string& host, int port) {
+    if (port == 0) return {};
+    addrinfo hints{};
+    hints.ai_family = AF_UNSPEC;
+    hints.ai_socktype = SOCK_STREAM;
+    hints.ai_flags = AI_PASSIVE;
+    addrinfo* found = nullptr;
+    const std::string service = std::to_string(port);
+    if (::getaddrinfo(host.c_str(), service.c_str(), &hints, &found) != 0 || found == nullptr)
+        return make_error("cannot listen on " + host + ":" + service);
+    int err = 0;
+    const int sock = ::socket(found->ai_family, found->ai_socktype, found->ai_protocol);
+    if (sock >= 0) {
+        const int yes = 1;
+        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+        if (::bind(sock, found->ai_addr, found->ai_addrlen) != 0) err = errno;
+        ::close(sock);
+    }
+    ::freeaddrinfo(found);
+    if (err == EADDRINUSE) return make_error("port " + service + " is in use");
+    return {};
+}
 
 Result<int> HttpServer::bind() {
     const ServerOptions& o = ctx_.options;

@@ -46,6 +46,10 @@ struct ServerContext {
     ServerMetrics metrics;
 };
 
+// Whether host:port can be bound now (as HttpServer::bind binds it), checked before a model
+// load that may take long: "port P is in use" when another socket holds it. Port 0 always can.
+Status check_port_free(const std::string& host, int port);
+
 class HttpServer {
   public:
     explicit HttpServer(ServerContext& context);
