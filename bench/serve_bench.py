@@ -265,6 +265,9 @@ def main():
         lone_requests = [(f"u{u}", [questions[u][0]]) for u in range(args.lone)]
         counted(lone_requests, "kv", 1)
         lone = [counted([r], "kv", args.max_tokens) for r in lone_requests]
+        # Alone, each request runs in steps of the same shapes whatever the server's state, so
+        # these answers are comparable bit for bit across runs (batched ones round by batch).
+        results["answers"]["kv/lone"] = {q: a for run in lone for q, a in run[3].items()}
         results["kv_lone_ttft_ms"] = statistics.median(run[1][0] for run in lone) * 1e3
         print(f"lone user kv TTFT p50 {results['kv_lone_ttft_ms']:.1f} ms", file=sys.stderr)
         # The marginal prefill rate: the same questions in prompt mode prefill the memory too.

@@ -291,6 +291,7 @@ void ChunkPool::unpin(Entry* e) {
 // ---- tier moves ---------------------------------------------------------------------------
 
 void ChunkPool::move_to_disk_locked(Entry* e, const void* host) {
+    e->settle_reads();  // before the host bytes are read here or freed
     if (!options_.disk_dir.empty()) {
         const std::string path = chunk_file_path(options_.disk_dir, e->identity);
         if (Status st = write_chunk_file(path, e->header(), host); st.ok()) {
@@ -298,7 +299,6 @@ void ChunkPool::move_to_disk_locked(Entry* e, const void* host) {
             relink(e, ChunkTier::Disk, device_lru_, host_lru_);
             account(*e, +1);
             e->device.reset();
-            e->settle_reads();
             if (e->host != nullptr) backend_->free_host(e->host);
             e->host = nullptr;
             e->path = path;
@@ -629,7 +629,7 @@ Result<ChunkLease> ChunkPool::put(KvChunk chunk) {
             return make_error(ErrorKind::Unavailable, no_room + ", nor the host tier's");
         e->device.emplace(std::move(chunk));
         backend_->copy_to_host(host, e->device_bytes(), e->bytes);
-        e->device.reset();  // its device memory goes back now
+        e->device.reset();  // freeing it waits for the device: the copy has landed
         e->host = host;
         e->tier = ChunkTier::Host;
         Entry* p = e.get();
