@@ -17,6 +17,14 @@ using Clock = std::chrono::steady_clock;
 
 constexpr int kListenBacklog = 4096;
 
+// SO_REUSEADDR, so a restart right after a stop binds while the old connections sit in
+// TIME_WAIT; not cpp-httplib's default SO_REUSEPORT, with which a second server binds a port in
+// use and the kernel shares the connections between the two.
+void allow_address_reuse(int sock) {
+    const int yes = 1;
+    ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+}
+
 double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
@@ -56,12 +64,8 @@ HttpServer::HttpServer(ServerContext& context)
     httplib::Server& http = *http_;
     const std::size_t threads = ctx_.options.threads;
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
-    // SO_REUSEADDR, so a restart right after a stop binds while the old connections sit in
-    // TIME_WAIT; not cpp-httplib's default SO_REUSEPORT, with which a second server binds a port
-    // in use and the kernel shares the connections between the two.
     http.set_socket_options([this](socket_t sock) {
-        const int yes = 1;
-        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+        allow_address_reuse(sock);
         listen_fd_ = sock;
     });
     http.set_payload_max_length(ctx_.options.max_body_bytes);
@@ -132,8 +136,7 @@ Status check_port_free(const std::string& host, int port) {
     int err = 0;
     const int sock = ::socket(found->ai_family, found->ai_socktype, found->ai_protocol);
     if (sock >= 0) {
-        const int yes = 1;
-        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
+        allow_address_reuse(sock);
         if (::bind(sock, found->ai_addr, found->ai_addrlen) != 0) err = errno;
         ::close(sock);
     }

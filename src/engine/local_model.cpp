@@ -94,9 +94,8 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
         request.with_memory = options.with_memory;
         plan = IS_TRY(plan_gpu_memory(request));
         IS_LOG(Info) << describe(*plan);
-        kv_tokens = plan->kv_tokens;
+        kv_tokens = plan->kv_tokens;  // at least max_context: plan_gpu_memory checks it
     }
-    kv_tokens = std::max(kv_tokens, max_context);
     kv::KvStorage kv = IS_TRY(
         kv::KvStorage::create(*backend, llama.kv_layout(kv_tokens / block_size, block_size)));
 

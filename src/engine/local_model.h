@@ -71,8 +71,8 @@ class LocalModel {
     // The backend in words, for logs: "cpu" or the GPU's name.
     const std::string& device_description() const { return device_description_; }
     std::int64_t block_size() const { return kv_.layout().block_size; }
-    // How the GPU's memory was shared out at load; nullopt on the CPU, or when kv_tokens was
-    // given on a GPU whose memory the backend cannot report.
+    // How the GPU's memory was shared out at load; nullopt on the CPU, or on a GPU whose memory
+    // the backend could not report (then kv_tokens was taken as given).
     const std::optional<GpuMemoryPlan>& memory_plan() const { return memory_plan_; }
     bool is_end_of_generation(std::int32_t id) const;
 

@@ -284,8 +284,12 @@ void ChunkPool::collect() {
 
 void ChunkPool::unpin(Entry* e) {
     std::lock_guard lock(mutex_);
+    drop_pin_locked(e);
+}
+
+void ChunkPool::drop_pin_locked(Entry* e) {
     IS_CHECK(e->pins > 0);
-    if (--e->pins == 0) e->host_view.reset();
+    if (--e->pins == 0) e->host_view.reset();  // the last lease of host memory read in place
 }
 
 // ---- tier moves ---------------------------------------------------------------------------
@@ -373,6 +377,14 @@ void ChunkPool::demote_device_locked(std::span<Entry* const> victims) {
     }
 }
 
+Error ChunkPool::no_device_room(std::size_t bytes) const {
+    return make_error(ErrorKind::Unavailable,
+                      "chunk pool: a chunk of " + std::to_string(bytes) +
+                          " bytes does not fit the device tier (" +
+                          std::to_string(options_.device_capacity_bytes) +
+                          " bytes) beside the chunks in use");
+}
+
 bool ChunkPool::device_has_room_locked(std::size_t bytes) const {
     return stats_.device.bytes + stats_.retired_bytes + bytes <= options_.device_capacity_bytes;
 }
@@ -447,11 +459,7 @@ Result<ChunkPool::Staged> ChunkPool::stage_promotion_locked(Entry* e) {
     const bool room = options_.serve_from_host ? device_has_room_locked(e->bytes)
                                                : make_device_room_locked(e->bytes);
     if (!room) {
-        return no_room(make_error(ErrorKind::Unavailable,
-                                  "chunk pool: a chunk of " + std::to_string(e->bytes) +
-                                      " bytes does not fit the device tier (" +
-                                      std::to_string(options_.device_capacity_bytes) +
-                                      " bytes) beside the chunks in use"));
+        return no_room(no_device_room(e->bytes));
     }
     Result<tensor::Buffer> buf = allocate_device_locked(e->bytes);
     if (!buf.ok()) return no_room(std::move(buf).error());
@@ -587,7 +595,7 @@ Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentit
     for (std::size_t i = 0; i < ids.size(); ++i) {
         Entry* e = found[i];
         if (e == nullptr || !failed.ok()) {
-            if (e != nullptr && --e->pins == 0) e->host_view.reset();
+            if (e != nullptr) drop_pin_locked(e);
             continue;
         }
         // The pin taken above becomes the lease's.
@@ -619,14 +627,13 @@ Result<ChunkLease> ChunkPool::put(KvChunk chunk) {
     if (auto it = entries_.find(e->key); it != entries_.end())
         retire_locked(detach_locked(it->second.get()));
     if (!make_device_room_locked(e->bytes)) {
-        const std::string no_room = "chunk pool: a chunk of " + std::to_string(e->bytes) +
-                                    " bytes does not fit the device tier (" +
-                                    std::to_string(options_.device_capacity_bytes) +
-                                    " bytes) beside the chunks in use";
-        if (!options_.serve_from_host) return make_error(ErrorKind::Unavailable, no_room);
+        if (!options_.serve_from_host) return no_device_room(e->bytes);
         void* host = make_host_room_locked(e->bytes) ? backend_->allocate_host(e->bytes) : nullptr;
-        if (host == nullptr)
-            return make_error(ErrorKind::Unavailable, no_room + ", nor the host tier's");
+        if (host == nullptr) {
+            Error error = no_device_room(e->bytes);
+            error.message += ", nor the host tier's";
+            return error;
+        }
         e->device.emplace(std::move(chunk));
         backend_->copy_to_host(host, e->device_bytes(), e->bytes);
         e->device.reset();  // freeing it waits for the device: the copy has landed

@@ -187,6 +187,7 @@ class ChunkPool {
     ChunkPool(tensor::Backend& backend, ChunkPoolOptions options);
     Status index_disk_locked();
     void unpin(Entry* e);
+    void drop_pin_locked(Entry* e);
     void collect_locked();
 
     // Demotes unpinned device chunks (LRU first) until `bytes` more fit; false when the pinned
@@ -194,6 +195,8 @@ class ChunkPool {
     bool make_device_room_locked(std::size_t bytes);
     // Whether `bytes` more fit the device tier without demoting anything.
     bool device_has_room_locked(std::size_t bytes) const;
+    // The Unavailable error of a chunk of `bytes` that the device tier cannot take.
+    Error no_device_room(std::size_t bytes) const;
     // Demotes host chunks (LRU first) to disk until `bytes` more fit; false when they cannot.
     bool make_host_room_locked(std::size_t bytes);
     // Device chunks to the host tier (to disk when the host tier has no room): every copy
