@@ -1,4 +1,5 @@
-// inferscale bench: prefill and decode throughput of one sequence on this machine.
+// inferscale bench: prefill and decode throughput of one sequence on this machine, run as an
+// engine request (the engine's clock: submit to first token, first token to the end).
 
 #include <nlohmann/json.hpp>
 
@@ -8,7 +9,7 @@
 
 #include "apps/cli/cli_support.h"
 #include "apps/cli/commands.h"
-#include "engine/generator.h"
+#include "apps/cli/local_engine.h"
 
 namespace inferscale::cli {
 namespace {
@@ -54,19 +55,24 @@ Command add_bench_command(CLI::App& app) {
             prompt = lm.tokenizer().encode(text, /*add_special=*/false);
         }
         prompt.resize(args->prompt_tokens);
-        sampling::SamplingParams params;
-        params.max_tokens = args->gen_tokens;
-        params.ignore_eos = true;
+        engine::EngineRequest request;
+        request.prompt_token_ids = prompt;
+        request.sampling.max_tokens = args->gen_tokens;
+        request.sampling.ignore_eos = true;
+        engine::EngineOptions options;
+        options.prefix_caching = false;  // every run prefills the whole prompt
+        auto local = LocalEngine::start(lm, options, nullptr);
+        if (!local.ok()) return fail(local.error().message);
 
         double best_prefill = 1e30, best_decode = 1e30;
-        auto warmup = engine::generate(lm, prompt, params);
-        if (!warmup.ok()) return fail(warmup.error().message);
-        for (int r = 0; r < args->repeats; ++r) {
-            auto gen = engine::generate(lm, prompt, params);
+        for (int r = -1; r < args->repeats; ++r) {  // run -1 warms up
+            auto gen = run_request((*local)->engine(), request, /*print=*/false);
             if (!gen.ok()) return fail(gen.error().message);
-            best_prefill = std::min(best_prefill, gen->prefill_seconds);
+            if (r < 0) continue;
+            best_prefill = std::min(best_prefill, gen->first_token_seconds);
             // The first token comes from the prefill; each later one from a decode step.
-            best_decode = std::min(best_decode, gen->decode_seconds / (args->gen_tokens - 1));
+            best_decode = std::min(best_decode, (gen->finished_seconds - gen->first_token_seconds) /
+                                                    (args->gen_tokens - 1));
         }
         const double prefill_tps = args->prompt_tokens / best_prefill;
         const double decode_tps = 1.0 / best_decode;

@@ -11,7 +11,7 @@
 
 #include "base/result.h"
 #include "engine/local_model.h"
-#include "engine/memory_answer.h"
+#include "engine/memory_runtime.h"
 #include "memory/memory_store.h"
 #include "sampling/sampling_params.h"
 

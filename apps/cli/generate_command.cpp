@@ -1,4 +1,4 @@
-// inferscale generate: complete a raw prompt.
+// inferscale generate: complete a raw prompt, on an in-process Engine.
 
 #include <nlohmann/json.hpp>
 
@@ -7,7 +7,7 @@
 
 #include "apps/cli/cli_support.h"
 #include "apps/cli/commands.h"
-#include "engine/generator.h"
+#include "apps/cli/local_engine.h"
 
 namespace inferscale::cli {
 
@@ -30,24 +30,22 @@ Command add_generate_command(CLI::App& app) {
         auto loaded = load_model(args->model);
         if (!loaded.ok()) return fail(loaded.error().message);
         engine::LocalModel& lm = **loaded;
-        const auto prompt = lm.tokenizer().encode(args->prompt, /*add_special=*/true);
-        engine::TextSink sink;
-        if (!args->json) sink = [](std::string_view t) {
-            std::fwrite(t.data(), 1, t.size(), stdout);
-            std::fflush(stdout);
-        };
-        auto gen = engine::generate(lm, prompt, args->sampling, sink);
+        engine::EngineRequest request;
+        request.prompt_token_ids = lm.tokenizer().encode(args->prompt, /*add_special=*/true);
+        request.sampling = args->sampling;
+        const std::vector<std::int32_t> prompt = request.prompt_token_ids;
+        auto local = LocalEngine::start(lm, engine::EngineOptions{}, nullptr);
+        if (!local.ok()) return fail(local.error().message);
+        auto gen = run_request((*local)->engine(), std::move(request), /*print=*/!args->json);
         if (!gen.ok()) return fail(gen.error().message);
         if (args->json) {
             nlohmann::json out = {
                 {"prompt_token_ids", prompt},
                 {"token_ids", gen->token_ids},
                 {"text", gen->text},
-                {"finish_reason", engine::finish_reason_name(gen->finish_reason)}};
+                {"finish_reason", gen->finish_reason}};
             std::printf("%s\n",
                         out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
-        } else {
-            std::printf("\n");
         }
         return 0;
     };

@@ -8,9 +8,7 @@
 #include "apps/cli/cli_support.h"
 #include "apps/cli/commands.h"
 #include "apps/server/http_server.h"
-#include "engine/engine.h"
-#include "memory/fact_indexer.h"
-#include "retrieval/bm25_index.h"
+#include "apps/cli/local_engine.h"
 
 namespace inferscale::cli {
 namespace {
@@ -27,7 +25,6 @@ void on_signal(int) {
 Command add_serve_command(CLI::App& app) {
     struct Args {
         ModelArgs model;
-        DbArgs db;
         server::ServerOptions server;
         engine::EngineOptions engine;
         std::int64_t kv_tokens = 0;  // 0: from GPU memory, or kDefaultCpuKvTokens on the CPU
@@ -36,7 +33,7 @@ Command add_serve_command(CLI::App& app) {
         std::int64_t max_batch_seqs = 64;
         std::string api_keys;
         std::string memory_mode = "kv";
-        ChunkArgs chunks;
+        EngineMemoryArgs memory;
         bool no_memory = false;
         bool no_background_encode = false;
         bool no_prefix_cache = false;
@@ -46,7 +43,7 @@ Command add_serve_command(CLI::App& app) {
     CLI::App* cmd =
         app.add_subcommand("serve", "serve the OpenAI-compatible API with per-user memory");
     add_model_flags(*cmd, a->model);
-    add_db_flag(*cmd, a->db);
+    add_db_flag(*cmd, a->memory.db);
     cmd->add_option("--host", a->server.host, "address to listen on")->capture_default_str();
     cmd->add_option("--port", a->server.port, "port to listen on (0: any free port)")
         ->capture_default_str();
@@ -79,7 +76,7 @@ Command add_serve_command(CLI::App& app) {
     cmd->add_option("--context-window", a->server.memory.context_window,
                     "default conversation turns each fact is encoded after")
         ->capture_default_str();
-    add_chunk_flags(*cmd, a->chunks);
+    add_chunk_flags(*cmd, a->memory.chunks);
     const CLI::Option* device_pool_flag = cmd->get_option("--device-pool-mb");
     cmd->add_option("--memory-prepare-ahead", a->engine.memory_prepare_ahead,
                     "queued requests whose memory chunks are fetched ahead of admission")
@@ -105,35 +102,23 @@ Command add_serve_command(CLI::App& app) {
             o.kv_tokens = a->kv_tokens;
             o.gpu_memory_utilization = a->gpu_memory_utilization;
             o.with_memory = !a->no_memory;
-            if (device_pool_flag->count() > 0) o.device_pool_bytes = a->chunks.device_pool_mb << 20;
+            if (device_pool_flag->count() > 0) o.device_pool_bytes = a->memory.chunks.device_pool_mb << 20;
             o.max_batch_tokens = a->max_batch_tokens;
             o.max_batch_seqs = a->max_batch_seqs;
         });
         if (!loaded.ok()) return fail(loaded.error().message);
         engine::LocalModel& lm = **loaded;
 
-        std::unique_ptr<memory::MemoryStore> store;
-        retrieval::Bm25Index index;
-        std::unique_ptr<memory::FactIndexer> indexer;
         engine::EngineOptions& eo = a->engine;
         eo.prefix_caching = !a->no_prefix_cache;
         eo.warm_up = !a->no_warm_up;
-        if (!a->no_memory) {
-            auto opened = open_store(a->db);
-            if (!opened.ok()) return fail(opened.error().message);
-            store = std::move(opened).value();
-            auto attached = memory::FactIndexer::attach(*store, index);
-            if (!attached.ok()) return fail(attached.error().message);
-            indexer = std::move(attached).value();
-            eo.memory = memory_options(a->chunks, store->path());
-            if (lm.memory_plan()) eo.memory.device_pool_bytes = lm.memory_plan()->device_pool_bytes;
-            eo.background_encode_window =
-                a->no_background_encode ? -1 : a->server.memory.context_window;
-        }
-        auto engine = engine::Engine::start(lm, store.get(), store ? &index : nullptr, eo);
-        if (!engine.ok()) return fail(engine.error().message);
+        eo.background_encode_window =
+            a->no_memory || a->no_background_encode ? -1 : a->server.memory.context_window;
+        auto local = LocalEngine::start(lm, eo, a->no_memory ? nullptr : &a->memory);
+        if (!local.ok()) return fail(local.error().message);
+        memory::MemoryStore* store = (*local)->store();
 
-        server::ServerContext ctx{**engine, store.get(), &index, {}, a->server, {}};
+        server::ServerContext ctx{(*local)->engine(), store, (*local)->index(), {}, a->server, {}};
         if (!a->api_keys.empty()) {
             auto keys = server::ApiKeys::load(a->api_keys);
             if (!keys.ok()) return fail(keys.error().message);

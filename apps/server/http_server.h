@@ -33,7 +33,7 @@ struct ServerOptions {
     std::string model_name;                    // what /v1/models lists and requests must name
     std::size_t max_body_bytes = 4u << 20;     // larger bodies are refused with 413
     std::size_t threads = 512;                 // HTTP worker threads (streams in flight)
-    MemoryDefaults memory;
+    engine::MemoryDefaults memory;
 };
 
 // Everything a handler needs; borrowed from the serve command, which outlives the server.

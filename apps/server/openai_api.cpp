@@ -133,7 +133,7 @@ json logprobs_json(bool chat, const std::vector<engine::TokenLogprobs>* logprobs
 
 std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view body, bool chat,
                                                              std::string_view served_model,
-                                                             const MemoryDefaults& defaults) {
+                                                             const engine::MemoryDefaults& defaults) {
     const json doc = json::parse(body, nullptr, false);
     if (doc.is_discarded()) return bad_request("the request body is not valid JSON");
     if (!doc.is_object()) return bad_request("the request body must be a JSON object");
@@ -256,35 +256,28 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
         if (!user_id.empty()) r.user = user_id;
     }
     if (f.error) return *f.error;
-    r.memory_mode = r.user.empty() ? engine::MemoryMode::None : defaults.mode;
-    r.retrieval.top_k = defaults.top_k;
-    r.retrieval.context_window = defaults.context_window;
+    engine::MemoryChoice choice;
     if (const json* mem = f.get("memory")) {
         if (!mem->is_object()) return bad_request("'memory' must be an object", "memory");
         Fields mf(*mem);
         std::string mode;
-        std::int64_t top_k = r.retrieval.top_k, window = r.retrieval.context_window;
+        std::int64_t top_k = 0, window = 0;
         mf.read("mode", mode, "a string", &json::is_string);
         mf.read("top_k", top_k, "an integer", &json::is_number_integer);
         mf.read("context_window", window, "an integer", &json::is_number_integer);
         if (mf.error) return *mf.error;
-        if (!mode.empty()) {
-            auto parsed = engine::parse_memory_mode(mode);
-            if (!parsed.ok()) return bad_request(parsed.error().message, "memory.mode");
-            r.memory_mode = *parsed;
-        }
-        if (top_k < 0 || top_k > 1000)
-            return bad_request("'memory.top_k' must be in [0, 1000]", "memory.top_k");
-        if (window < 0 || window > 1000)
-            return bad_request("'memory.context_window' must be in [0, 1000]",
-                               "memory.context_window");
-        r.retrieval.top_k = static_cast<int>(top_k);
-        r.retrieval.context_window = static_cast<int>(window);
+        if (!mode.empty()) choice.mode = mode;
+        if (mf.get("top_k")) choice.top_k = top_k;
+        if (mf.get("context_window")) choice.context_window = window;
     }
-    if (r.memory_mode != engine::MemoryMode::None && r.user.empty())
-        return bad_request("memory needs a 'user'", "user");
-    if (!chat && r.memory_mode != engine::MemoryMode::None)
-        r.memory_mode = engine::MemoryMode::None;
+    if (const auto e = engine::choose_memory(choice, defaults, r)) {
+        if (e->option == "user") return bad_request("memory needs a 'user'", "user");
+        const std::string param = "memory." + e->option;
+        return bad_request(e->option == "mode" ? e->message : "'" + param + "' " + e->message,
+                           param);
+    }
+    // Completions carry no memory.
+    if (!chat) r.memory_mode = engine::MemoryMode::None;
     return call;
 }
 

@@ -20,12 +20,6 @@
 
 namespace inferscale::server {
 
-struct MemoryDefaults {
-    engine::MemoryMode mode = engine::MemoryMode::Kv;
-    int top_k = 5;
-    int context_window = 0;
-};
-
 struct CompletionCall {
     engine::EngineRequest request;
     bool chat = true;
@@ -36,7 +30,7 @@ struct CompletionCall {
 // `chat`: the body of /v1/chat/completions, else of /v1/completions. An unknown model is a 404.
 std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view body, bool chat,
                                                              std::string_view served_model,
-                                                             const MemoryDefaults& defaults);
+                                                             const engine::MemoryDefaults& defaults);
 
 // Response bodies and stream chunks of one call.
 class CompletionWriter {

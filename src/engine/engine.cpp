@@ -85,15 +85,23 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
     std::vector<std::int32_t>& tokens = a->seq.tokens;
     bool with_memory = request.memory_mode != MemoryMode::None;
 
-    if (request.prompt) {
+    if (request.prompt || request.messages.empty()) {
         if (with_memory)
             return make_error(ErrorKind::InvalidArgument, "memory needs a chat request");
-        tokens = lm.tokenizer().encode(*request.prompt, /*add_special=*/true);
+        if (request.prompt) {
+            tokens = lm.tokenizer().encode(*request.prompt, /*add_special=*/true);
+        } else {
+            const std::int64_t vocab = lm.config().vocab_size;
+            for (std::int32_t id : request.prompt_token_ids)
+                if (id < 0 || id >= vocab)
+                    return make_error(ErrorKind::InvalidArgument,
+                                      "token id " + std::to_string(id) +
+                                          " is outside the vocabulary");
+            tokens = std::move(request.prompt_token_ids);
+        }
     } else {
         if (!lm.chat_template())
             return make_error(ErrorKind::InvalidArgument, "the model has no chat template");
-        if (request.messages.empty())
-            return make_error(ErrorKind::InvalidArgument, "messages must not be empty");
         // A user with no facts (never seen, or all forgotten) is answered as mode None: apps
         // set `user` for abuse tracking whether or not they keep memories here.
         if (with_memory && runtime_ && !request.user.empty())
@@ -115,6 +123,7 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
     a->seq.max_len = std::min<std::int64_t>(prompt_len + request.sampling.max_tokens,
                                             lm.max_context());
     a->usage.prompt_tokens = prompt_len;
+    a->keep_prompt_logits = request.keep_prompt_logits;
     return a;
 }
 
@@ -183,6 +192,8 @@ void Engine::end(Active& a, StreamEvent event) {
     }
     event.finished = true;
     event.usage = a.usage;
+    event.first_token_seconds = a.t_first;
+    event.finished_seconds = a.since_submit.seconds();
     const bool cancelled = a.stream->cancelled();
     const bool failed = event.error.has_value();
     a.stream->push(std::move(event));
@@ -216,13 +227,15 @@ LogprobEntry logprob_entry(const tokenizer::Tokenizer& tok, sampling::TokenLogpr
 
 }  // namespace
 
-void Engine::emit(Active& a, std::int32_t token, const sampling::SampledLogprobs* logprobs) {
+void Engine::emit(Active& a, std::int32_t token, std::span<const float> logits,
+                  const sampling::SampledLogprobs* logprobs) {
     Sequence& seq = a.seq;
     StreamEvent event;
     if (!a.sent_first) {
         a.sent_first = true;
         a.t_first = a.since_submit.seconds();
         event.first_token = true;
+        if (a.keep_prompt_logits) event.prompt_logits.assign(logits.begin(), logits.end());
         a.usage.cached_tokens = seq.num_cached + a.usage.injected_tokens;
         std::lock_guard lock(mutex_);
         stats_.cached_tokens += static_cast<std::uint64_t>(seq.num_cached);
@@ -233,7 +246,7 @@ void Engine::emit(Active& a, std::int32_t token, const sampling::SampledLogprobs
     } else {
         seq.tokens.push_back(token);
         ++a.usage.completion_tokens;
-        event.new_tokens = 1;
+        event.token_ids.push_back(token);
         if (logprobs) {
             const tokenizer::Tokenizer& tok = model_.tokenizer();
             TokenLogprobs entry{logprob_entry(tok, logprobs->sampled), {}};
@@ -301,7 +314,9 @@ Status Engine::run_forward(StepPlan& plan) {
         bs.pages = seq.blocks;
         step_seqs_.push_back(bs);
         if (run.sample && a.params.temperature > 0.0f) greedy = false;
-        if (run.sample && (a.params.logprobs >= 0 || a.params.has_penalties())) host_logits = true;
+        if (run.sample && (a.params.logprobs >= 0 || a.params.has_penalties() ||
+                           (a.keep_prompt_logits && !a.sent_first)))
+            host_logits = true;
     }
     model::ForwardBatch batch;
     batch.token_ids = step_ids_;
@@ -347,7 +362,7 @@ Status Engine::run_forward(StepPlan& plan) {
         const std::int32_t token = device_argmax ? sampled_[r] : a.sampler.sample(row);
         std::optional<sampling::SampledLogprobs> lp;
         if (a.params.logprobs >= 0) lp = sampling::sampled_logprobs(row, token, a.params.logprobs);
-        emit(a, token, lp ? &*lp : nullptr);
+        emit(a, token, row, lp ? &*lp : nullptr);
     }
     std::lock_guard lock(mutex_);
     ++stats_.steps;

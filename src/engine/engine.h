@@ -14,6 +14,7 @@
 #include <memory>
 #include <mutex>
 #include <optional>
+#include <span>
 #include <string>
 #include <thread>
 #include <unordered_map>
@@ -23,8 +24,9 @@
 #include "base/timer.h"
 #include "engine/chunk_invalidator.h"
 #include "engine/local_model.h"
-#include "engine/memory_answer.h"
 #include "engine/memory_retrieval.h"
+#include "engine/memory_runtime.h"
+#include "engine/request.h"
 #include "engine/request_stream.h"
 #include "engine/scheduler.h"
 #include "memory/memory_store.h"
@@ -32,7 +34,6 @@
 #include "retrieval/hit.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampling_params.h"
-#include "tokenizer/chat_template.h"
 
 namespace inferscale::engine {
 
@@ -61,20 +62,6 @@ struct EngineOptions {
     // One stderr line per finished request with where its time went (diagnosis).
     bool log_requests = false;
     MemoryOptions memory;
-};
-
-struct EngineRequest {
-    // Chat: rendered with the model's chat template and the generation prompt ...
-    std::vector<tokenizer::ChatMessage> messages;
-    // ... or a completion: the raw prompt text (tokenized with the tokenizer's BOS rule).
-    std::optional<std::string> prompt;
-    sampling::SamplingParams sampling;
-    // Memory: the user whose facts are retrieved for the last user message. Only chat
-    // requests carry memory; mode None ignores the user, and a user with no facts is answered
-    // as mode None.
-    std::string user;
-    MemoryMode memory_mode = MemoryMode::None;
-    RetrievalOptions retrieval;
 };
 
 struct EngineStats {
@@ -157,8 +144,10 @@ class Engine {
     void count_injected(Active& a, const Injection& injection);
     model::LayerHook layered_hook();
     void finish_layered();
+    // `logits`: the row the token was sampled from (empty when it was picked on the device);
     // `logprobs`: the token's log-probabilities when the request asked for them, else null.
-    void emit(Active& a, std::int32_t token, const sampling::SampledLogprobs* logprobs);
+    void emit(Active& a, std::int32_t token, std::span<const float> logits,
+              const sampling::SampledLogprobs* logprobs);
     // Sends the request's last event (finished, with usage) and frees everything it holds.
     void end(Active& a, StreamEvent event);
     void fail(Active& a, Error error);

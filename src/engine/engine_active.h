@@ -27,6 +27,7 @@ struct Engine::Active {
     tokenizer::IncrementalDecoder decoder;
     Usage usage;
     bool sent_first = false;
+    bool keep_prompt_logits = false;  // EngineRequest::keep_prompt_logits
     // Milestones for log_requests, seconds since submit.
     Timer since_submit;
     double t_queued = 0, t_memory = 0, t_admitted = 0, t_first = 0;

@@ -60,14 +60,9 @@ Status Engine::lay_out_memory(Active& a, const EngineRequest& request) {
         lm, *store_, *retriever_, request.user, question, request.retrieval));
     a.facts = IS_TRY(prompt_order(ranked));
     const inject::MemoryScaffold& scaffold = runtime_->scaffold();
-    std::vector<std::vector<std::int32_t>> fact_tokens;
-    for (const MemoryFact& f : a.facts)
-        fact_tokens.push_back(IS_TRY(inject::fact_token_ids(lm.tokenizer(), f.text)));
-    tokens = inject::memory_stream(scaffold, fact_tokens);
-    const auto memory_len = static_cast<std::int64_t>(tokens.size());
-    const std::vector<std::int32_t> conversation = inject::conversation_token_ids(
-        lm.tokenizer(), &*lm.chat_template(), request.messages, tokens.front());
-    tokens.insert(tokens.end(), conversation.begin(), conversation.end());
+    MemoryPrompt prompt = IS_TRY(memory_prompt(lm, scaffold, a.facts, request.messages));
+    tokens = std::move(prompt.tokens);
+    const std::int64_t memory_len = prompt.memory_tokens;
     a.usage.memory_tokens = memory_len;
     // One user's blocks never serve another's, even for identical text.
     a.seq.cache_salt = "user\x1f" + request.user + '\x1f';
@@ -76,7 +71,7 @@ Status Engine::lay_out_memory(Active& a, const EngineRequest& request) {
         a.seq.injected_tokens = memory_len / bs * bs;
         std::vector<std::int64_t> lengths;
         std::vector<std::string> keys;
-        for (const inject::MemoryPiece& piece : inject::memory_pieces(scaffold, fact_tokens)) {
+        for (const inject::MemoryPiece& piece : inject::memory_pieces(scaffold, prompt.fact_tokens)) {
             using Kind = inject::MemoryPiece::Kind;
             lengths.push_back(static_cast<std::int64_t>(piece.tokens.size()));
             keys.push_back(piece.kind == Kind::Fact

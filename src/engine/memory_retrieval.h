@@ -10,16 +10,12 @@
 
 #include "base/result.h"
 #include "engine/local_model.h"
-#include "engine/memory_answer.h"
+#include "engine/memory_runtime.h"
+#include "engine/request.h"
 #include "memory/memory_store.h"
 #include "retrieval/hit.h"
 
 namespace inferscale::engine {
-
-struct RetrievalOptions {
-    int top_k = 5;
-    int context_window = 0;  // w: preceding conversation turns each chunk is encoded after
-};
 
 // `facts` (all of `user`'s) as MemoryFacts with their context tokens for a window of
 // `context_window` turns, in the given order. An Error when the store fails or a fact is

@@ -8,9 +8,11 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/result.h"
@@ -39,13 +41,29 @@ struct TokenLogprobs {
 
 struct StreamEvent {
     std::string text;              // final text since the previous event (never a partial stop)
-    std::int64_t new_tokens = 0;   // tokens sampled since the previous event
+    std::vector<std::int32_t> token_ids;  // tokens sampled since the previous event
     std::vector<TokenLogprobs> logprobs;  // one per new token, when the request asked for them
     bool first_token = false;      // this event carries the request's first sampled token
+    std::vector<float> prompt_logits;  // with first_token, when the request kept them
     bool finished = false;
     const char* finish_reason = "stop";  // "stop" or "length", with finished
     Usage usage;                   // with finished
+    // With finished: seconds from submit to the first token and to the end, on the engine's
+    // clock.
+    double first_token_seconds = 0;
+    double finished_seconds = 0;
     std::optional<Error> error;    // the request failed; finished is set
+};
+
+// A request's whole output, as collect() gathers it.
+struct Completion {
+    std::string text;
+    std::vector<std::int32_t> token_ids;  // end-of-generation token excluded
+    std::vector<float> prompt_logits;
+    const char* finish_reason = "stop";
+    Usage usage;
+    double first_token_seconds = 0;
+    double finished_seconds = 0;
 };
 
 class RequestStream {
@@ -58,6 +76,10 @@ class RequestStream {
     // Engine side.
     bool cancelled() const;
     void push(StreamEvent event);
+
+    // Waits for the request to end, handing each piece of text to `on_text` as it comes. The
+    // request's error, if it failed.
+    Result<Completion> collect(const std::function<void(std::string_view)>& on_text = {});
 
   private:
     mutable std::mutex mutex_;

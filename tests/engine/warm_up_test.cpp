@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/generator.h"
+#include "engine/engine.h"
 #include "engine/local_model.h"
 #include "engine/warm_up.h"
 
@@ -34,15 +34,24 @@ std::unique_ptr<LocalModel> load(std::int64_t max_seqs) {
     return std::move(lm).value();
 }
 
-Generation greedy(LocalModel& lm, const std::vector<std::int32_t>& prompt) {
-    sampling::SamplingParams p;
-    p.max_tokens = 12;
-    p.ignore_eos = true;
-    GenerateOptions o;
-    o.keep_prompt_logits = true;
-    auto gen = generate(lm, prompt, p, {}, o);
-    IS_CHECK(gen.ok()) << gen.error().message;
-    return std::move(gen).value();
+// Greedy tokens and prompt logits of `prompt`, through an engine that lives for this request
+// only (no warm-up of its own, no prefix cache), so it leaves every block free.
+Completion greedy(LocalModel& lm, const std::vector<std::int32_t>& prompt) {
+    EngineOptions o;
+    o.prefix_caching = false;
+    o.warm_up = false;
+    auto engine = Engine::start(lm, nullptr, nullptr, o);
+    IS_CHECK(engine.ok()) << engine.error().message;
+    EngineRequest r;
+    r.prompt_token_ids = prompt;
+    r.sampling.max_tokens = 12;
+    r.sampling.ignore_eos = true;
+    r.keep_prompt_logits = true;
+    auto stream = (*engine)->submit(std::move(r));
+    IS_CHECK(stream.ok()) << stream.error().message;
+    auto done = (*stream)->collect();
+    IS_CHECK(done.ok()) << done.error().message;
+    return std::move(done).value();
 }
 
 class WarmUpTest : public ::testing::Test {
@@ -56,7 +65,7 @@ TEST_F(WarmUpTest, RunsEveryStepShapeAndLeavesNoTrace) {
     auto lm = load(8);
     const std::vector<std::int32_t> prompt =
         lm->tokenizer().encode("The three primary colors are", true);
-    const Generation before = greedy(*lm, prompt);
+    const Completion before = greedy(*lm, prompt);
     const std::int32_t free_before = lm->blocks().num_free();
 
     model::DecodeGraphOptions go;
@@ -69,7 +78,7 @@ TEST_F(WarmUpTest, RunsEveryStepShapeAndLeavesNoTrace) {
     EXPECT_EQ(report->skipped, 0);
     EXPECT_EQ(lm->blocks().num_free(), free_before);
 
-    const Generation after = greedy(*lm, prompt);
+    const Completion after = greedy(*lm, prompt);
     EXPECT_EQ(after.prompt_logits, before.prompt_logits);
     EXPECT_EQ(after.token_ids, before.token_ids);
 }

@@ -207,7 +207,7 @@ def test_a_sliding_window_caps_the_context(tmp_path):
     assert res.returncode == 1, res.stderr
     assert "capped at the model's sliding window of 8 tokens" in res.stderr
     last = res.stderr.strip().splitlines()[-1]
-    assert last.startswith("error: ") and "the context holds 8" in last, res.stderr
+    assert last.startswith("error: ") and "context holds 8" in last, res.stderr
     ok = run("generate", "--model", MODEL, "--random-weights", str(path), "--prompt", "Hi",
              "--max-tokens", "2", "--ignore-eos", "--json")
     assert ok.returncode == 0, ok.stderr

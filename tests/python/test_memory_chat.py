@@ -1,9 +1,13 @@
 """Chat over a user's memory with the bundled model: a fact stored for one user is answered in
-kv (injected KV chunks) and prompt (facts as text) modes, and never reaches another user."""
+kv (injected KV chunks) and prompt (facts as text) modes, and never reaches another user. The CLI
+and the server run requests through the same engine, so they answer with the same tokens."""
 import os
 import subprocess
 
+import openai
 import pytest
+
+from server_process import MODEL_ID, Server
 
 BIN = os.path.join(os.environ.get("INFERSCALE_BIN", "build/bin"), "inferscale")
 MODEL = os.path.join(os.environ.get("INFERSCALE_MODELS", "models"), "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -17,8 +21,13 @@ def run(*args):
 
 
 @pytest.fixture(scope="module")
-def db(tmp_path_factory):
-    path = str(tmp_path_factory.mktemp("memory") / "memory.db")
+def memory_dir(tmp_path_factory):
+    return tmp_path_factory.mktemp("memory")
+
+
+@pytest.fixture(scope="module")
+def db(memory_dir):
+    path = str(memory_dir / "memory.db")
     for user, text in [("alice", "Alice's dog is named Biscuit."),
                        ("alice", "Alice works as a nurse in Boston."),
                        ("bob", "Bob plays the violin.")]:
@@ -57,3 +66,16 @@ def test_unknown_user_is_an_error(db):
 def test_memory_mode_needs_a_user(db):
     res = run("chat", "--model", MODEL, "--db", db, "--memory", "kv", "--message", "hi")
     assert res.returncode == 1 and res.stderr.startswith("error: ")
+
+
+@pytest.mark.parametrize("mode", ["kv", "prompt", "none"])
+def test_cli_and_server_give_the_same_greedy_answer(db, memory_dir, mode):
+    server = Server(memory_dir)  # serves the same memory.db
+    try:
+        client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused")
+        reply = client.chat.completions.create(
+            model=MODEL_ID, messages=[{"role": "user", "content": QUESTION}], max_tokens=24,
+            temperature=0, user="alice", extra_body={"memory": {"mode": mode}})
+    finally:
+        server.stop()
+    assert reply.choices[0].message.content == ask(db, "alice", mode).rstrip("\n")

@@ -1,6 +1,6 @@
 // The bundled real model (models/SmolLM2-135M-Instruct.Q4_1.gguf; skipped when absent) through
-// engine::LocalModel on the CUDA backend against the CPU backend: greedy continuations of 40
-// tokens on 5 prompts.
+// engine::LocalModel on the CUDA backend against the CPU backend, each driven through an
+// engine::Engine: greedy continuations of 40 tokens on 5 prompts.
 //
 // The two backends do not compute the same function. The CPU multiplies the Q4_1 blocks with
 // Q8-quantized activations (as llama.cpp does) in f32; the GPU widens the weights to bf16 and
@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "cuda_test_util.h"
-#include "engine/generator.h"
+#include "engine/engine.h"
 #include "engine/local_model.h"
 
 namespace inferscale::cuda_test {
@@ -59,14 +59,35 @@ sampling::SamplingParams greedy(int tokens) {
     return p;
 }
 
-// The logits after `context` (one prefill).
-std::vector<float> next_logits(engine::LocalModel& lm, const std::vector<std::int32_t>& context) {
-    engine::GenerateOptions o;
-    o.keep_prompt_logits = true;
-    auto gen = engine::generate(lm, context, greedy(1), {}, o);
-    IS_CHECK(gen.ok()) << gen.error().message;
-    return gen->prompt_logits;
-}
+// A model with an engine on it; prefix caching off, so every request prefills its whole
+// prompt.
+struct Runner {
+    explicit Runner(tensor::Device device) : lm(load(device)) {
+        engine::EngineOptions o;
+        o.prefix_caching = false;
+        auto started = engine::Engine::start(*lm, nullptr, nullptr, o);
+        IS_CHECK(started.ok()) << started.error().message;
+        engine = std::move(started).value();
+    }
+    engine::Completion run(const std::vector<std::int32_t>& prompt, int tokens,
+                           bool keep_logits = false) {
+        engine::EngineRequest r;
+        r.prompt_token_ids = prompt;
+        r.sampling = greedy(tokens);
+        r.keep_prompt_logits = keep_logits;
+        auto stream = engine->submit(std::move(r));
+        IS_CHECK(stream.ok()) << stream.error().message;
+        auto done = (*stream)->collect();
+        IS_CHECK(done.ok()) << done.error().message;
+        return std::move(done).value();
+    }
+    // The logits after `context` (one prefill).
+    std::vector<float> next_logits(const std::vector<std::int32_t>& context) {
+        return run(context, 1, /*keep_logits=*/true).prompt_logits;
+    }
+    std::unique_ptr<engine::LocalModel> lm;
+    std::unique_ptr<engine::Engine> engine;
+};
 
 struct RowStats {
     std::int32_t top = 0;
@@ -106,8 +127,8 @@ TEST_F(CudaLocalModelTest, LoadsOnTheGpuWithBf16Kv) {
 }
 
 TEST_F(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
-    auto cpu = load(tensor::Device::Cpu);
-    auto gpu = load(tensor::Device::Cuda);
+    Runner cpu(tensor::Device::Cpu);
+    Runner gpu(tensor::Device::Cuda);
     const std::vector<std::string> prompts = {
         "The capital of France is",
         "Once upon a time, in a small village by the sea,",
@@ -118,23 +139,21 @@ TEST_F(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
     int identical = 0;
     for (const std::string& text : prompts) {
         SCOPED_TRACE(text);
-        const std::vector<std::int32_t> prompt = cpu->tokenizer().encode(text, true);
-        ASSERT_EQ(prompt, gpu->tokenizer().encode(text, true));
+        const std::vector<std::int32_t> prompt = cpu.lm->tokenizer().encode(text, true);
+        ASSERT_EQ(prompt, gpu.lm->tokenizer().encode(text, true));
 
         // Prompt logits: the whole chain on both backends, before any greedy choice.
-        const std::vector<float> cpu_row = next_logits(*cpu, prompt);
-        const double err = rel_error(next_logits(*gpu, prompt), cpu_row);
+        const std::vector<float> cpu_row = cpu.next_logits(prompt);
+        const double err = rel_error(gpu.next_logits(prompt), cpu_row);
         EXPECT_LT(err, kMaxLogitsError);
 
-        auto want = engine::generate(*cpu, prompt, greedy(kTokens));
-        auto got = engine::generate(*gpu, prompt, greedy(kTokens));
-        ASSERT_TRUE(want.ok()) << want.error().message;
-        ASSERT_TRUE(got.ok()) << got.error().message;
-        ASSERT_EQ(want->token_ids.size(), static_cast<std::size_t>(kTokens));
-        ASSERT_EQ(got->token_ids.size(), static_cast<std::size_t>(kTokens));
-        const auto split = std::mismatch(want->token_ids.begin(), want->token_ids.end(),
-                                         got->token_ids.begin());
-        const auto same = static_cast<int>(split.first - want->token_ids.begin());
+        const engine::Completion want = cpu.run(prompt, kTokens);
+        const engine::Completion got = gpu.run(prompt, kTokens);
+        ASSERT_EQ(want.token_ids.size(), static_cast<std::size_t>(kTokens));
+        ASSERT_EQ(got.token_ids.size(), static_cast<std::size_t>(kTokens));
+        const auto split = std::mismatch(want.token_ids.begin(), want.token_ids.end(),
+                                         got.token_ids.begin());
+        const auto same = static_cast<int>(split.first - want.token_ids.begin());
         std::printf("prompt %-50.50s logits rel err %.4f, %d/%d greedy tokens identical\n",
                     ("\"" + text + "\"").c_str(), err, same, kTokens);
         if (same == kTokens) {
@@ -144,12 +163,12 @@ TEST_F(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
         // At the split the two free runs part: the CPU must have been near a tie there. From
         // then on both are fed the CPU's tokens, and each disagreement must be a near-tie too.
         std::vector<std::int32_t> context = prompt;
-        context.insert(context.end(), want->token_ids.begin(), want->token_ids.begin() + same);
+        context.insert(context.end(), want.token_ids.begin(), want.token_ids.begin() + same);
         for (int i = same; i < kTokens; ++i) {
-            const RowStats c = row_stats(next_logits(*cpu, context));
-            const std::int32_t cpu_token = i == same ? want->token_ids[i] : c.top;
+            const RowStats c = row_stats(cpu.next_logits(context));
+            const std::int32_t cpu_token = i == same ? want.token_ids[i] : c.top;
             const std::int32_t gpu_token =
-                i == same ? got->token_ids[i] : row_stats(next_logits(*gpu, context)).top;
+                i == same ? got.token_ids[i] : row_stats(gpu.next_logits(context)).top;
             if (gpu_token != cpu_token) {
                 std::printf("  step %d%s: cpu %d, gpu %d; cpu margin %.4f, tolerance %.4f\n", i,
                             i == same ? " (split)" : "", cpu_token, gpu_token, c.margin,
@@ -157,7 +176,7 @@ TEST_F(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
                 EXPECT_LT(c.margin, kMarginTolerance * c.rms)
                     << "step " << i << ": the GPU picks " << gpu_token << ", the CPU " << cpu_token;
             }
-            context.push_back(want->token_ids[i]);
+            context.push_back(want.token_ids[i]);
         }
     }
     std::printf("%d of %zu prompts: all %d greedy tokens identical\n", identical, prompts.size(),

@@ -1,9 +1,7 @@
-#include "engine/memory_answer.h"
+#include "engine/memory_runtime.h"
 
 #include <unordered_map>
 
-#include "base/timer.h"
-#include "inject/inject_plan.h"
 
 namespace inferscale::engine {
 namespace {
@@ -26,25 +24,6 @@ inject::ChunkRequest scaffold_request(const LocalModel& lm, const char* name,
 }
 
 }  // namespace
-
-const char* memory_mode_name(MemoryMode mode) {
-    switch (mode) {
-        case MemoryMode::Kv:
-            return "kv";
-        case MemoryMode::Prompt:
-            return "prompt";
-        case MemoryMode::None:
-            return "none";
-    }
-    return "?";
-}
-
-Result<MemoryMode> parse_memory_mode(std::string_view name) {
-    if (name == "kv") return MemoryMode::Kv;
-    if (name == "prompt") return MemoryMode::Prompt;
-    if (name == "none") return MemoryMode::None;
-    return make_error("unknown memory mode '" + std::string(name) + "' (kv, prompt or none)");
-}
 
 Result<std::unique_ptr<MemoryRuntime>> MemoryRuntime::create(LocalModel& lm,
                                                              const MemoryOptions& options) {
@@ -83,16 +62,6 @@ inject::ChunkIdentity MemoryRuntime::identity_of(const MemoryFact& fact) const {
     id.window = fact.window;
     id.mode = options_.encoding;
     return id;
-}
-
-Result<std::vector<const inject::KvChunk*>> MemoryRuntime::chunks_for(
-    std::span<const MemoryFact> facts) {
-    held_.clear();  // the previous request's chunks may be demoted again
-    held_ = IS_TRY(acquire(facts));
-    std::vector<const inject::KvChunk*> out;
-    out.reserve(held_.size());
-    for (const inject::ChunkLease& l : held_) out.push_back(l.get());
-    return out;
 }
 
 Result<std::vector<inject::ChunkLease>> MemoryRuntime::acquire(std::span<const MemoryFact> facts,
@@ -139,70 +108,19 @@ Result<std::vector<MemoryFact>> prompt_order(std::span<const MemoryFact> ranked)
     return std::vector<MemoryFact>(out.rbegin(), out.rend());
 }
 
-Result<std::vector<std::int32_t>> build_memory_prompt(const LocalModel& lm,
-                                                      const inject::MemoryScaffold& scaffold,
-                                                      std::span<const MemoryFact> facts,
-                                                      std::string_view question, MemoryMode mode) {
-    const tokenizer::ChatTemplate* tmpl = template_of(lm);
-    if (mode == MemoryMode::None)
-        return inject::query_token_ids(lm.tokenizer(), tmpl, question, std::nullopt);
-    std::vector<std::vector<std::int32_t>> fact_tokens;
-    fact_tokens.reserve(facts.size());
+Result<MemoryPrompt> memory_prompt(const LocalModel& lm, const inject::MemoryScaffold& scaffold,
+                                   std::span<const MemoryFact> facts,
+                                   std::span<const tokenizer::ChatMessage> messages) {
+    MemoryPrompt out;
+    out.fact_tokens.reserve(facts.size());
     for (const MemoryFact& f : facts)
-        fact_tokens.push_back(IS_TRY(inject::fact_token_ids(lm.tokenizer(), f.text)));
-    std::vector<std::int32_t> prompt = inject::memory_stream(scaffold, fact_tokens);
-    const std::vector<std::int32_t> query =
-        inject::query_token_ids(lm.tokenizer(), tmpl, question, prompt.front());
-    prompt.insert(prompt.end(), query.begin(), query.end());
-    return prompt;
-}
-
-Result<MemoryAnswer> answer_with_memory(LocalModel& lm, MemoryRuntime& runtime,
-                                        std::span<const MemoryFact> ranked,
-                                        std::string_view question, MemoryMode mode,
-                                        const sampling::SamplingParams& params,
-                                        const TextSink& sink, const AnswerOptions& options) {
-    const std::vector<MemoryFact> facts = IS_TRY(prompt_order(ranked));
-    MemoryAnswer answer;
-    GenerateOptions gen;
-    gen.keep_prompt_logits = options.keep_prompt_logits;
-    std::vector<std::int32_t> prompt;
-
-    if (mode != MemoryMode::Kv) {
-        prompt = IS_TRY(build_memory_prompt(lm, runtime.scaffold(), facts, question, mode));
-        if (mode == MemoryMode::Prompt)
-            answer.memory_tokens =
-                static_cast<std::int64_t>(prompt.size()) -
-                static_cast<std::int64_t>(inject::query_token_ids(lm.tokenizer(), template_of(lm),
-                                                                  question, prompt.front())
-                                              .size());
-    } else {
-        Timer timer;
-        const std::vector<const inject::KvChunk*> chunks = IS_TRY(runtime.chunks_for(facts));
-        answer.encode_seconds = timer.seconds();
-        timer.reset();
-        std::vector<const inject::KvChunk*> body = chunks;
-        if (body.empty()) body.push_back(&runtime.empty_memory_chunk());
-        const inject::InjectPlan plan = IS_TRY(inject::make_memory_plan(
-            runtime.header_chunk(), body, runtime.footer_chunk(), lm.block_size()));
-        if (!lm.blocks().allocate(static_cast<std::int32_t>(plan.num_blocks()), gen.prefix_blocks))
-            return make_error("not enough free KV cache blocks for the memory");
-        gen.prefix_tokens = plan.loaded_tokens;
-        if (Status st = runtime.injector().inject(plan, gen.prefix_blocks, lm.kv()); !st.ok()) {
-            lm.blocks().release(gen.prefix_blocks);
-            return st.error();
-        }
-        answer.inject_seconds = timer.seconds();
-        answer.memory_tokens = plan.memory_tokens;
-        answer.injected_tokens = plan.loaded_tokens;
-        prompt = plan.token_ids;
-        const std::vector<std::int32_t> query =
-            inject::query_token_ids(lm.tokenizer(), template_of(lm), question, prompt.front());
-        prompt.insert(prompt.end(), query.begin(), query.end());
-    }
-    answer.prompt_tokens = static_cast<std::int64_t>(prompt.size());
-    answer.generation = IS_TRY(generate(lm, prompt, params, sink, std::move(gen)));
-    return answer;
+        out.fact_tokens.push_back(IS_TRY(inject::fact_token_ids(lm.tokenizer(), f.text)));
+    out.tokens = inject::memory_stream(scaffold, out.fact_tokens);
+    out.memory_tokens = static_cast<std::int64_t>(out.tokens.size());
+    const std::vector<std::int32_t> conversation = inject::conversation_token_ids(
+        lm.tokenizer(), template_of(lm), {messages.begin(), messages.end()}, out.tokens.front());
+    out.tokens.insert(out.tokens.end(), conversation.begin(), conversation.end());
+    return out;
 }
 
 }  // namespace inferscale::engine

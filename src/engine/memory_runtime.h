@@ -1,12 +1,8 @@
 #pragma once
-// Answering a question with a user's memory facts, in one of three modes of the same engine:
-//   kv      the facts' pre-encoded KV chunks are injected (rotated to their positions) and only
-//           the footer tail and the question are prefilled;
-//   prompt  the same facts as text in the system prompt, the identical token stream, all of it
-//           prefilled (the Mem0 way);
-//   none    the question alone.
-// MemoryRuntime holds what kv mode needs per model: the scaffold and its chunks, the encoder,
-// the injector and the tiered chunk pool (device, host, disk) keyed by fact identity.
+// What kv-mode memory needs per model, and the memory prompt every mode shares.
+// MemoryRuntime holds the scaffold and its chunks, the encoder, the injector and the tiered
+// chunk pool (device, host, disk) keyed by fact identity. memory_prompt lays out M ‖ the
+// conversation, the token stream kv and prompt modes share (engine/request.h has the modes).
 // Facts are given best-ranked first, as retrieval returns them; the prompt puts the best last.
 
 #include <cstdint>
@@ -17,20 +13,14 @@
 #include <vector>
 
 #include "base/result.h"
-#include "engine/generator.h"
 #include "engine/local_model.h"
 #include "inject/chunk_encoder.h"
 #include "inject/chunk_pool.h"
 #include "inject/injector.h"
 #include "inject/memory_prompt.h"
+#include "tokenizer/chat_template.h"
 
 namespace inferscale::engine {
-
-enum class MemoryMode { Kv, Prompt, None };
-
-const char* memory_mode_name(MemoryMode mode);
-// "kv", "prompt" or "none"; an Error otherwise.
-Result<MemoryMode> parse_memory_mode(std::string_view name);
 
 struct MemoryFact {
     std::string id;
@@ -76,8 +66,6 @@ class MemoryRuntime {
     // leaves promotions in flight (check ChunkLease::ready()).
     Result<std::vector<inject::ChunkLease>> acquire(std::span<const MemoryFact> facts,
                                                     bool ordered = true);
-    // The same, with the runtime holding the leases until the next chunks_for call.
-    Result<std::vector<const inject::KvChunk*>> chunks_for(std::span<const MemoryFact> facts);
 
   private:
     MemoryRuntime(LocalModel& lm, const MemoryOptions& options, inject::MemoryScaffold scaffold,
@@ -95,40 +83,23 @@ class MemoryRuntime {
     inject::ChunkEncoder encoder_;
     inject::Injector injector_;
     std::unique_ptr<inject::ChunkPool> pool_;
-    std::vector<inject::ChunkLease> held_;  // the last chunks_for's; released before pool_
     inject::KvChunk header_, footer_, empty_;
 };
 
 // Dedups by id (the same id with another text is an Error) and reverses: best-ranked last.
 Result<std::vector<MemoryFact>> prompt_order(std::span<const MemoryFact> ranked);
 
-// The full prompt of a mode: none: query; prompt and kv: M ‖ query (identical token ids).
-// `facts` in prompt order (see prompt_order).
-Result<std::vector<std::int32_t>> build_memory_prompt(const LocalModel& lm,
-                                                      const inject::MemoryScaffold& scaffold,
-                                                      std::span<const MemoryFact> facts,
-                                                      std::string_view question, MemoryMode mode);
-
-struct MemoryAnswer {
-    Generation generation;
-    std::int64_t prompt_tokens = 0;    // M ‖ query (or the query alone)
-    std::int64_t memory_tokens = 0;    // |M|; 0 in none mode
-    std::int64_t injected_tokens = 0;  // kv mode: tokens whose KV was injected, not computed
-    double encode_seconds = 0.0;       // kv mode: encoding chunks missing from the cache
-    double inject_seconds = 0.0;       // kv mode: planning plus the inject op
+struct MemoryPrompt {
+    std::vector<std::int32_t> tokens;                    // M ‖ conversation
+    std::int64_t memory_tokens = 0;                      // |M|
+    std::vector<std::vector<std::int32_t>> fact_tokens;  // each fact's, in prompt order
 };
 
-struct AnswerOptions {
-    bool keep_prompt_logits = false;  // see GenerateOptions
-};
-
-// `ranked`: the retrieved facts, best first. An Error from encoding, planning (e.g. the footer
-// cannot cover the tail), the KV pool (too few blocks) or generation.
-Result<MemoryAnswer> answer_with_memory(LocalModel& lm, MemoryRuntime& runtime,
-                                        std::span<const MemoryFact> ranked,
-                                        std::string_view question, MemoryMode mode,
-                                        const sampling::SamplingParams& params,
-                                        const TextSink& sink = {},
-                                        const AnswerOptions& options = {});
+// M for `facts` (in prompt order, see prompt_order) followed by `messages` as the
+// conversation after it (inject::conversation_token_ids). An Error when a fact tokenizes to
+// nothing.
+Result<MemoryPrompt> memory_prompt(const LocalModel& lm, const inject::MemoryScaffold& scaffold,
+                                   std::span<const MemoryFact> facts,
+                                   std::span<const tokenizer::ChatMessage> messages);
 
 }  // namespace inferscale::engine
