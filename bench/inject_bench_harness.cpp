@@ -52,7 +52,7 @@ class HostBytes {
 
 // A chunk of `tokens` rows of random KV in the cache dtype, on the backend. Returns the chunk
 // and (through `data`) its writable device address, for the host tier's staging copies.
-Result<inject::KvChunk> random_chunk(tensor::Backend& backend, const model::ModelConfig& c,
+Result<memory::KvChunk> random_chunk(tensor::Backend& backend, const model::ModelConfig& c,
                                      const std::string& id, std::vector<std::int32_t> tokens,
                                      std::uint64_t seed, void** data) {
     const tensor::DType dt = backend.kv_dtype();
@@ -63,11 +63,11 @@ Result<inject::KvChunk> random_chunk(tensor::Backend& backend, const model::Mode
     // Unit scale: the attention over injected keys sees spread-out scores, as with real ones.
     backend.fill_random(buf.view(dt, {elems}), seed, 1.0f, 0.0f);
     if (data != nullptr) *data = buf.data();
-    inject::ChunkIdentity identity;
+    memory::ChunkIdentity identity;
     identity.fact_id = id;
     identity.model = c.name;
-    identity.text_hash = inject::text_hash(id);
-    return inject::KvChunk(std::move(identity), std::move(tokens), c.num_layers, c.num_kv_heads,
+    identity.text_hash = memory::text_hash(id);
+    return memory::KvChunk(std::move(identity), std::move(tokens), c.num_layers, c.num_kv_heads,
                            c.head_dim, dt, std::move(buf));
 }
 
@@ -147,16 +147,16 @@ struct InjectBenchHarness::Impl {
     std::unique_ptr<inject::Injector> prof_injector;  // over the ProfilingBackend, when given
     ProfilingBackend* prof = nullptr;
 
-    inject::KvChunk header, footer;
-    std::vector<inject::KvChunk> facts;    // [pool_facts] resident (the GPU tier)
-    std::vector<inject::KvChunk> staging;  // [max_k] device slots the host tier copies into
+    memory::KvChunk header, footer;
+    std::vector<memory::KvChunk> facts;    // [pool_facts] resident (the GPU tier)
+    std::vector<memory::KvChunk> staging;  // [max_k] device slots the host tier copies into
     std::vector<void*> staging_data;       // their device addresses
     HostBytes host_slab;                   // [pool_facts][chunk bytes] the host tier
     HostBytes logits;                      // [vocab] f32
     std::vector<std::int32_t> query;       // [query_tokens]
 
     // Per-request scratch (reused, so a request allocates little on the host).
-    std::vector<const inject::KvChunk*> selected;
+    std::vector<const memory::KvChunk*> selected;
     std::vector<kv::BlockId> blocks;
     std::vector<std::int32_t> tokens, positions;
 
@@ -200,7 +200,7 @@ struct InjectBenchHarness::Impl {
     }
 
     // Host tier: each selected chunk's bytes are copied up layer group by layer group
-    // (inject::kLayerGroups, as ChunkPool promotes) on the transfer stream; group_tickets[g] is
+    // (memory::kLayerGroups, as ChunkPool promotes) on the transfer stream; group_tickets[g] is
     // the last copy of group g (transfers finish in ticket order, so every chunk's group g has
     // landed then).
     std::vector<std::uint64_t> group_tickets;
@@ -209,12 +209,12 @@ struct InjectBenchHarness::Impl {
     // into staging slots 0 .. k - 1.
     void issue_group(std::int64_t g, std::int64_t k, std::int64_t offset,
                      std::int64_t chunk_bytes) {
-        const inject::LayerGroupBytes range = inject::layer_group_bytes(
+        const memory::LayerGroupBytes range = memory::layer_group_bytes(
             g, model.config().num_layers, static_cast<std::size_t>(chunk_bytes));
         const auto n = static_cast<std::int64_t>(facts.size());
         for (std::int64_t i = 0; i < k; ++i) {
             const std::int64_t src = (offset + i) % n;
-            const inject::KvChunk& slot = staging[static_cast<std::size_t>(i)];
+            const memory::KvChunk& slot = staging[static_cast<std::size_t>(i)];
             const std::size_t esize = tensor::dtype_size(slot.dtype());
             const tensor::Tensor dst(
                 static_cast<std::byte*>(staging_data[static_cast<std::size_t>(i)]) + range.offset,
@@ -322,7 +322,7 @@ Result<std::unique_ptr<InjectBenchHarness>> InjectBenchHarness::create(
     IS_RETURN_IF_ERROR(impl->host_slab.allocate(
         static_cast<std::size_t>(chunk_bytes * s.pool_facts), cuda));
     for (std::int64_t i = 0; i < s.pool_facts; ++i) {
-        const inject::KvChunk& f = impl->facts[static_cast<std::size_t>(i)];
+        const memory::KvChunk& f = impl->facts[static_cast<std::size_t>(i)];
         const auto elems = static_cast<std::int64_t>(f.bytes() / tensor::dtype_size(f.dtype()));
         const tensor::Tensor src(const_cast<void*>(f.data()), f.dtype(), {elems},
                                  backend.device());
@@ -369,7 +369,7 @@ Result<KvRequestTimes> InjectBenchHarness::kv_request(std::int64_t k, std::int64
     // and group g's injection waits on the device for its own copies only, so the transfer
     // overlaps the layers before it.
     constexpr std::int64_t kAhead = 2;
-    const std::int64_t groups = inject::kLayerGroups;
+    const std::int64_t groups = memory::kLayerGroups;
     im.group_tickets.assign(static_cast<std::size_t>(groups), 0);
     for (std::int64_t g = 0; g < std::min(kAhead, groups); ++g)
         im.issue_group(g, k, offset, chunk_bytes_);
@@ -379,7 +379,7 @@ Result<KvRequestTimes> InjectBenchHarness::kv_request(std::int64_t k, std::int64
         return st.error();
     }
     marks.mark();
-    inject::LayerGroupWalk walk(im.model.config().num_layers);
+    memory::LayerGroupWalk walk(im.model.config().num_layers);
     const model::LayerHook hook = [&](std::int64_t layer) {
         walk.reach(layer, [&](std::int64_t g, std::int64_t first, std::int64_t count) {
             // Empty groups (fewer layers than groups) still issue their look-ahead.
@@ -405,7 +405,7 @@ Result<double> InjectBenchHarness::prompt_request(std::int64_t k, std::int64_t o
     // The facts as text: M's token ids, all of them prefilled.
     im.select(k, offset, false);
     std::vector<std::int32_t> stream = im.header.token_ids();
-    for (const inject::KvChunk* f : im.selected)
+    for (const memory::KvChunk* f : im.selected)
         stream.insert(stream.end(), f->token_ids().begin(), f->token_ids().end());
     stream.insert(stream.end(), im.footer.token_ids().begin(), im.footer.token_ids().end());
     const auto m = static_cast<std::int64_t>(stream.size());

@@ -30,9 +30,9 @@
 #include "base/timer.h"
 #include "bench/bench_support.h"
 #include "inject/injector.h"
-#include "inject/kv_chunk.h"
 #include "kv/block_pool.h"
 #include "kv/kv_storage.h"
+#include "memory/kv_chunk.h"
 #include "model/forward_workspace.h"
 #include "model/llama_model.h"
 

@@ -114,8 +114,8 @@ void add_chunk_flags(CLI::App& cmd, ChunkArgs& args) {
 
 engine::MemoryOptions memory_options(const ChunkArgs& args, const std::string& db_path) {
     engine::MemoryOptions options;
-    options.encoding = args.encoding == "standalone" ? inject::EncodingMode::Standalone
-                                                     : inject::EncodingMode::AfterHeader;
+    options.encoding = args.encoding == "standalone" ? memory::EncodingMode::Standalone
+                                                     : memory::EncodingMode::AfterHeader;
     options.device_pool_bytes = args.device_pool_mb << 20;
     options.host_pool_bytes = args.host_pool_mb << 20;
     if (args.chunk_dir != "none")

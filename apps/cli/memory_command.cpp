@@ -24,8 +24,8 @@
 
 #include "apps/cli/cli_support.h"
 #include "apps/cli/commands.h"
+#include "apps/cli/locomo/locomo_import.h"
 #include "apps/cli/memory_commands.h"
-#include "memory/locomo_import.h"
 #include "memory/memory_store.h"
 #include "retrieval/bm25_index.h"
 

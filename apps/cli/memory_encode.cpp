@@ -20,7 +20,7 @@ struct EncodeArgs {
     std::size_t batch = 64;  // facts per encoding pass
 };
 
-void print_tier(const char* name, const inject::TierStats& tier, std::size_t capacity) {
+void print_tier(const char* name, const memory::TierStats& tier, std::size_t capacity) {
     if (capacity > 0)
         std::printf("  %-6s %7zu chunks %10.1f MiB of %.0f MiB\n", name, tier.chunks,
                     static_cast<double>(tier.bytes) / (1 << 20),
@@ -55,8 +55,8 @@ int run_encode(const EncodeArgs& a) {
         if (progress) progress(done, total);
     }
     if (Status st = (*runtime)->pool().flush(); !st.ok()) return fail(st.error().message);
-    const inject::ChunkPoolStats s = (*runtime)->pool().stats();
-    const inject::ChunkPoolOptions& o = (*runtime)->pool().options();
+    const memory::ChunkPoolStats s = (*runtime)->pool().stats();
+    const memory::ChunkPoolOptions& o = (*runtime)->pool().options();
     std::printf("user %s: %zu facts, %llu encoded now, %llu already in the pool\n", a.user.c_str(),
                 total, static_cast<unsigned long long>(s.misses),
                 static_cast<unsigned long long>(s.hits()));

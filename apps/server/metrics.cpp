@@ -89,7 +89,7 @@ std::string ServerMetrics::render(const engine::EngineStats& s) const {
          "Time of engine steps spent in the model's forward (the rest is host work).",
          s.forward_seconds);
     if (s.chunk_pool) {
-        const inject::ChunkPoolStats& p = *s.chunk_pool;
+        const memory::ChunkPoolStats& p = *s.chunk_pool;
         tiers(out, "inferscale_chunk_pool_bytes", "Memory chunk bytes per tier.",
               {{"device", p.device.bytes}, {"host", p.host.bytes}, {"disk", p.disk.bytes}});
         tiers(out, "inferscale_chunk_pool_capacity_bytes", "Capacity of the bounded tiers.",

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "inject/chunk_pool.h"
+#include "memory/chunk_pool.h"
 #include "memory/memory_types.h"
 
 namespace inferscale::engine {
@@ -22,7 +22,7 @@ std::string chunk_fact_id(memory::FactId id);
 class ChunkInvalidator : public memory::FactListener {
   public:
     // `pool` is not owned and must outlive the registration.
-    explicit ChunkInvalidator(inject::ChunkPool& pool) : pool_(&pool) {}
+    explicit ChunkInvalidator(memory::ChunkPool& pool) : pool_(&pool) {}
 
     void on_fact_changed(const memory::Fact& fact) override;
     void on_fact_deleted(const std::string& user, memory::FactId fact_id) override;
@@ -32,7 +32,7 @@ class ChunkInvalidator : public memory::FactListener {
     std::size_t chunks_dropped() const { return dropped_; }
 
   private:
-    inject::ChunkPool* pool_;
+    memory::ChunkPool* pool_;
     std::size_t dropped_ = 0;  // written under the store's lock only
 };
 

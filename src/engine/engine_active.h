@@ -34,7 +34,7 @@ struct Engine::Active {
     // kv mode: the facts in prompt order, and while memory is ready, their pinned chunks and
     // the plan that writes them.
     std::vector<MemoryFact> facts;
-    std::vector<inject::ChunkLease> leases;
+    std::vector<memory::ChunkLease> leases;
     inject::InjectPlan plan;
     // Memory became ready on an idle engine: injected layer group by layer group inside its
     // first forward (EngineOptions::layered_host_chunks).
@@ -43,14 +43,14 @@ struct Engine::Active {
     // Every chunk's bytes are on the device (promotions from host memory done).
     bool chunks_arrived() const {
         return std::all_of(leases.begin(), leases.end(),
-                           [](const inject::ChunkLease& l) { return l.ready(); });
+                           [](const memory::ChunkLease& l) { return l.ready(); });
     }
 
     // The transfer after which layers 0..layer of every chunk are on the device (transfers
     // finish in ticket order, so the latest chunk's ticket covers them all); 0: none in flight.
     std::uint64_t layers_ticket(std::int64_t layer) const {
         std::uint64_t ticket = 0;
-        for (const inject::ChunkLease& l : leases)
+        for (const memory::ChunkLease& l : leases)
             ticket = std::max(ticket, l.layers_ticket(layer));
         return ticket;
     }

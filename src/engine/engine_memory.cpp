@@ -71,8 +71,8 @@ Status Engine::lay_out_memory(Active& a, const EngineRequest& request) {
         a.seq.injected_tokens = memory_len / bs * bs;
         std::vector<std::int64_t> lengths;
         std::vector<std::string> keys;
-        for (const inject::MemoryPiece& piece : inject::memory_pieces(scaffold, prompt.fact_tokens)) {
-            using Kind = inject::MemoryPiece::Kind;
+        using Kind = inject::MemoryPiece::Kind;
+        for (const auto& piece : inject::memory_pieces(scaffold, prompt.fact_tokens)) {
             lengths.push_back(static_cast<std::int64_t>(piece.tokens.size()));
             keys.push_back(piece.kind == Kind::Fact
                                ? runtime_->identity_of(a.facts[piece.fact]).key()
@@ -143,8 +143,8 @@ void Engine::prepare_memory() {
         if (!layered && !a.chunks_arrived()) continue;
         layered_chosen = layered_chosen || layered;
         a.layered = layered;
-        std::vector<const inject::KvChunk*> body;
-        for (const inject::ChunkLease& l : a.leases) body.push_back(l.get());
+        std::vector<const memory::KvChunk*> body;
+        for (const memory::ChunkLease& l : a.leases) body.push_back(l.get());
         if (body.empty()) body.push_back(&runtime_->empty_memory_chunk());
         auto plan = inject::make_memory_plan(runtime_->header_chunk(), body,
                                              runtime_->footer_chunk(), model_.block_size());
@@ -209,7 +209,7 @@ Status Engine::prepare_layered(const Injection& injection) {
 }
 
 model::LayerHook Engine::layered_hook() {
-    return [this, walk = inject::LayerGroupWalk(model_.config().num_layers)](
+    return [this, walk = memory::LayerGroupWalk(model_.config().num_layers)](
                std::int64_t layer) mutable {
         walk.reach(layer, [this](std::int64_t, std::int64_t first, std::int64_t count) {
             if (count == 0) return;

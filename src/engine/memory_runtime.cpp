@@ -12,12 +12,12 @@ const tokenizer::ChatTemplate* template_of(const LocalModel& lm) {
 
 // A scaffold piece as a chunk: encoded alone from position 0 (the header with its BOS, so its
 // KV is exactly what a normal prefill of the prompt computes).
-inject::ChunkRequest scaffold_request(const LocalModel& lm, const char* name,
+engine::ChunkRequest scaffold_request(const LocalModel& lm, const char* name,
                                       const std::vector<std::int32_t>& tokens) {
-    inject::ChunkRequest r;
+    engine::ChunkRequest r;
     r.identity.fact_id = std::string("scaffold:") + name;
     r.identity.model = lm.model_name();
-    r.identity.text_hash = inject::text_hash(
+    r.identity.text_hash = memory::text_hash(
         std::string_view(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 4));
     r.fact_tokens = tokens;
     return r;
@@ -29,55 +29,55 @@ Result<std::unique_ptr<MemoryRuntime>> MemoryRuntime::create(LocalModel& lm,
                                                              const MemoryOptions& options) {
     inject::MemoryScaffold scaffold =
         IS_TRY(inject::build_memory_scaffold(lm.tokenizer(), template_of(lm), lm.block_size()));
-    inject::ChunkEncoder encoder = IS_TRY(inject::ChunkEncoder::create(
+    engine::ChunkEncoder encoder = IS_TRY(engine::ChunkEncoder::create(
         lm.backend(), lm.model(), lm.kv(), lm.blocks(), lm.workspace()));
-    inject::ChunkPoolOptions pool_options;
+    memory::ChunkPoolOptions pool_options;
     pool_options.device_capacity_bytes = options.device_pool_bytes;
     // A request whose chunks find no device room reads them from host memory instead of
     // waiting or failing.
     pool_options.serve_from_host = true;
     pool_options.host_capacity_bytes = options.host_pool_bytes;
     pool_options.disk_dir = options.disk_dir;
-    std::unique_ptr<inject::ChunkPool> pool =
-        IS_TRY(inject::ChunkPool::open(lm.backend(), std::move(pool_options)));
+    std::unique_ptr<memory::ChunkPool> pool =
+        IS_TRY(memory::ChunkPool::open(lm.backend(), std::move(pool_options)));
     std::unique_ptr<MemoryRuntime> rt(new MemoryRuntime(lm, options, std::move(scaffold),
                                                         std::move(encoder), std::move(pool)));
-    const inject::ChunkRequest reqs[] = {
+    const engine::ChunkRequest reqs[] = {
         scaffold_request(lm, "header", rt->scaffold_.header),
         scaffold_request(lm, "footer", rt->scaffold_.footer),
         scaffold_request(lm, "empty", rt->scaffold_.empty_memory),
     };
-    std::vector<inject::KvChunk> chunks = IS_TRY(rt->encoder_.encode(reqs));
+    std::vector<memory::KvChunk> chunks = IS_TRY(rt->encoder_.encode(reqs));
     rt->header_ = std::move(chunks[0]);
     rt->footer_ = std::move(chunks[1]);
     rt->empty_ = std::move(chunks[2]);
     return rt;
 }
 
-inject::ChunkIdentity MemoryRuntime::identity_of(const MemoryFact& fact) const {
-    inject::ChunkIdentity id;
+memory::ChunkIdentity MemoryRuntime::identity_of(const MemoryFact& fact) const {
+    memory::ChunkIdentity id;
     id.fact_id = fact.id;
-    id.text_hash = fact.text_hash.empty() ? inject::text_hash(fact.text) : fact.text_hash;
+    id.text_hash = fact.text_hash.empty() ? memory::text_hash(fact.text) : fact.text_hash;
     id.model = lm_->model_name();
     id.window = fact.window;
     id.mode = options_.encoding;
     return id;
 }
 
-Result<std::vector<inject::ChunkLease>> MemoryRuntime::acquire(std::span<const MemoryFact> facts,
+Result<std::vector<memory::ChunkLease>> MemoryRuntime::acquire(std::span<const MemoryFact> facts,
                                                                 bool ordered) {
-    std::vector<inject::ChunkIdentity> ids;
+    std::vector<memory::ChunkIdentity> ids;
     ids.reserve(facts.size());
     for (const MemoryFact& f : facts) ids.push_back(identity_of(f));
-    std::vector<inject::ChunkLease> leases = IS_TRY(pool_->get_many(ids, ordered));
-    std::vector<inject::ChunkRequest> misses;
+    std::vector<memory::ChunkLease> leases = IS_TRY(pool_->get_many(ids, ordered));
+    std::vector<engine::ChunkRequest> misses;
     std::vector<std::size_t> miss_index;
     for (std::size_t i = 0; i < facts.size(); ++i) {
         if (leases[i]) continue;
-        inject::ChunkRequest r;
+        engine::ChunkRequest r;
         r.identity = ids[i];
         r.fact_tokens = IS_TRY(inject::fact_token_ids(lm_->tokenizer(), facts[i].text));
-        if (options_.encoding == inject::EncodingMode::AfterHeader)
+        if (options_.encoding == memory::EncodingMode::AfterHeader)
             r.context_tokens = scaffold_.header;
         r.context_tokens.insert(r.context_tokens.end(), facts[i].context_tokens.begin(),
                                 facts[i].context_tokens.end());
@@ -85,7 +85,7 @@ Result<std::vector<inject::ChunkLease>> MemoryRuntime::acquire(std::span<const M
         miss_index.push_back(i);
     }
     if (!misses.empty()) {
-        std::vector<inject::KvChunk> encoded = IS_TRY(encoder_.encode(
+        std::vector<memory::KvChunk> encoded = IS_TRY(encoder_.encode(
             misses, [this](std::size_t bytes) { return pool_->allocate_device(bytes); }));
         for (std::size_t j = 0; j < encoded.size(); ++j)
             leases[miss_index[j]] = IS_TRY(pool_->put(std::move(encoded[j])));

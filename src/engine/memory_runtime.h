@@ -13,11 +13,11 @@
 #include <vector>
 
 #include "base/result.h"
+#include "engine/chunk_encoder.h"
 #include "engine/local_model.h"
-#include "inject/chunk_encoder.h"
-#include "inject/chunk_pool.h"
 #include "inject/injector.h"
 #include "inject/memory_prompt.h"
+#include "memory/chunk_pool.h"
 #include "tokenizer/chat_template.h"
 
 namespace inferscale::engine {
@@ -25,7 +25,7 @@ namespace inferscale::engine {
 struct MemoryFact {
     std::string id;
     std::string text;
-    std::string text_hash;  // empty: inject::text_hash(text)
+    std::string text_hash;  // empty: memory::text_hash(text)
     // The w turns before the fact's source turn, tokenized and truncated by the caller; only
     // used to encode the chunk (its KV is discarded). `window` is w, part of the identity.
     std::vector<std::int32_t> context_tokens;
@@ -34,7 +34,7 @@ struct MemoryFact {
 
 struct MemoryOptions {
     // Standalone (the reference) or after the memory header, so chunks carry no sink of their own.
-    inject::EncodingMode encoding = inject::EncodingMode::Standalone;
+    memory::EncodingMode encoding = memory::EncodingMode::Standalone;
     // The chunk pool's tiers (see inject/chunk_pool.h); an empty disk_dir means no disk tier.
     std::size_t device_pool_bytes = std::size_t{1} << 30;
     std::size_t host_pool_bytes = std::size_t{4} << 30;
@@ -50,26 +50,26 @@ class MemoryRuntime {
                                                          const MemoryOptions& options = {});
 
     const inject::MemoryScaffold& scaffold() const { return scaffold_; }
-    const inject::KvChunk& header_chunk() const { return header_; }
-    const inject::KvChunk& footer_chunk() const { return footer_; }
-    const inject::KvChunk& empty_memory_chunk() const { return empty_; }
-    inject::ChunkPool& pool() { return *pool_; }
-    inject::ChunkEncoder& encoder() { return encoder_; }
+    const memory::KvChunk& header_chunk() const { return header_; }
+    const memory::KvChunk& footer_chunk() const { return footer_; }
+    const memory::KvChunk& empty_memory_chunk() const { return empty_; }
+    memory::ChunkPool& pool() { return *pool_; }
+    engine::ChunkEncoder& encoder() { return encoder_; }
     inject::Injector& injector() { return injector_; }
     const MemoryOptions& options() const { return options_; }
 
-    inject::ChunkIdentity identity_of(const MemoryFact& fact) const;
+    memory::ChunkIdentity identity_of(const MemoryFact& fact) const;
     // Each fact's chunk on the device, in order: pool hits (promoted from host or disk as
     // needed), the misses encoded together in one batched pass and added to the pool. The
     // leases pin them (never demoted or freed) while they live. An Error from encoding, or
     // when the device tier cannot hold them all. `ordered` as ChunkPool::get_many: false
     // leaves promotions in flight (check ChunkLease::ready()).
-    Result<std::vector<inject::ChunkLease>> acquire(std::span<const MemoryFact> facts,
+    Result<std::vector<memory::ChunkLease>> acquire(std::span<const MemoryFact> facts,
                                                     bool ordered = true);
 
   private:
     MemoryRuntime(LocalModel& lm, const MemoryOptions& options, inject::MemoryScaffold scaffold,
-                  inject::ChunkEncoder encoder, std::unique_ptr<inject::ChunkPool> pool)
+                  engine::ChunkEncoder encoder, std::unique_ptr<memory::ChunkPool> pool)
         : lm_(&lm),
           options_(options),
           scaffold_(std::move(scaffold)),
@@ -80,10 +80,10 @@ class MemoryRuntime {
     LocalModel* lm_;
     MemoryOptions options_;
     inject::MemoryScaffold scaffold_;
-    inject::ChunkEncoder encoder_;
+    engine::ChunkEncoder encoder_;
     inject::Injector injector_;
-    std::unique_ptr<inject::ChunkPool> pool_;
-    inject::KvChunk header_, footer_, empty_;
+    std::unique_ptr<memory::ChunkPool> pool_;
+    memory::KvChunk header_, footer_, empty_;
 };
 
 // Dedups by id (the same id with another text is an Error) and reverses: best-ranked last.

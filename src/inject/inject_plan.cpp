@@ -4,13 +4,13 @@
 
 namespace inferscale::inject {
 
-Result<InjectPlan> make_inject_plan(std::span<const KvChunk* const> stream,
+Result<InjectPlan> make_inject_plan(std::span<const memory::KvChunk* const> stream,
                                     std::int64_t protected_tokens, std::int64_t block_size) {
     if (block_size < 1) return make_error("inject plan: block size must be >= 1");
     if (stream.empty()) return make_error("inject plan: no chunks");
     InjectPlan plan;
     plan.block_size = block_size;
-    for (const KvChunk* chunk : stream) {
+    for (const memory::KvChunk* chunk : stream) {
         if (chunk == nullptr || chunk->num_tokens() == 0)
             return make_error("inject plan: a chunk is missing or empty");
         if (!chunk->same_layout(*stream.front()))
@@ -31,7 +31,7 @@ Result<InjectPlan> make_inject_plan(std::span<const KvChunk* const> stream,
                           std::to_string(protected_tokens) + " (footer too short)");
 
     std::int64_t pos = 0;
-    for (const KvChunk* chunk : stream) {
+    for (const memory::KvChunk* chunk : stream) {
         if (pos >= plan.loaded_tokens) break;
         const std::int64_t rows = std::min(chunk->num_tokens(), plan.loaded_tokens - pos);
         plan.spans.push_back({chunk, 0, rows, pos});
@@ -40,13 +40,14 @@ Result<InjectPlan> make_inject_plan(std::span<const KvChunk* const> stream,
     return plan;
 }
 
-Result<InjectPlan> make_memory_plan(const KvChunk& header, std::span<const KvChunk* const> facts,
-                                    const KvChunk& footer, std::int64_t block_size) {
-    std::vector<const KvChunk*> stream;
+Result<InjectPlan> make_memory_plan(const memory::KvChunk& header,
+                                    std::span<const memory::KvChunk* const> facts,
+                                    const memory::KvChunk& footer, std::int64_t block_size) {
+    std::vector<const memory::KvChunk*> stream;
     stream.reserve(facts.size() + 2);
     stream.push_back(&header);
     std::int64_t facts_end = header.num_tokens();
-    for (const KvChunk* f : facts) {
+    for (const memory::KvChunk* f : facts) {
         if (f == nullptr) return make_error("inject plan: a fact chunk is missing");
         stream.push_back(f);
         facts_end += f->num_tokens();

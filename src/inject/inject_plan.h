@@ -11,14 +11,14 @@
 #include <vector>
 
 #include "base/result.h"
-#include "inject/kv_chunk.h"
+#include "memory/kv_chunk.h"
 
 namespace inferscale::inject {
 
 // Rows [first_row, first_row + num_rows) of `chunk` go to KV positions
 // first_position, first_position + 1, ... of the sequence (KV index = position).
 struct InjectSpan {
-    const KvChunk* chunk = nullptr;  // borrowed
+    const memory::KvChunk* chunk = nullptr;  // borrowed
     std::int64_t first_row = 0;
     std::int64_t num_rows = 0;
     std::int64_t first_position = 0;
@@ -39,12 +39,13 @@ struct InjectPlan {
 // `stream`: chunks in prompt order (borrowed; they must outlive the plan). An Error when the
 // stream is empty, the chunks' layouts differ, M is shorter than a block, or a protected token
 // falls into the recomputed tail.
-Result<InjectPlan> make_inject_plan(std::span<const KvChunk* const> stream,
+Result<InjectPlan> make_inject_plan(std::span<const memory::KvChunk* const> stream,
                                     std::int64_t protected_tokens, std::int64_t block_size);
 
 // The memory scaffold's plan: header ‖ facts (best-ranked last) ‖ footer; the facts (or the
 // empty-memory chunk in their place) are protected.
-Result<InjectPlan> make_memory_plan(const KvChunk& header, std::span<const KvChunk* const> facts,
-                                    const KvChunk& footer, std::int64_t block_size);
+Result<InjectPlan> make_memory_plan(const memory::KvChunk& header,
+                                    std::span<const memory::KvChunk* const> facts,
+                                    const memory::KvChunk& footer, std::int64_t block_size);
 
 }  // namespace inferscale::inject

@@ -45,7 +45,7 @@ Status Injector::prepare(std::span<const InjectSpan> spans, std::span<const kv::
     chunk_list_.clear();
     std::int64_t n = 0;
     for (const InjectSpan& s : spans) {
-        const KvChunk* c = s.chunk;
+        const memory::KvChunk* c = s.chunk;
         if (c == nullptr) return make_error("inject: a span has no chunk");
         if (c->num_layers() != layout.num_layers || c->num_kv_heads() != layout.num_kv_heads ||
             c->head_dim() != layout.head_dim || c->dtype() != kv.dtype())

@@ -53,7 +53,7 @@ class Injector {
 
     tensor::Backend* backend_;
     tensor::RopeTables tables_;
-    std::vector<const KvChunk*> chunk_list_;
+    std::vector<const memory::KvChunk*> chunk_list_;
     std::vector<std::int32_t> host_;  // staging: addrs, tokens, src_chunk, src_row, pos, slots
     tensor::Buffer device_;           // the same words on the device
     tensor::InjectArgs args_;         // the prepared injection, all layers

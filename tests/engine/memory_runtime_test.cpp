@@ -44,7 +44,7 @@ std::unique_ptr<LocalModel> load_model() {
 // model then loses the fact, so these tests use the header context.
 MemoryOptions after_header() {
     MemoryOptions mo;
-    mo.encoding = inject::EncodingMode::AfterHeader;
+    mo.encoding = memory::EncodingMode::AfterHeader;
     return mo;
 }
 
@@ -146,12 +146,12 @@ TEST_F(MemoryPromptTest, OneChunkOfTheWholeMemoryEqualsPromptInjection) {
     const std::vector<std::int32_t> memory(prompt.tokens.begin(),
                                            prompt.tokens.begin() + prompt.memory_tokens);
 
-    inject::ChunkRequest req;
+    engine::ChunkRequest req;
     req.identity.fact_id = "whole-memory";
     req.fact_tokens = memory;
     auto chunks = rt_->encoder().encode({&req, 1});
     ASSERT_TRUE(chunks.ok()) << chunks.error().message;
-    const inject::KvChunk* stream[] = {&(*chunks)[0]};
+    const memory::KvChunk* stream[] = {&(*chunks)[0]};
     const auto footer = static_cast<std::int64_t>(rt_->scaffold().footer.size());
     auto plan = inject::make_inject_plan(stream, prompt.memory_tokens - footer, lm_->block_size());
     ASSERT_TRUE(plan.ok()) << plan.error().message;

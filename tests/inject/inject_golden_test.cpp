@@ -12,7 +12,7 @@
 #include <cstring>
 #include <numeric>
 
-#include "inject/chunk_encoder.h"
+#include "engine/chunk_encoder.h"
 #include "inject/inject_plan.h"
 #include "inject/injector.h"
 #include "model/golden_util.h"
@@ -28,9 +28,9 @@ class InjectGolden : public ::testing::TestWithParam<std::string> {
         h_.init(GetParam(), /*block_size=*/4, /*num_blocks=*/96);
         if (HasFatalFailure()) return;
         pool_ = std::make_unique<kv::BlockPool>(96);
-        auto enc = ChunkEncoder::create(*h_.backend, *h_.model, *h_.kv, *pool_, *h_.ws);
+        auto enc = engine::ChunkEncoder::create(*h_.backend, *h_.model, *h_.kv, *pool_, *h_.ws);
         ASSERT_TRUE(enc.ok()) << enc.error().message;
-        encoder_ = std::make_unique<ChunkEncoder>(std::move(enc).value());
+        encoder_ = std::make_unique<engine::ChunkEncoder>(std::move(enc).value());
     }
 
     std::vector<std::int32_t> tokens(std::int64_t n, std::int32_t seed) const {
@@ -40,10 +40,11 @@ class InjectGolden : public ::testing::TestWithParam<std::string> {
         return t;
     }
 
-    ChunkRequest request(const std::string& id, std::vector<std::int32_t> fact,
+    engine::ChunkRequest request(const std::string& id, std::vector<std::int32_t> fact,
                          std::vector<std::int32_t> context = {}) const {
-        ChunkRequest r;
-        r.identity = ChunkIdentity{id, text_hash(id), GetParam(), 0, EncodingMode::Standalone};
+        engine::ChunkRequest r;
+        r.identity = memory::ChunkIdentity{id, memory::text_hash(id), GetParam(), 0,
+                                           memory::EncodingMode::Standalone};
         r.fact_tokens = std::move(fact);
         r.context_tokens = std::move(context);
         return r;
@@ -77,16 +78,16 @@ class InjectGolden : public ::testing::TestWithParam<std::string> {
 
     Harness h_;
     std::unique_ptr<kv::BlockPool> pool_;
-    std::unique_ptr<ChunkEncoder> encoder_;
+    std::unique_ptr<engine::ChunkEncoder> encoder_;
 };
 
 TEST_P(InjectGolden, InjectedAtShiftedPositionsEqualsPrefillThere) {
     const std::vector<std::int32_t> fact = tokens(11, 1);
-    const ChunkRequest reqs[] = {request("f", fact)};
+    const engine::ChunkRequest reqs[] = {request("f", fact)};
     auto chunks = encoder_->encode(reqs);
     ASSERT_TRUE(chunks.ok()) << chunks.error().message;
     EXPECT_EQ(pool_->num_free(), 96) << "scratch blocks must be returned";
-    const KvChunk& chunk = (*chunks)[0];
+    const memory::KvChunk& chunk = (*chunks)[0];
     ASSERT_EQ(chunk.num_tokens(), 11);
     EXPECT_EQ(chunk.token_ids(), fact);
 
@@ -119,7 +120,8 @@ TEST_P(InjectGolden, InjectedAtShiftedPositionsEqualsPrefillThere) {
 TEST_P(InjectGolden, ContextIsSlicedOffAndBatchingChangesNothing) {
     const std::vector<std::int32_t> ctx = tokens(6, 7), f1 = tokens(9, 2), f2 = tokens(5, 3),
                                     f3 = tokens(13, 4);
-    const ChunkRequest batch[] = {request("a", f1), request("b", f2, ctx), request("c", f3)};
+    const engine::ChunkRequest batch[] = {request("a", f1), request("b", f2, ctx),
+                                          request("c", f3)};
     auto together = encoder_->encode(batch);
     ASSERT_TRUE(together.ok()) << together.error().message;
     ASSERT_EQ(together->size(), 3u);
@@ -127,8 +129,8 @@ TEST_P(InjectGolden, ContextIsSlicedOffAndBatchingChangesNothing) {
     for (std::size_t i = 0; i < 3; ++i) {
         auto alone = encoder_->encode({&batch[i], 1});
         ASSERT_TRUE(alone.ok());
-        const KvChunk& x = (*together)[i];
-        const KvChunk& y = (*alone)[0];
+        const memory::KvChunk& x = (*together)[i];
+        const memory::KvChunk& y = (*alone)[0];
         ASSERT_EQ(x.bytes(), y.bytes());
         const auto* a = static_cast<const float*>(x.data());
         const auto* b = static_cast<const float*>(y.data());
@@ -153,7 +155,8 @@ TEST_P(InjectGolden, ContextIsSlicedOffAndBatchingChangesNothing) {
 // Longer than one forward step (the harness takes 96 tokens): encoded in pieces.
 TEST_P(InjectGolden, LongFactIsEncodedInPieces) {
     const std::vector<std::int32_t> ctx = tokens(70, 5), fact = tokens(50, 6);
-    const ChunkRequest reqs[] = {request("long", fact, ctx), request("short", tokens(4, 8))};
+    const engine::ChunkRequest reqs[] = {request("long", fact, ctx),
+                                         request("short", tokens(4, 8))};
     auto chunks = encoder_->encode(reqs);
     ASSERT_TRUE(chunks.ok()) << chunks.error().message;
     std::vector<std::int32_t> full = ctx;
@@ -171,7 +174,7 @@ TEST_P(InjectGolden, LongFactIsEncodedInPieces) {
 }
 
 TEST_P(InjectGolden, InjectedLayerByLayerInsideTheForwardEqualsInjectedFirst) {
-    const ChunkRequest reqs[] = {request("a", tokens(7, 11)), request("b", tokens(9, 12))};
+    const engine::ChunkRequest reqs[] = {request("a", tokens(7, 11)), request("b", tokens(9, 12))};
     auto chunks = encoder_->encode(reqs);
     ASSERT_TRUE(chunks.ok()) << chunks.error().message;
     const InjectSpan spans[] = {{&(*chunks)[0], 0, 7, 0}, {&(*chunks)[1], 0, 9, 7}};

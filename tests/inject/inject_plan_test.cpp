@@ -22,7 +22,7 @@ using tensor::Tensor;
 
 constexpr std::int64_t kLayers = 3, kHeads = 2, kDim = 8;
 
-KvChunk random_chunk(tensor::Backend& be, const std::string& id, std::int64_t tokens,
+memory::KvChunk random_chunk(tensor::Backend& be, const std::string& id, std::int64_t tokens,
                      std::uint32_t seed) {
     const std::size_t count = static_cast<std::size_t>(kLayers * 2 * tokens * kHeads * kDim);
     tensor::Buffer buf = be.allocate(count * sizeof(float)).value();
@@ -32,15 +32,16 @@ KvChunk random_chunk(tensor::Backend& be, const std::string& id, std::int64_t to
     for (std::size_t i = 0; i < count; ++i) p[i] = u(rng);
     std::vector<std::int32_t> ids(static_cast<std::size_t>(tokens));
     std::iota(ids.begin(), ids.end(), static_cast<std::int32_t>(seed * 100));
-    return KvChunk(ChunkIdentity{id, text_hash(id), "m", 0, EncodingMode::Standalone}, ids, kLayers,
-                   kHeads, kDim, DType::F32, std::move(buf));
+    const memory::ChunkIdentity identity{id, memory::text_hash(id), "m", 0,
+                                         memory::EncodingMode::Standalone};
+    return memory::KvChunk(identity, ids, kLayers, kHeads, kDim, DType::F32, std::move(buf));
 }
 
 TEST(InjectPlan, AlignsToWholeBlocksAndKeepsFactsInjected) {
     backends::cpu::CpuBackend be;
-    KvChunk header = random_chunk(be, "h", 7, 1), f1 = random_chunk(be, "f1", 5, 2),
+    memory::KvChunk header = random_chunk(be, "h", 7, 1), f1 = random_chunk(be, "f1", 5, 2),
             f2 = random_chunk(be, "f2", 6, 3), footer = random_chunk(be, "ft", 15, 4);
-    const KvChunk* facts[] = {&f1, &f2};
+    const memory::KvChunk* facts[] = {&f1, &f2};
     auto plan = make_memory_plan(header, facts, footer, 16);
     ASSERT_TRUE(plan.ok()) << plan.error().message;
     EXPECT_EQ(plan->memory_tokens, 33);
@@ -55,27 +56,27 @@ TEST(InjectPlan, AlignsToWholeBlocksAndKeepsFactsInjected) {
     EXPECT_EQ(plan->token_ids[7], f1.token_ids().front());
 
     // A footer shorter than B - 1 would leave fact tokens in the recomputed tail.
-    KvChunk short_footer = random_chunk(be, "sf", 3, 5);
+    memory::KvChunk short_footer = random_chunk(be, "sf", 3, 5);
     EXPECT_FALSE(make_memory_plan(header, facts, short_footer, 16).ok());
     // Shorter than one block: nothing to inject.
-    const KvChunk* one[] = {&f1};
+    const memory::KvChunk* one[] = {&f1};
     EXPECT_FALSE(make_inject_plan(one, 0, 16).ok());
 }
 
-TEST(ChunkIdentity, KeyCoversEveryField) {
-    ChunkIdentity a{"f1", "abc", "model", 0, EncodingMode::Standalone};
-    ChunkIdentity b = a;
+TEST(memory::ChunkIdentity, KeyCoversEveryField) {
+    memory::ChunkIdentity a{"f1", "abc", "model", 0, memory::EncodingMode::Standalone};
+    memory::ChunkIdentity b = a;
     EXPECT_EQ(a.key(), b.key());
     b.window = 5;
     EXPECT_NE(a.key(), b.key());
     b = a;
-    b.mode = EncodingMode::AfterHeader;
+    b.mode = memory::EncodingMode::AfterHeader;
     EXPECT_NE(a.key(), b.key());
     b = a;
     b.model = "other";
     EXPECT_NE(a.key(), b.key());
-    EXPECT_NE(text_hash("a"), text_hash("b"));
-    EXPECT_EQ(text_hash("x").size(), 16u);
+    EXPECT_NE(memory::text_hash("a"), memory::text_hash("b"));
+    EXPECT_EQ(memory::text_hash("x").size(), 16u);
 }
 
 // The fused op equals rope() on a copy of the chunk's K followed by write_kv(), bit for bit.
@@ -95,7 +96,7 @@ TEST(InjectOp, MatchesRopeThenWriteKv) {
     tensor::RopeTables tables{Tensor(cos.data(), DType::F32, {max_pos, kDim / 2}),
                               Tensor(sin.data(), DType::F32, {max_pos, kDim / 2})};
 
-    KvChunk a = random_chunk(be, "a", 5, 11), b = random_chunk(be, "b", 9, 12);
+    memory::KvChunk a = random_chunk(be, "a", 5, 11), b = random_chunk(be, "b", 9, 12);
     // b's rows 2..8 at positions 3..9, then a's rows 0..4 at 21..25, in scattered blocks.
     const std::vector<InjectSpan> spans = {{&b, 2, 7, 3}, {&a, 0, 5, 21}};
     const std::vector<kv::BlockId> seq_blocks = {7, 2, 9, 0, 5, 11, 3};
@@ -136,7 +137,7 @@ TEST(InjectOp, RejectsMismatchedLayoutsAndShortBlocks) {
     tensor::RopeTables tables{Tensor(cos.data(), DType::F32, {64, kDim / 2}),
                               Tensor(sin.data(), DType::F32, {64, kDim / 2})};
     Injector injector(be, tables);
-    KvChunk a = random_chunk(be, "a", 5, 1);
+    memory::KvChunk a = random_chunk(be, "a", 5, 1);
     auto other = kv::KvStorage::create(be, {kLayers + 1, 8, 4, kHeads, kDim}).value();
     const InjectSpan span{&a, 0, 5, 0};
     const std::vector<kv::BlockId> two = {0, 1};

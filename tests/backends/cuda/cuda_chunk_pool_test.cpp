@@ -10,9 +10,9 @@
 #include <algorithm>
 #include <cstring>
 
-#include "cuda_test_util.h"
 #include "backends/cuda/pinned_host_cache.h"
-#include "inject/chunk_pool.h"
+#include "cuda_test_util.h"
+#include "memory/chunk_pool.h"
 
 namespace inferscale::cuda_test {
 namespace {
@@ -20,9 +20,9 @@ namespace {
 constexpr std::int64_t kLayers = 4, kHeads = 8, kDim = 128, kTokens = 256;
 constexpr std::size_t kBytes = kLayers * 2 * kTokens * kHeads * kDim * sizeof(float);  // 8 MiB
 
-inject::ChunkIdentity ident(int i) {
-    return {"fact" + std::to_string(i), inject::text_hash(std::to_string(i)), "test", 0,
-            inject::EncodingMode::Standalone};
+memory::ChunkIdentity ident(int i) {
+    return {"fact" + std::to_string(i), memory::text_hash(std::to_string(i)), "test", 0,
+            memory::EncodingMode::Standalone};
 }
 
 std::vector<float> contents(int i) {
@@ -36,11 +36,11 @@ class CudaChunkPoolTest : public CudaTest {
   protected:
     // Chunks 0..n-1 in the host tier; the device tier holds `device_chunks` chunks (the last
     // ones put).
-    std::unique_ptr<inject::ChunkPool> pool_with_all_on_host(int n, int device_chunks = 1) {
-        inject::ChunkPoolOptions o;
+    std::unique_ptr<memory::ChunkPool> pool_with_all_on_host(int n, int device_chunks = 1) {
+        memory::ChunkPoolOptions o;
         o.device_capacity_bytes = kBytes * static_cast<std::size_t>(device_chunks);
         o.host_capacity_bytes = kBytes * static_cast<std::size_t>(n + device_chunks);
-        auto pool = inject::ChunkPool::open(*gpu_, o);
+        auto pool = memory::ChunkPool::open(*gpu_, o);
         EXPECT_TRUE(pool.ok()) << pool.error().message;
         for (int i = 0; i < n + device_chunks; ++i) {
             const std::vector<float> v = contents(i);
@@ -49,17 +49,17 @@ class CudaChunkPoolTest : public CudaTest {
                                  v.data(), kBytes);
             gpu_->synchronize();
             auto lease =
-                (*pool)->put(inject::KvChunk(ident(i), std::vector<std::int32_t>(kTokens, 1),
+                (*pool)->put(memory::KvChunk(ident(i), std::vector<std::int32_t>(kTokens, 1),
                                              kLayers, kHeads, kDim, DType::F32, std::move(buf)));
             EXPECT_TRUE(lease.ok()) << lease.error().message;
         }
         // The last puts hold the device tier; 0..n-1 sit in host memory now.
         for (int i = 0; i < n; ++i)
-            EXPECT_EQ((*pool)->tier_of(ident(i)), inject::ChunkTier::Host) << i;
+            EXPECT_EQ((*pool)->tier_of(ident(i)), memory::ChunkTier::Host) << i;
         return std::move(pool).value();
     }
 
-    std::vector<float> read(const inject::KvChunk& c) {
+    std::vector<float> read(const memory::KvChunk& c) {
         std::vector<float> out(kBytes / sizeof(float));
         const Tensor all(const_cast<void*>(c.data()), DType::F32,
                          {static_cast<std::int64_t>(out.size())}, tensor::Device::Cuda);
@@ -71,7 +71,7 @@ class CudaChunkPoolTest : public CudaTest {
 
 TEST_F(CudaChunkPoolTest, UnorderedPromotionsBecomeReadyAndAreBitExact) {
     auto pool = pool_with_all_on_host(1);
-    const inject::ChunkIdentity id = ident(0);
+    const memory::ChunkIdentity id = ident(0);
     auto leases = pool->get_many(std::span(&id, 1), /*ordered=*/false);
     ASSERT_TRUE(leases.ok()) << leases.error().message;
     ASSERT_TRUE((*leases)[0]);
@@ -83,7 +83,7 @@ TEST_F(CudaChunkPoolTest, UnorderedPromotionsBecomeReadyAndAreBitExact) {
 
 TEST_F(CudaChunkPoolTest, OrderedPromotionsAreSeenByTheNextComputeOp) {
     auto pool = pool_with_all_on_host(1);
-    const inject::ChunkIdentity id = ident(0);
+    const memory::ChunkIdentity id = ident(0);
     auto leases = pool->get_many(std::span(&id, 1));
     ASSERT_TRUE(leases.ok()) << leases.error().message;
     // A read on the compute stream, issued at once, already sees the promoted bytes.
@@ -92,12 +92,12 @@ TEST_F(CudaChunkPoolTest, OrderedPromotionsAreSeenByTheNextComputeOp) {
 
 TEST_F(CudaChunkPoolTest, EachLayerIsReadableAfterItsOwnTicket) {
     auto pool = pool_with_all_on_host(3, /*device_chunks=*/3);
-    const inject::ChunkIdentity ids[] = {ident(0), ident(1), ident(2)};
+    const memory::ChunkIdentity ids[] = {ident(0), ident(1), ident(2)};
     auto leases = pool->get_many(ids, /*ordered=*/false);
     ASSERT_TRUE(leases.ok()) << leases.error().message;
     // Group-major issue: every chunk's first layer before any chunk's last.
     std::uint64_t first_max = 0, last_min = ~std::uint64_t{0};
-    for (const inject::ChunkLease& l : *leases) {
+    for (const memory::ChunkLease& l : *leases) {
         first_max = std::max(first_max, l.layers_ticket(0));
         last_min = std::min(last_min, l.layers_ticket(kLayers - 1));
         for (std::int64_t layer = 1; layer < kLayers; ++layer)
@@ -107,7 +107,7 @@ TEST_F(CudaChunkPoolTest, EachLayerIsReadableAfterItsOwnTicket) {
     EXPECT_LT(first_max, last_min);
     const std::size_t layer_floats = kBytes / sizeof(float) / kLayers;
     for (std::size_t c = 0; c < 3; ++c) {
-        const inject::ChunkLease& l = (*leases)[c];
+        const memory::ChunkLease& l = (*leases)[c];
         const std::vector<float> want = contents(static_cast<int>(c));
         for (std::int64_t layer = kLayers - 1; layer >= 0; --layer) {
             gpu_->order_after(l.layers_ticket(layer));

@@ -21,7 +21,7 @@ struct Shape {
 
 class CudaInjectTest : public CudaTest, public ::testing::WithParamInterface<Shape> {};
 
-inject::KvChunk make_chunk(tensor::Backend& be, const std::vector<float>& values, DType dtype,
+memory::KvChunk make_chunk(tensor::Backend& be, const std::vector<float>& values, DType dtype,
                            std::int64_t tokens, const Shape& s, const std::string& id) {
     const std::size_t bytes = values.size() * tensor::dtype_size(dtype);
     tensor::Buffer buf = be.allocate(bytes).value();
@@ -34,7 +34,7 @@ inject::KvChunk make_chunk(tensor::Backend& be, const std::vector<float>& values
         be.copy_from_host(all, values.data(), bytes);
     }
     be.synchronize();
-    return inject::KvChunk({id, inject::text_hash(id), "test", 0, inject::EncodingMode::Standalone},
+    return memory::KvChunk({id, memory::text_hash(id), "test", 0, memory::EncodingMode::Standalone},
                            std::vector<std::int32_t>(static_cast<std::size_t>(tokens), 1), s.layers,
                            s.kv_heads, s.head_dim, dtype, std::move(buf));
 }
@@ -63,10 +63,10 @@ TEST_P(CudaInjectTest, MatchesCpu) {
         random_bf16(static_cast<std::size_t>(s.layers * 2 * ta * s.kv_heads * s.head_dim), rng_);
     const auto vb =
         random_bf16(static_cast<std::size_t>(s.layers * 2 * tb * s.kv_heads * s.head_dim), rng_);
-    inject::KvChunk ca = make_chunk(cpu_, va, DType::F32, ta, s, "a");
-    inject::KvChunk cb = make_chunk(cpu_, vb, DType::F32, tb, s, "b");
-    inject::KvChunk ga = make_chunk(*gpu_, va, DType::BF16, ta, s, "a");
-    inject::KvChunk gb = make_chunk(*gpu_, vb, DType::BF16, tb, s, "b");
+    memory::KvChunk ca = make_chunk(cpu_, va, DType::F32, ta, s, "a");
+    memory::KvChunk cb = make_chunk(cpu_, vb, DType::F32, tb, s, "b");
+    memory::KvChunk ga = make_chunk(*gpu_, va, DType::BF16, ta, s, "a");
+    memory::KvChunk gb = make_chunk(*gpu_, vb, DType::BF16, tb, s, "b");
 
     // Sequence blocks out of order; spans leave gaps and start mid-block.
     const std::vector<kv::BlockId> seq = {5, 17, 2, 9, 23, 0, 11, 14, 3, 20};

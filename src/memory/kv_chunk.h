@@ -14,7 +14,7 @@
 #include "tensor/buffer.h"
 #include "tensor/tensor.h"
 
-namespace inferscale::inject {
+namespace inferscale::memory {
 
 // What preceded the fact's tokens when it was encoded (their KV is thrown away).
 enum class EncodingMode : std::uint8_t {
@@ -124,4 +124,4 @@ class KvChunk {
     tensor::Buffer kv_;  // [num_layers][2][t][kvh][d] dtype; index 0 of dim 1 is K, 1 is V
 };
 
-}  // namespace inferscale::inject
+}  // namespace inferscale::memory

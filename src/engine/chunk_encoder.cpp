@@ -1,11 +1,11 @@
-#include "inject/chunk_encoder.h"
+#include "engine/chunk_encoder.h"
 
 #include <algorithm>
 #include <numeric>
 
 #include "tensor/views.h"
 
-namespace inferscale::inject {
+namespace inferscale::engine {
 namespace {
 
 using tensor::Tensor;
@@ -61,15 +61,15 @@ Result<ChunkEncoder> ChunkEncoder::create(tensor::Backend& backend, model::Llama
     return enc;
 }
 
-Result<std::vector<KvChunk>> ChunkEncoder::encode(std::span<const ChunkRequest> requests,
-                                                  const Allocate& allocate) {
+Result<std::vector<memory::KvChunk>> ChunkEncoder::encode(
+    std::span<const ChunkRequest> requests, const Allocate& allocate) {
     const model::ModelConfig& c = model_->config();
     const std::int64_t max_len = model_->max_positions();
     const std::int64_t bs = kv_->layout().block_size;
     const tensor::DType dtype = backend_->kv_dtype();
 
     std::vector<Sequence> seqs(requests.size());
-    std::vector<KvChunk> chunks;
+    std::vector<memory::KvChunk> chunks;
     chunks.reserve(requests.size());
     for (std::size_t i = 0; i < requests.size(); ++i) {
         const ChunkRequest& r = requests[i];
@@ -142,7 +142,7 @@ Result<std::vector<KvChunk>> ChunkEncoder::encode(std::span<const ChunkRequest> 
 }
 
 Status ChunkEncoder::run_step(std::span<const Piece> pieces, std::span<Sequence> seqs,
-                              std::span<KvChunk> chunks) {
+                              std::span<memory::KvChunk> chunks) {
     const model::ModelConfig& c = model_->config();
     const std::int64_t row = c.num_kv_heads * c.head_dim;
     ids_.clear();
@@ -199,7 +199,7 @@ Status ChunkEncoder::run_step(std::span<const Piece> pieces, std::span<Sequence>
     // Capture [layer][m] rows -> chunk [layer][K|V][t] rows, one gather per layer and plane.
     const Tensor index = row_index_.view(tensor::DType::I32, {max_tokens_});
     for (const Copy& cp : copies) {
-        KvChunk& chunk = chunks[static_cast<std::size_t>(cp.seq)];
+        memory::KvChunk& chunk = chunks[static_cast<std::size_t>(cp.seq)];
         Tensor rows = tensor::leading(index, cp.count);
         rows.data = static_cast<std::int32_t*>(rows.data) + cp.capture_row;
         for (std::int64_t l = 0; l < c.num_layers; ++l) {
@@ -221,4 +221,4 @@ Status ChunkEncoder::run_step(std::span<const Piece> pieces, std::span<Sequence>
     return {};
 }
 
-}  // namespace inferscale::inject
+}  // namespace inferscale::engine

@@ -33,6 +33,10 @@
 // `collect` and the destructor, i.e. on the thread that drives the backend (a backend is used
 // from one thread at a time; cudaFree would also break a graph capture running there). Disk
 // I/O happens under the mutex too. One pool per disk folder: the folder is indexed at open.
+//
+// Sources: chunk_pool.cpp (open, get, put, erase), chunk_pool_entries.cpp (leases, LRU lists,
+// accounting), chunk_tier_moves.cpp (demotion, promotion, flush to disk); chunk_pool_entry.h
+// is the entry type they share.
 
 #include <cstddef>
 #include <cstdint>
@@ -47,10 +51,10 @@
 #include <vector>
 
 #include "base/result.h"
-#include "inject/kv_chunk.h"
+#include "memory/kv_chunk.h"
 #include "tensor/backend.h"
 
-namespace inferscale::inject {
+namespace inferscale::memory {
 
 struct ChunkPoolOptions {
     std::size_t device_capacity_bytes = std::size_t{1} << 30;
@@ -246,4 +250,4 @@ class ChunkPool {
     ChunkPoolStats stats_;
 };
 
-}  // namespace inferscale::inject
+}  // namespace inferscale::memory

@@ -1,4 +1,4 @@
-#include "memory/locomo_import.h"
+#include "apps/cli/locomo/locomo_import.h"
 
 #include <nlohmann/json.hpp>
 
@@ -8,7 +8,7 @@
 #include <map>
 #include <sstream>
 
-#include "memory/locomo_date.h"
+#include "apps/cli/locomo/locomo_date.h"
 
 namespace inferscale::memory {
 namespace {

@@ -13,17 +13,17 @@
 #include <vector>
 
 #include "base/result.h"
-#include "inject/kv_chunk.h"
 #include "kv/block_pool.h"
 #include "kv/kv_storage.h"
+#include "memory/kv_chunk.h"
 #include "model/forward_workspace.h"
 #include "model/llama_model.h"
 #include "tensor/backend.h"
 
-namespace inferscale::inject {
+namespace inferscale::engine {
 
 struct ChunkRequest {
-    ChunkIdentity identity;
+    memory::ChunkIdentity identity;
     // Encoded before the fact, KV discarded: the memory header and/or the w preceding turns,
     // already selected by the caller. When context + fact exceed the model's positions the
     // oldest context tokens are dropped; the fact is never cut.
@@ -46,8 +46,8 @@ class ChunkEncoder {
     // One chunk per request, in request order, each in its own buffer from `allocate` (empty:
     // the backend's). An Error for an empty or too long fact, too few free KV blocks, or
     // `allocate`'s; scratch blocks are released on every path.
-    Result<std::vector<KvChunk>> encode(std::span<const ChunkRequest> requests,
-                                        const Allocate& allocate = {});
+    Result<std::vector<memory::KvChunk>> encode(std::span<const ChunkRequest> requests,
+                                                const Allocate& allocate = {});
 
   private:
     // A run of one sequence's tokens inside a forward step.
@@ -64,7 +64,7 @@ class ChunkEncoder {
 
     ChunkEncoder() = default;
     Status run_step(std::span<const Piece> pieces, std::span<Sequence> seqs,
-                    std::span<KvChunk> chunks);
+                    std::span<memory::KvChunk> chunks);
 
     tensor::Backend* backend_ = nullptr;
     model::LlamaModel* model_ = nullptr;
@@ -80,4 +80,4 @@ class ChunkEncoder {
     std::vector<model::BatchSequence> batch_seqs_;
 };
 
-}  // namespace inferscale::inject
+}  // namespace inferscale::engine

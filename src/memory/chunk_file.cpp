@@ -1,4 +1,4 @@
-#include "inject/chunk_file.h"
+#include "memory/chunk_file.h"
 
 #include <fcntl.h>
 #include <sys/stat.h>
@@ -9,7 +9,7 @@
 #include <cstdlib>
 #include <cstring>
 
-namespace inferscale::inject {
+namespace inferscale::memory {
 namespace {
 
 static_assert(std::endian::native == std::endian::little, "chunk files are little-endian");
@@ -276,4 +276,4 @@ Result<ChunkFileHeader> read_chunk_file(const std::string& path, const ChunkIden
     return h;
 }
 
-}  // namespace inferscale::inject
+}  // namespace inferscale::memory

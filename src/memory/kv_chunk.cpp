@@ -1,10 +1,10 @@
-#include "inject/kv_chunk.h"
+#include "memory/kv_chunk.h"
 
 #include <cstdio>
 
 #include "base/check.h"
 
-namespace inferscale::inject {
+namespace inferscale::memory {
 
 const char* encoding_mode_name(EncodingMode mode) {
     return mode == EncodingMode::AfterHeader ? "after-header" : "standalone";
@@ -71,4 +71,4 @@ bool KvChunk::same_layout(const KvChunk& other) const {
            head_dim_ == other.head_dim_ && dtype_ == other.dtype_;
 }
 
-}  // namespace inferscale::inject
+}  // namespace inferscale::memory

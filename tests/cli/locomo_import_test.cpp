@@ -10,8 +10,8 @@
 #include <fstream>
 #include <regex>
 
-#include "memory/locomo_date.h"
-#include "memory/locomo_import.h"
+#include "apps/cli/locomo/locomo_date.h"
+#include "apps/cli/locomo/locomo_import.h"
 #include "memory/temp_dir.h"
 
 namespace inferscale::memory {

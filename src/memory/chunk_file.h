@@ -17,10 +17,10 @@
 #include <vector>
 
 #include "base/result.h"
-#include "inject/kv_chunk.h"
+#include "memory/kv_chunk.h"
 #include "tensor/dtype.h"
 
-namespace inferscale::inject {
+namespace inferscale::memory {
 
 inline constexpr std::string_view kChunkFileSuffix = ".kvc";
 
@@ -66,4 +66,4 @@ Result<ChunkFileHeader> read_chunk_header(const std::string& path);
 Result<ChunkFileHeader> read_chunk_file(const std::string& path, const ChunkIdentity& expected,
                                         void* dst, std::size_t dst_bytes);
 
-}  // namespace inferscale::inject
+}  // namespace inferscale::memory

@@ -2,7 +2,7 @@
 // promotion (bit-exact), leases, the disk format (restart, corruption), invalidation through
 // a MemoryStore listener, the accounting, and a randomized run against invariant checks.
 
-#include "inject/chunk_pool.h"
+#include "memory/chunk_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -15,11 +15,11 @@
 
 #include "backends/cpu/cpu_backend.h"
 #include "engine/chunk_invalidator.h"
-#include "inject/chunk_file.h"
+#include "memory/chunk_file.h"
 #include "memory/memory_store.h"
 #include "memory/temp_dir.h"
 
-namespace inferscale::inject {
+namespace inferscale::memory {
 namespace {
 
 using memory::testing::TempDir;
@@ -473,4 +473,4 @@ TEST_F(ChunkPoolTest, RandomizedOperationsKeepTheInvariants) {
 }
 
 }  // namespace
-}  // namespace inferscale::inject
+}  // namespace inferscale::memory

@@ -1,4 +1,4 @@
-#include "memory/locomo_date.h"
+#include "apps/cli/locomo/locomo_date.h"
 
 #include <array>
 #include <chrono>
