@@ -1,6 +1,6 @@
 #pragma once
-// Imports a LoCoMo conversation file (one sample of locomo10, see
-// /work/shared/data/locomo10/README.md) as one user's turns and facts.
+// Imports a LoCoMo conversation file (one sample of locomo10, see README.md in the folder
+// INFERSCALE_LOCOMO names, default ../shared/data/locomo10) as one user's turns and facts.
 //
 //  - Sessions ("session_N") are re-ordered chronologically by "session_N_date_time";
 //    session_index is that rank, from 1 (ties keep N order).
