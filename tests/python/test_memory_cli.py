@@ -13,7 +13,8 @@ import time
 import pytest
 
 BIN = os.path.join(os.environ.get("INFERSCALE_BIN", "build/bin"), "inferscale")
-LOCOMO = os.environ.get("INFERSCALE_LOCOMO", "/work/shared/data/locomo10")
+LOCOMO = os.environ.get("INFERSCALE_LOCOMO", os.path.join(
+    os.path.dirname(__file__), "..", "..", "..", "shared", "data", "locomo10"))
 needs_locomo = pytest.mark.skipif(not os.path.exists(os.path.join(LOCOMO, "26.json")),
                                   reason="no LoCoMo data")
 
