@@ -63,7 +63,7 @@ TEST(InjectPlan, AlignsToWholeBlocksAndKeepsFactsInjected) {
     EXPECT_FALSE(make_inject_plan(one, 0, 16).ok());
 }
 
-TEST(memory::ChunkIdentity, KeyCoversEveryField) {
+TEST(ChunkIdentity, KeyCoversEveryField) {
     memory::ChunkIdentity a{"f1", "abc", "model", 0, memory::EncodingMode::Standalone};
     memory::ChunkIdentity b = a;
     EXPECT_EQ(a.key(), b.key());
