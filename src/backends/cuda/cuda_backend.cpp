@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_sampling.h"
 #include "backends/cuda/linear_small.h"
