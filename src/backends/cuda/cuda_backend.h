@@ -36,6 +36,7 @@ namespace inferscale::backends::cuda {
 class LtMatmul;
 
 // paged_attention's launches for one batch, planned from the host metadata (paged_attention.cpp).
+struct AttentionShape;
 struct AttentionPlan {
     PagedKvView view;
     AttentionBatch batch;
@@ -272,6 +273,10 @@ class CudaBackend final : public tensor::Backend {
     AttentionPlan plan_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
                                  const tensor::PagedAttentionArgs& args,
                                  const tensor::Tensor& out) const;
+    // plan_attention's two halves, from what it read of the batch: the prefill launch of the
+    // sequences of several query rows, and the decode launch of those of one.
+    void plan_prefill(const AttentionShape& shape, AttentionPlan& plan) const;
+    void plan_decode(const AttentionShape& shape, AttentionPlan& plan) const;
     void launch_attention(const tensor::Tensor& q, const AttentionPlan& plan, tensor::Tensor out);
     // rope_attention's launches, operands checked and the attention planned.
     void enqueue_rope_attention(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
