@@ -5,7 +5,7 @@
 // run as one cuBLASLt GEMM whose output is split into the targets' rows. Otherwise each target
 // is its own GEMM, every second one on a side stream at few tokens (gate beside up). Which one
 // is fastest depends on the shape and the token count, so it is timed once per shape and
-// bucket.
+// bucket; which small-batch kernel runs for how many tokens is kLinearKernels' (linear_small.h).
 
 #include <functional>
 #include <optional>
@@ -216,7 +216,10 @@ bool CudaBackend::gated_gemv(const Tensor& x, std::span<const tensor::LinearTarg
     check_linear_group(x, gate_up, "linear_swiglu x");
     IS_CHECK(gate_up.size() == 2 && gate_up[0].y.shape == gate_up[1].y.shape)
         << "linear_swiglu takes a gate and an up target of one shape";
-    if (x.shape[0] != 1 || !options_.linear_paths.gemv) return false;
+    const std::int64_t n = x.shape[0];
+    if (n < 1 || linear_kernel(n) != LinearKernel::Gemv || !options_.linear_paths.gemv) {
+        return false;
+    }
     SmallLinearTarget small[kSmallLinearMaxTargets];
     if (gate_up[0].y.dtype != DType::BF16 || !to_small_targets(gate_up, small)) return false;
     activate();
