@@ -55,8 +55,8 @@ inline void check_activation(const tensor::Tensor& t, const char* what) {
         << what << " dtype " << tensor::dtype_name(t.dtype);
 }
 
-// rope_qk's operands: q [n, heads, d] (an activation), k [n, kv_heads, d] of q's dtype or
-// empty, positions [n] i32, cos/sin tables [max_positions, d/2] f32.
+// The rotation's operands: q [n, heads, d] (an activation), k [n, kv_heads, d] of q's dtype
+// or empty, positions [n] i32, cos/sin tables [max_positions, d/2] f32.
 inline void check_rope(const tensor::Tensor& q, const tensor::Tensor& k,
                        const tensor::Tensor& positions, const tensor::Tensor& cos,
                        const tensor::Tensor& sin) {

@@ -1,5 +1,6 @@
-// CudaBackend::write_kv, rope_write_kv, paged_attention and rope_attention: checks, and the
-// launch plan built from the host copies of the batch metadata (no device round trip).
+// CudaBackend::rope, write_kv and paged_attention, and the RopeAttention epilogue of
+// CudaBackend::linear: checks, and the launch plan built from the host copies of the batch
+// metadata (no device round trip).
 //
 // Plan: sequences with more than one query row (prefill chunks, which may start
 // mid-sequence) go to the tensor-core prefill kernel, sequences with one row (decode) to the
@@ -10,10 +11,9 @@
 // before the decode kernel writes its partials. Decode rows at head_dim 64/128 run the
 // tensor-core kernel at every batch size (DecodeAttentionOptions::tensor_core_min_pairs); the
 // others, and small batches when that option asks, run the fast kernel, which merges its own
-// splits and, through rope_attention, rotates and writes the new token itself: one launch a
-// layer instead of three. Since
-// the tensor-core kernel picks its schedule per step, its three launches beat that one at
-// batch 1 on the H200.
+// splits and, through a rope with attention, rotates and writes the new token itself: one
+// launch a layer instead of three. Since the tensor-core kernel picks its schedule per step,
+// its three launches beat that one at batch 1 on the H200.
 
 #include <algorithm>
 
@@ -94,23 +94,34 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots
     launch_write_kv(k.data, v.data, k.dtype, k.shape[0], slots.as<std::int32_t>(), view, stream_);
 }
 
-void CudaBackend::rope_write_kv(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
-                                const tensor::RopeTables& tables, const Tensor& slots,
-                                const tensor::KvPages& pages) {
-    check_rope(q, k, positions, tables.cos, tables.sin);
-    const PagedKvView view = checked_write_kv(k, v, slots, pages);
+void CudaBackend::rope(const tensor::RopeArgs& args) {
+    const Tensor &q = args.q, &k = args.k;
+    check_rope(q, k, args.positions, args.tables.cos, args.tables.sin);
+    if (args.pages.k.empty() && args.attention == nullptr) {
+        activate();
+        launch_rope(q.data, q.shape[1], k.data, k.empty() ? 0 : k.shape[1], q.dtype, q.shape[0],
+                    q.shape[2], args.positions.as<std::int32_t>(), args.tables.cos.as<float>(),
+                    args.tables.sin.as<float>(), args.tables.cos.shape[0], stream_);
+        return;
+    }
+    const PagedKvView view = checked_write_kv(k, args.v, args.slots, args.pages);
+    if (args.attention == nullptr) {
+        activate();
+        enqueue_rope_write_kv(args, view);
+        return;
+    }
+    const AttentionPlan plan = plan_attention(q, args.pages, *args.attention, args.out);
     activate();
-    enqueue_rope_write_kv(q, k, v, positions, tables, slots, view);
+    enqueue_rope_attention(args, view, plan);
 }
 
-void CudaBackend::enqueue_rope_write_kv(Tensor q, Tensor k, const Tensor& v,
-                                        const Tensor& positions, const tensor::RopeTables& tables,
-                                        const Tensor& slots, const PagedKvView& view) {
-    const auto* pos = positions.as<std::int32_t>();
-    const auto* cos = tables.cos.as<float>();
-    const auto* sin = tables.sin.as<float>();
-    const std::int64_t n = q.shape[0], max_positions = tables.cos.shape[0];
-    const auto* slot_ids = slots.as<std::int32_t>();
+void CudaBackend::enqueue_rope_write_kv(const tensor::RopeArgs& args, const PagedKvView& view) {
+    const Tensor &q = args.q, &k = args.k, &v = args.v;
+    const auto* pos = args.positions.as<std::int32_t>();
+    const auto* cos = args.tables.cos.as<float>();
+    const auto* sin = args.tables.sin.as<float>();
+    const std::int64_t n = q.shape[0], max_positions = args.tables.cos.shape[0];
+    const auto* slot_ids = args.slots.as<std::int32_t>();
     const std::int64_t q_width = q.shape[1] * q.shape[2], kv_width = k.shape[1] * k.shape[2];
     const QkvRows in_place{q.data, k.data, v.data, q_width, kv_width, kv_width,
                            q.data, q_width, k.data, kv_width};
@@ -123,76 +134,61 @@ void CudaBackend::enqueue_rope_write_kv(Tensor q, Tensor k, const Tensor& v,
     launch_write_kv(k.data, v.data, k.dtype, n, slot_ids, view, stream_);
 }
 
-void CudaBackend::rope_attention(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
-                                 const tensor::RopeTables& tables, const Tensor& slots,
-                                 const tensor::KvPages& pages,
-                                 const tensor::PagedAttentionArgs& args, Tensor out) {
-    check_rope(q, k, positions, tables.cos, tables.sin);
-    const PagedKvView view = checked_write_kv(k, v, slots, pages);
-    const AttentionPlan plan = plan_attention(q, pages, args, out);
-    activate();
-    enqueue_rope_attention(q, k, v, positions, tables, slots, view, plan, out);
-}
-
-void CudaBackend::enqueue_rope_attention(Tensor q, Tensor k, const Tensor& v,
-                                         const Tensor& positions,
-                                         const tensor::RopeTables& tables, const Tensor& slots,
-                                         const PagedKvView& view, AttentionPlan plan, Tensor out) {
+void CudaBackend::enqueue_rope_attention(const tensor::RopeArgs& args, const PagedKvView& view,
+                                         AttentionPlan plan) {
+    const tensor::RopeTables& tables = args.tables;
     // Decode rows alone on the fast kernel take the rotation and the KV write in; anything
-    // else runs rope_write_kv first.
-    const bool fused = plan.fast_decode && !plan.prefill && q.dtype == DType::BF16 &&
-                       aligned16(k.data) && aligned16(v.data) && aligned16(tables.cos.data) &&
-                       aligned16(tables.sin.data);
+    // else runs them first.
+    const bool fused = plan.fast_decode && !plan.prefill && args.q.dtype == DType::BF16 &&
+                       aligned16(args.k.data) && aligned16(args.v.data) &&
+                       aligned16(tables.cos.data) && aligned16(tables.sin.data);
     if (fused) {
         DecodeLaunch::Rope& rope = plan.decode->rope;
-        rope.positions = positions.as<std::int32_t>();
+        rope.positions = args.positions.as<std::int32_t>();
         rope.cos = tables.cos.as<float>();
         rope.sin = tables.sin.as<float>();
         rope.max_positions = tables.cos.shape[0];
-        rope.slots = slots.as<std::int32_t>();
-        rope.k = k.data;
-        rope.v = v.data;
+        rope.slots = args.slots.as<std::int32_t>();
+        rope.k = args.k.data;
+        rope.v = args.v.data;
     } else {
-        enqueue_rope_write_kv(q, k, v, positions, tables, slots, view);
+        enqueue_rope_write_kv(args, view);
     }
-    launch_attention(q, plan, out);
+    launch_attention(args.q, plan, args.out);
 }
 
-void CudaBackend::linear_rope_attention(const Tensor& x,
-                                        std::span<const tensor::LinearTarget> qkv,
-                                        const Tensor& positions, const tensor::RopeTables& tables,
-                                        const Tensor& slots, const tensor::KvPages& pages,
-                                        const tensor::PagedAttentionArgs& args, Tensor out) {
-    IS_CHECK(qkv.size() == 3 && out.rank == 3) << "linear_rope_attention takes q, k and v";
+void CudaBackend::linear_rope_attention(const tensor::LinearArgs& args) {
+    const Tensor& x = args.x;
+    const std::span<const tensor::LinearTarget> qkv = args.targets;
+    const tensor::RopeArgs& r = *args.rope;
     check_linear_group(x, qkv);
-    const std::int64_t n = x.shape[0], d = out.shape[2];
-    const auto heads = [&](const Tensor& y) { return tensor::reshaped(y, {n, y.shape[1] / d, d}); };
-    const Tensor q = heads(qkv[0].y), k = heads(qkv[1].y), v = heads(qkv[2].y);
-    check_rope(q, k, positions, tables.cos, tables.sin);
-    const PagedKvView view = checked_write_kv(k, v, slots, pages);
-    const AttentionPlan plan = plan_attention(q, pages, args, out);
+    check_rope(r.q, r.k, r.positions, r.tables.cos, r.tables.sin);
+    const PagedKvView view = checked_write_kv(r.k, r.v, r.slots, r.pages);
+    const AttentionPlan plan = plan_attention(r.q, r.pages, *r.attention, r.out);
     activate();
-    if (n == 0 || plan.fast_decode || q.dtype != DType::BF16 ||
+    const std::int64_t n = x.shape[0];
+    if (n == 0 || plan.fast_decode || r.q.dtype != DType::BF16 ||
         choose_linear_path(x, qkv) != LinearPath::Stacked) {
         linear_group(x, qkv);
-        enqueue_rope_attention(q, k, v, positions, tables, slots, view, plan, out);
+        enqueue_rope_attention(r, view, plan);
         return;
     }
     // A token's stacked row is q | k | v.
     const Tensor stacked = stacked_gemm(x, qkv);
-    const std::int64_t row = stacked.shape[1], q_width = q.shape[1] * d, kv_width = k.shape[1] * d;
+    const std::int64_t row = stacked.shape[1], q_width = r.q.shape[1] * r.q.shape[2],
+                       kv_width = r.k.shape[1] * r.k.shape[2];
     const auto* base = static_cast<const char*>(stacked.data);
     const std::int64_t elem = static_cast<std::int64_t>(tensor::dtype_size(DType::BF16));
     const QkvRows from_stack{base, base + q_width * elem, base + (q_width + kv_width) * elem,
-                             row, row, row, q.data, q_width, nullptr, 0};
-    if (!launch_rope_write_kv(from_stack, q.shape[1], n, positions.as<std::int32_t>(),
-                              tables.cos.as<float>(), tables.sin.as<float>(),
-                              tables.cos.shape[0], slots.as<std::int32_t>(), view, stream_)) {
+                             row, row, row, r.q.data, q_width, nullptr, 0};
+    if (!launch_rope_write_kv(from_stack, r.q.shape[1], n, r.positions.as<std::int32_t>(),
+                              r.tables.cos.as<float>(), r.tables.sin.as<float>(),
+                              r.tables.cos.shape[0], r.slots.as<std::int32_t>(), view, stream_)) {
         // Rows the fused launch does not take: the targets' own buffers after all.
         split_stacked(stacked, qkv);
-        enqueue_rope_write_kv(q, k, v, positions, tables, slots, view);
+        enqueue_rope_write_kv(r, view);
     }
-    launch_attention(q, plan, out);
+    launch_attention(r.q, plan, r.out);
 }
 
 void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
