@@ -26,13 +26,13 @@ struct Group {
     std::vector<std::int64_t> outs;
 };
 
-// Median ms of one linear_group(x, targets).
+// Median ms of one linear of the targets.
 double time_group(backends::cuda::CudaBackend& backend, StepTimer& timer, const Tensor& x,
                   const std::vector<tensor::LinearTarget>& targets) {
     Samples s;
     for (int i = 0; i < kWarmup + kRepeats; ++i) {
         timer.start();
-        for (int k = 0; k < kCallsPerSample; ++k) backend.linear_group(x, targets);
+        for (int k = 0; k < kCallsPerSample; ++k) backend.linear({x, targets});
         const double ms = timer.stop_ms() / kCallsPerSample;
         if (i >= kWarmup) s.ms.push_back(ms);
     }

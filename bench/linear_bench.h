@@ -2,7 +2,7 @@
 // The linears of one decoder layer at small token counts, timed on each LinearPath (cuBLASLt
 // per target, cuBLASLt over the stacked targets, the small-batch kernel;
 // CudaBackend::set_linear_path_options forces the path): what the backend's own per-shape
-// timing chooses between. Each case is a Backend::linear_group of the model's shapes (q/k/v,
+// timing chooses between. Each case is a Backend::linear group of the model's shapes (q/k/v,
 // o, gate/up, down) on random data, a group's weights stacked in one buffer as the model stores
 // q/k/v; bytes are weights + x + y.
 

@@ -174,28 +174,17 @@ void ProfilingBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps
     close(s);
 }
 
-void ProfilingBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
-    const double flops = 2.0 * static_cast<double>(x.shape[0]) * static_cast<double>(w.shape[0]) *
-                         static_cast<double>(w.shape[1]);
-    const int s = open("linear", linear_shape(w.shape[0], w.shape[1], x.shape[0]),
-                       bytes_of(x) + bytes_of(w) + bytes_of(bias) + bytes_of(y), flops);
-    inner_.linear(x, w, bias, y);
-    close(s);
-}
-
-void ProfilingBackend::linear_group(const Tensor& x,
-                                    std::span<const tensor::LinearTarget> targets) {
-    const GroupCost c = group_cost(x, targets);
-    const int s = open("linear_group", c.shape, c.bytes, c.flops);
-    inner_.linear_group(x, targets);
-    close(s);
-}
-
-void ProfilingBackend::linear_swiglu(const Tensor& x,
-                                     std::span<const tensor::LinearTarget> gate_up) {
-    const GroupCost c = group_cost(x, gate_up);
-    const int s = open("linear_swiglu", c.shape, c.bytes, c.flops);
-    inner_.linear_swiglu(x, gate_up);
+void ProfilingBackend::linear(const tensor::LinearArgs& args) {
+    if (args.epilogue == tensor::LinearEpilogue::RopeAttention) {
+        run_unfused(args);
+        return;
+    }
+    const GroupCost c = group_cost(args.x, args.targets);
+    const char* op = args.epilogue == tensor::LinearEpilogue::SwiGLU ? "linear_swiglu"
+                     : args.targets.size() == 1                      ? "linear"
+                                                                     : "linear_group";
+    const int s = open(op, c.shape, c.bytes, c.flops);
+    inner_.linear(args);
     close(s);
 }
 
@@ -218,16 +207,22 @@ void ProfilingBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) 
     close(s);
 }
 
-void ProfilingBackend::rope(Tensor x, const Tensor& positions, const tensor::RopeTables& tables) {
-    const int s = open("rope", "", 2.0 * bytes_of(x), 0.0);
-    inner_.rope(x, positions, tables);
-    close(s);
-}
-
-void ProfilingBackend::rope_qk(Tensor q, Tensor k, const Tensor& positions,
-                               const tensor::RopeTables& tables) {
-    const int s = open("rope_qk", "", 2.0 * (bytes_of(q) + bytes_of(k)), 0.0);
-    inner_.rope_qk(q, k, positions, tables);
+void ProfilingBackend::rope(const tensor::RopeArgs& args) {
+    std::string op = args.k.empty() ? "rope" : "rope_qk", shape;
+    double bytes = 2.0 * (bytes_of(args.q) + bytes_of(args.k)), flops = 0.0;
+    if (!args.pages.k.empty()) {
+        op = "rope_write_kv";
+        bytes = rope_write_kv_bytes(args.q, args.k, args.v);
+    }
+    if (args.attention != nullptr) {
+        const AttentionCost c = attention_cost(args.q, args.pages, *args.attention, args.out);
+        op = "rope_attention";
+        shape = c.decode ? "decode" : "prefill/mixed";
+        bytes += c.bytes;
+        flops = c.flops;
+    }
+    const int s = open(op, shape, bytes, flops);
+    inner_.rope(args);
     close(s);
 }
 
@@ -238,30 +233,11 @@ void ProfilingBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& 
     close(s);
 }
 
-void ProfilingBackend::rope_write_kv(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
-                                     const tensor::RopeTables& tables, const Tensor& slots,
-                                     const tensor::KvPages& pages) {
-    const int s = open("rope_write_kv", "", rope_write_kv_bytes(q, k, v), 0.0);
-    inner_.rope_write_kv(q, k, v, positions, tables, slots, pages);
-    close(s);
-}
-
 void ProfilingBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
                                        const tensor::PagedAttentionArgs& args, Tensor out) {
     const AttentionCost c = attention_cost(q, pages, args, out);
     const int s = open("paged_attention", c.decode ? "decode" : "prefill/mixed", c.bytes, c.flops);
     inner_.paged_attention(q, pages, args, out);
-    close(s);
-}
-
-void ProfilingBackend::rope_attention(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
-                                      const tensor::RopeTables& tables, const Tensor& slots,
-                                      const tensor::KvPages& pages,
-                                      const tensor::PagedAttentionArgs& args, Tensor out) {
-    const AttentionCost c = attention_cost(q, pages, args, out);
-    const int s = open("rope_attention", c.decode ? "decode" : "prefill/mixed",
-                       rope_write_kv_bytes(q, k, v) + c.bytes, c.flops);
-    inner_.rope_attention(q, k, v, positions, tables, slots, pages, args, out);
     close(s);
 }
 

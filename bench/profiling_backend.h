@@ -11,7 +11,7 @@
 // from the moment the stream reaches it, so launch gaps while the GPU waits for the host show
 // up inside the op after the gap: the sum of the ops is close to, not equal to, the step time.
 // Graph capture is not offered (supports_graphs false), so DecodeGraphRunner runs eagerly
-// through it and every op is seen. linear_rope_attention is left to its default here, so the
+// through it and every op is seen. A linear's RopeAttention epilogue runs unfused here, so the
 // table keeps the q/k/v projection and the attention apart (the real backend's fusion of the
 // two, which saves a column split, is not what the profile times).
 
@@ -77,34 +77,21 @@ class ProfilingBackend final : public tensor::Backend {
                      tensor::Tensor out) override;
     void rms_norm(const tensor::Tensor& x, const tensor::Tensor& weight, float eps,
                   tensor::Tensor out) override;
-    void linear(const tensor::Tensor& x, const tensor::Tensor& w, const tensor::Tensor& bias,
-                tensor::Tensor y) override;
     // One row per group: "[sum of outs x in] n=rows", its bytes those of all targets.
-    void linear_group(const tensor::Tensor& x,
-                      std::span<const tensor::LinearTarget> targets) override;
-    void linear_swiglu(const tensor::Tensor& x,
-                       std::span<const tensor::LinearTarget> gate_up) override;
+    using tensor::Backend::linear;
+    void linear(const tensor::LinearArgs& args) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void add_rms_norm(tensor::Tensor x, const tensor::Tensor& y, const tensor::Tensor& weight,
                       float eps, tensor::Tensor out) override;
     void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up,
                 tensor::Tensor out) override;
-    void rope(tensor::Tensor x, const tensor::Tensor& positions,
-              const tensor::RopeTables& tables) override;
-    void rope_qk(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& positions,
-                 const tensor::RopeTables& tables) override;
+    // Named by what it does: rope, rope_qk, rope_write_kv or rope_attention (whose bytes are
+    // rope_write_kv's and paged_attention's together).
+    void rope(const tensor::RopeArgs& args) override;
     void write_kv(const tensor::Tensor& k, const tensor::Tensor& v, const tensor::Tensor& slots,
                   const tensor::KvPages& pages) override;
-    void rope_write_kv(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
-                       const tensor::Tensor& positions, const tensor::RopeTables& tables,
-                       const tensor::Tensor& slots, const tensor::KvPages& pages) override;
     void paged_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
                          const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
-    // Its bytes are rope_write_kv's and paged_attention's together.
-    void rope_attention(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
-                        const tensor::Tensor& positions, const tensor::RopeTables& tables,
-                        const tensor::Tensor& slots, const tensor::KvPages& pages,
-                        const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
     void inject_chunks(const tensor::InjectArgs& args, const tensor::RopeTables& tables) override;
     void argmax(const tensor::Tensor& logits, tensor::Tensor ids) override;
 

@@ -318,22 +318,23 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     const tensor::LinearTarget qkv[] = {{w.qkv.parts[0], bias(0), q},
                                         {w.qkv.parts[1], bias(1), k},
                                         {w.qkv.parts[2], bias(2), v}};
-    const tensor::KvPages pages = kv.pages(layer);
-    const Tensor attn3 = reshaped(attn, {n, c.num_heads, c.head_dim});
+    const auto heads = [&](const Tensor& t, std::int64_t h) {
+        return reshaped(t, {n, h, c.head_dim});
+    };
+    const tensor::RopeArgs attention{
+        heads(q, c.num_heads),    heads(k, c.num_kv_heads), positions,       rope_,
+        heads(v, c.num_kv_heads), meta(l.slots, n),         kv.pages(layer), &attn_args,
+        heads(attn, c.num_heads)};
     if (const std::int64_t m = st.capture_rows; m > 0) {
-        be.linear_group(normed, qkv);
+        be.linear({normed, qkv});
         // K is still unrotated here: the memory-injection chunk format wants it that way.
         const Tensor rows = meta(l.capture_rows, m);
         const std::int64_t kv_dim = c.num_kv_heads * c.head_dim;
         be.gather_rows(k, rows, reshaped(tensor::index0(st.capture_k, layer), {m, kv_dim}));
         be.gather_rows(v, rows, reshaped(tensor::index0(st.capture_v, layer), {m, kv_dim}));
-        be.rope_attention(reshaped(q, {n, c.num_heads, c.head_dim}),
-                          reshaped(k, {n, c.num_kv_heads, c.head_dim}),
-                          reshaped(v, {n, c.num_kv_heads, c.head_dim}), positions, rope_,
-                          meta(l.slots, n), pages, attn_args, attn3);
+        be.rope(attention);
     } else {
-        be.linear_rope_attention(normed, qkv, positions, rope_, meta(l.slots, n), pages,
-                                 attn_args, attn3);
+        be.linear({normed, qkv, tensor::LinearEpilogue::RopeAttention, &attention});
     }
 
     // Past attention the last layer feeds only the logits (gathers_logit_rows): a prompt's last
@@ -356,7 +357,7 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     const Tensor gate = leading(ws.gate, carried);
     const tensor::LinearTarget gate_up[] = {{w.gate.tensor, Tensor(), gate},
                                             {w.up.tensor, Tensor(), leading(ws.up, carried)}};
-    be.linear_swiglu(out, gate_up);
+    be.linear({out, gate_up, tensor::LinearEpilogue::SwiGLU});
     be.linear(gate, w.down.tensor, Tensor(), out);
     if (!last_layer) {
         be.add_rms_norm(residual, out, layers_[layer + 1].input_norm.tensor, c.rms_norm_eps,

@@ -1,6 +1,6 @@
 #pragma once
 // StackedWeight: weights that read the same input (q/k/v and their biases) kept as consecutive
-// rows of one backend weight, so a backend can see from the addresses that a linear_group's
+// rows of one backend weight, so a backend can see from the addresses that a linear's
 // targets adjoin and multiply them as one matrix (one GEMM of 6144 rows instead of 4096, 1024
 // and 1024 at the Llama-3.1-8B shape). Each part is a row view of the stack.
 

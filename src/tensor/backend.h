@@ -13,14 +13,13 @@
 #include <memory>
 #include <new>
 #include <optional>
-#include <span>
 #include <string_view>
 
 #include "base/result.h"
 #include "tensor/buffer.h"
 #include "tensor/ops.h"
+#include "tensor/ops_checks.h"
 #include "tensor/tensor.h"
-#include "tensor/views.h"
 
 namespace inferscale::tensor {
 
@@ -90,15 +89,14 @@ class Backend {
     //   x [n, hidden], weight [hidden], out [n, hidden]
     virtual void rms_norm(const Tensor& x, const Tensor& weight, float eps, Tensor out) = 0;
 
-    // y = x W^T (+ bias). x [n, in], w [out, in] weight, bias [out] or empty, y [n, out]
-    // (y may be f32 even where activations are not: logits are always f32).
-    virtual void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) = 0;
-
-    // Several linears of one input (q/k/v, gate/up): the same results as `linear` for each
-    // target in turn, which is what this default does; a backend may run them as one launch.
-    //   x [n, in]; each target as in `linear`
-    virtual void linear_group(const Tensor& x, std::span<const LinearTarget> targets) {
-        for (const LinearTarget& t : targets) linear(x, t.w, t.bias, t.y);
+    // The targets' linears, then the epilogue (see LinearArgs; a y may be f32 even where
+    // activations are not: logits are always f32); what a backend does not fuse it runs
+    // through run_unfused.  x [n, in]; w [out, in] weight, bias [out] or empty, y [n, out]
+    virtual void linear(const LinearArgs& args) = 0;
+    // One target, no epilogue.
+    void linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
+        const LinearTarget target{w, bias, y};
+        linear(LinearArgs{x, {&target, 1}});
     }
 
     // x += y.  x, y [n, k]
@@ -116,74 +114,19 @@ class Backend {
     // out = silu(gate) * up.  gate, up, out [n, ffn]; out may alias gate.
     virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor out) = 0;
 
-    // The gated MLP's first half: linear_group(x, gate_up), then swiglu(gate, up, gate), with
-    // exactly their results (this default runs the two); a backend may fuse them and then need
-    // not write up's output.  gate_up: the gate target, then up's, of one shape.
-    virtual void linear_swiglu(const Tensor& x, std::span<const LinearTarget> gate_up) {
-        linear_group(x, gate_up);
-        swiglu(gate_up[0].y, gate_up[1].y, gate_up[0].y);
-    }
-
-    // Rotates x in place by the angles of `positions` (HF rotate_half pairing: dim i with
-    // dim i + d/2). Positions beyond the tables are a bug.
-    //   x [n, heads, d], positions [n] i32
-    virtual void rope(Tensor x, const Tensor& positions, const RopeTables& tables) = 0;
-
-    // `rope` of q and of k (same tokens and positions), which is what this default does; a
-    // backend may rotate both in one launch.  q [n, heads, d], k [n, kv_heads, d]
-    virtual void rope_qk(Tensor q, Tensor k, const Tensor& positions, const RopeTables& tables) {
-        rope(q, positions, tables);
-        rope(k, positions, tables);
-    }
+    // The rotation, then the KV write and attention where `args` has them (see RopeArgs); what
+    // a backend does not fuse it runs through run_unfused.
+    virtual void rope(const RopeArgs& args) = 0;
 
     // Writes token i's K and V into flat slot slots[i] = block * bs + offset of the pages;
     // slot -1 marks a padding row and writes nothing.  k, v [n, kvh, d], slots [n] i32
     virtual void write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
                           const KvPages& pages) = 0;
 
-    // rope_qk then write_kv, which is what this default does; a backend may do both in one
-    // launch (a decode layer's new token takes them between its q/k/v projection and its
-    // attention).
-    virtual void rope_write_kv(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
-                               const RopeTables& tables, const Tensor& slots,
-                               const KvPages& pages) {
-        rope_qk(q, k, positions, tables);
-        write_kv(k, v, slots, pages);
-    }
-
     // Causal grouped-query attention of q over the paged KV (see PagedAttentionArgs); query
     // head j reads kv head j / (h / kvh).  q [n, h, d], out [n, h, d]
     virtual void paged_attention(const Tensor& q, const KvPages& pages,
                                  const PagedAttentionArgs& args, Tensor out) = 0;
-
-    // A layer's attention from its projections: rope_write_kv(q, k, v, positions, tables,
-    // slots, pages), then paged_attention(q, pages, args, out), which is what this default
-    // does. A backend may fuse them (a decode step rotating inside its attention kernel), and
-    // then need not rotate q and k in place: only out and the pages are results.
-    virtual void rope_attention(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
-                                const RopeTables& tables, const Tensor& slots,
-                                const KvPages& pages, const PagedAttentionArgs& args,
-                                Tensor out) {
-        rope_write_kv(q, k, v, positions, tables, slots, pages);
-        paged_attention(q, pages, args, out);
-    }
-
-    // A layer's attention from its input: linear_group(x, qkv) (the q, k and v targets, in
-    // that order), then rope_attention on their outputs seen as [n, heads, d], which is what
-    // this default does. A backend may fuse the projection's output into the rotation and then
-    // need not write the targets' outputs: only out and the pages are results.
-    //   x [n, hidden]; qkv as in linear_group; out [n, h, d]; the rest as in rope_attention
-    virtual void linear_rope_attention(const Tensor& x, std::span<const LinearTarget> qkv,
-                                       const Tensor& positions, const RopeTables& tables,
-                                       const Tensor& slots, const KvPages& pages,
-                                       const PagedAttentionArgs& args, Tensor out) {
-        IS_CHECK(qkv.size() == 3 && out.rank == 3) << "linear_rope_attention takes q, k and v";
-        linear_group(x, qkv);
-        const std::int64_t n = x.shape[0], d = out.shape[2];
-        const auto heads = [&](const Tensor& y) { return reshaped(y, {n, y.shape[1] / d, d}); };
-        rope_attention(heads(qkv[0].y), heads(qkv[1].y), heads(qkv[2].y), positions, tables,
-                       slots, pages, args, out);
-    }
 
     // Memory injection, all layers in one op: for every token i of `args` and layer l, reads
     // row src_row[i] of chunk src_chunk[i], rotates its K to positions[i] (the same math as
@@ -229,6 +172,29 @@ class Backend {
     // Whether the first step of a new shape is slow here (plans tuned, graphs recorded), so a
     // server should run its step shapes once before taking requests (engine/warm_up.h).
     virtual bool wants_warm_up() const { return false; }
+
+  protected:
+    // The ops a linear's epilogue or a rope's KV write and attention stand for, one by one
+    // (their results are what a fusion must give): the linear with no epilogue, then swiglu or
+    // rope; the rotation alone, then write_kv, then paged_attention. Every backend runs a
+    // plain linear and a plain rotation itself.
+    void run_unfused(const LinearArgs& args) {
+        check_linear_epilogue(args);
+        linear(LinearArgs{args.x, args.targets});
+        switch (args.epilogue) {
+            case LinearEpilogue::None: return;
+            case LinearEpilogue::SwiGLU:
+                swiglu(args.targets[0].y, args.targets[1].y, args.targets[0].y);
+                return;
+            case LinearEpilogue::RopeAttention: rope(*args.rope); return;
+        }
+    }
+    void run_unfused(const RopeArgs& args) {
+        rope(RopeArgs{args.q, args.k, args.positions, args.tables});
+        write_kv(args.k, args.v, args.slots, args.pages);
+        if (args.attention == nullptr) return;
+        paged_attention(args.q, args.pages, *args.attention, args.out);
+    }
 };
 
 }  // namespace inferscale::tensor

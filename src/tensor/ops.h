@@ -4,11 +4,14 @@
 //   n = tokens in the batch, s = sequences, p = pages referenced by the batch,
 //   h = query heads, kvh = kv heads, d = head_dim, bs = block (page) size.
 
+#include <cstdint>
+#include <span>
+
 #include "tensor/tensor.h"
 
 namespace inferscale::tensor {
 
-// One output of Backend::linear_group: y = x w^T (+ bias), shapes as in Backend::linear.
+// One output of Backend::linear: y = x w^T (+ bias).
 struct LinearTarget {
     Tensor w;     // [out, in] weight
     Tensor bias;  // [out] or empty
@@ -52,6 +55,42 @@ struct PagedAttentionArgs {
     // element (i % 2) * d / 2 + i / 2 here. Only a backend reproducing ggml's summation order
     // reads it (the CPU backend's ggml arithmetic); a plain dot product is the same either way.
     bool qk_ggml_interleaved = false;
+};
+
+// Backend::rope: rotates q, and k when given, in place by the angles of `positions` (HF
+// rotate_half pairing: dim i with dim i + d/2; positions beyond the tables are a bug); with
+// pages, then Backend::write_kv(k, v, slots, pages); with attention, then
+// Backend::paged_attention(q, pages, *attention, out). A backend that fuses the attention in
+// need not rotate q and k in place: only out and the pages are results then.
+struct RopeArgs {
+    Tensor q;          // [n, h, d]
+    Tensor k{};        // [n, kvh, d] or empty
+    Tensor positions;  // [n] i32
+    RopeTables tables;
+    Tensor v{};                                     // [n, kvh, d], with pages
+    Tensor slots{};                                 // [n] i32, with pages
+    KvPages pages{};                                // empty: no KV write
+    const PagedAttentionArgs* attention = nullptr;  // null: no attention; needs pages
+    Tensor out{};                                   // [n, h, d], with attention
+};
+
+// What Backend::linear does with the targets' outputs after the matmul:
+//   None.
+//   SwiGLU: the targets are gate then up, of one shape: gate.y = silu(gate.y) * up.y, as
+//     Backend::swiglu. A backend that fuses it need not write up.y.
+//   RopeAttention (RoPE, KV write and attention): the targets are q, k then v, and `rope` views
+//     their outputs as its q, k and v ([n, heads, d]): Backend::rope(*rope), which must have
+//     pages and attention. A backend that fuses it need not write the targets' outputs: only
+//     rope->out and the pages are results.
+enum class LinearEpilogue : std::uint8_t { None, SwiGLU, RopeAttention };
+
+// Backend::linear: y = x w^T (+ bias) for every target (which share x, as q/k/v and gate/up
+// do: a backend may run them as one launch), then the epilogue.
+struct LinearArgs {
+    Tensor x;  // [n, in]
+    std::span<const LinearTarget> targets;
+    LinearEpilogue epilogue = LinearEpilogue::None;
+    const RopeArgs* rope = nullptr;  // RopeAttention's
 };
 
 // Memory injection: copy pre-RoPE K and V rows of several chunks into paged slots of every

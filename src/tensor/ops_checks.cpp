@@ -47,4 +47,20 @@ void check_paged_attention_args(const Tensor& q, const KvPages& pages,
         << "attention metadata sizes";
 }
 
+void check_linear_epilogue(const LinearArgs& args) {
+    const std::span<const LinearTarget> t = args.targets;
+    const RopeArgs* r = args.rope;
+    const auto views = [](const Tensor& y, const Tensor& heads) {
+        return heads.data == y.data && heads.numel() == y.numel();
+    };
+    IS_CHECK(args.epilogue != LinearEpilogue::SwiGLU ||
+             (t.size() == 2 && t[0].y.shape == t[1].y.shape))
+        << "the SwiGLU epilogue takes a gate and an up target of one shape";
+    IS_CHECK(args.epilogue != LinearEpilogue::RopeAttention ||
+             (t.size() == 3 && r != nullptr && r->attention != nullptr && views(t[0].y, r->q) &&
+              views(t[1].y, r->k) && views(t[2].y, r->v)))
+        << "the RopeAttention epilogue takes q, k and v targets whose outputs its rope views, "
+           "and an attention";
+}
+
 }  // namespace inferscale::tensor

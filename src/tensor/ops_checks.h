@@ -1,7 +1,7 @@
 #pragma once
 // Device-independent argument checks of the paged KV ops (dtypes, ranks, shapes, metadata
-// counts), shared by every backend; each backend adds its own placement check. A failure is a
-// caller bug and aborts with file:line.
+// counts) and of linear epilogues, shared by every backend; each backend adds its own placement
+// check. A failure is a caller bug and aborts with file:line.
 
 #include "tensor/ops.h"
 #include "tensor/tensor.h"
@@ -17,5 +17,10 @@ void check_write_kv_args(const Tensor& k, const Tensor& v, const Tensor& slots,
 void check_paged_attention_args(const Tensor& q, const KvPages& pages,
                                 const PagedAttentionArgs& args, const Tensor& out,
                                 DType activation, DType kv);
+
+// A linear's epilogue against its targets (see LinearEpilogue): SwiGLU two targets of one
+// shape; RopeAttention three targets whose outputs its rope's q, k and v view, and an attention.
+// The targets themselves are the backend's to check.
+void check_linear_epilogue(const LinearArgs& args);
 
 }  // namespace inferscale::tensor

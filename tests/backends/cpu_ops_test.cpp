@@ -155,8 +155,9 @@ TEST(CpuOps, RopeRotateHalfMatchesNaive) {
     std::vector<std::int32_t> pos{0, 7, 99};
     std::vector<float> cos = tables.cos, sin = tables.sin;
     CpuBackend be;
-    be.rope(view(x, {n, heads, d}), view(pos, {n}),
-            tensor::RopeTables{view(cos, {100, d / 2}), view(sin, {100, d / 2})});
+    be.rope({.q = view(x, {n, heads, d}),
+             .positions = view(pos, {n}),
+             .tables = {view(cos, {100, d / 2}), view(sin, {100, d / 2})}});
     std::vector<double> ref(x.size());
     for (std::int64_t t = 0; t < n; ++t)
         for (std::int64_t h = 0; h < heads; ++h)

@@ -155,8 +155,9 @@ TEST_P(GgmlIsaTest, NormSwigluRopeMatchNaive) {
     }
     std::vector<float> cos = tab.cos, sin = tab.sin, q = random_vec(2 * 64, rng), q0 = q;
     std::vector<std::int32_t> pos{5, 299};
-    be.rope(view(q, {2, 1, 64}), view(pos, {2}),
-            tensor::RopeTables{view(cos, {300, 32}), view(sin, {300, 32})});
+    be.rope({.q = view(q, {2, 1, 64}),
+             .positions = view(pos, {2}),
+             .tables = {view(cos, {300, 32}), view(sin, {300, 32})}});
     for (int t = 0; t < 2; ++t) {
         for (int i = 0; i < 32; ++i) {
             const double c = cos[pos[t] * 32 + i], s = sin[pos[t] * 32 + i];

@@ -120,7 +120,9 @@ TEST(InjectOp, MatchesRopeThenWriteKv) {
             const Tensor k3(k.data(), DType::F32, {s.num_rows, kHeads, kDim});
             const Tensor v3(static_cast<float*>(cv.data) + s.first_row * kHeads * kDim, DType::F32,
                             {s.num_rows, kHeads, kDim});
-            be.rope(k3, Tensor(pos.data(), DType::I32, {s.num_rows}), tables);
+            be.rope({.q = k3,
+                     .positions = Tensor(pos.data(), DType::I32, {s.num_rows}),
+                     .tables = tables});
             be.write_kv(k3, v3, Tensor(slots.data(), DType::I32, {s.num_rows}), expected.pages(l));
         }
     }

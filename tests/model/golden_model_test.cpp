@@ -154,8 +154,9 @@ TEST_P(GoldenModelTest, CaptureGivesPreRopeKeysAndValues) {
                                  ck.begin() + (layer * m + r + 1) * kvd);
             std::vector<std::int32_t> p{tok};
             h_.backend->rope(
-                tensor::Tensor(k.data(), tensor::DType::F32, {1, c.num_kv_heads, c.head_dim}),
-                tensor::Tensor(p.data(), tensor::DType::I32, {1}), tables);
+                {.q = tensor::Tensor(k.data(), tensor::DType::F32, {1, c.num_kv_heads, c.head_dim}),
+                 .positions = tensor::Tensor(p.data(), tensor::DType::I32, {1}),
+                 .tables = tables});
             const std::int64_t slot = pages[tok / 4] * 4 + tok % 4;
             EXPECT_LE(max_abs_diff(k.data(), kvp.k.as<float>() + slot * kvd, kvd), 1e-6f);
             EXPECT_EQ(max_abs_diff(cv.data() + (layer * m + r) * kvd,

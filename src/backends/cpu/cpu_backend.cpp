@@ -149,26 +149,33 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tens
     cpu::rms_norm(x.as<float>(), weight.as<float>(), eps, x.shape[0], x.shape[1], out.as<float>());
 }
 
-void CpuBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
-    check_host(x, DType::F32, 2, "linear x");
-    check_weight(w, 2, "linear w");
-    check_host(y, DType::F32, 2, "linear y");
-    IS_CHECK(x.shape[1] == w.shape[1] && y.shape[0] == x.shape[0] && y.shape[1] == w.shape[0])
-        << "linear shapes x [" << x.shape[0] << "," << x.shape[1] << "] w [" << w.shape[0] << ","
-        << w.shape[1] << "] y [" << y.shape[0] << "," << y.shape[1] << "]";
-    const float* b = nullptr;
-    if (!bias.empty()) {
-        check_host(bias, DType::F32, 1, "linear bias");
-        IS_CHECK_EQ(bias.shape[0], w.shape[0]);
-        b = bias.as<float>();
-    }
-    if (tensor::is_block_quantized(w.dtype)) {
-        cpu::linear_quantized(x.as<float>(), x.shape[0], x.shape[1], w.data, w.dtype, w.shape[0],
-                              b, y.as<float>(), quant_scratch_);
+void CpuBackend::linear(const tensor::LinearArgs& args) {
+    if (args.epilogue != tensor::LinearEpilogue::None) {
+        run_unfused(args);
         return;
     }
-    cpu::linear(x.as<float>(), x.shape[0], x.shape[1], w.data, w.dtype, w.shape[0], b,
-                y.as<float>(), convert_scratch_);
+    const Tensor& x = args.x;
+    check_host(x, DType::F32, 2, "linear x");
+    for (const auto& [w, bias, y] : args.targets) {
+        check_weight(w, 2, "linear w");
+        check_host(y, DType::F32, 2, "linear y");
+        IS_CHECK(x.shape[1] == w.shape[1] && y.shape[0] == x.shape[0] && y.shape[1] == w.shape[0])
+            << "linear shapes x [" << x.shape[0] << "," << x.shape[1] << "] w [" << w.shape[0]
+            << "," << w.shape[1] << "] y [" << y.shape[0] << "," << y.shape[1] << "]";
+        const float* b = nullptr;
+        if (!bias.empty()) {
+            check_host(bias, DType::F32, 1, "linear bias");
+            IS_CHECK_EQ(bias.shape[0], w.shape[0]);
+            b = bias.as<float>();
+        }
+        if (tensor::is_block_quantized(w.dtype)) {
+            cpu::linear_quantized(x.as<float>(), x.shape[0], x.shape[1], w.data, w.dtype,
+                                  w.shape[0], b, y.as<float>(), quant_scratch_);
+        } else {
+            cpu::linear(x.as<float>(), x.shape[0], x.shape[1], w.data, w.dtype, w.shape[0], b,
+                        y.as<float>(), convert_scratch_);
+        }
+    }
 }
 
 void CpuBackend::add(Tensor x, const Tensor& y) {
@@ -186,16 +193,26 @@ void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
     cpu::swiglu(gate.as<float>(), up.as<float>(), gate.numel(), out.as<float>());
 }
 
-void CpuBackend::rope(Tensor x, const Tensor& positions, const tensor::RopeTables& tables) {
-    check_host(x, DType::F32, 3, "rope x");
-    check_host(positions, DType::I32, 1, "rope positions");
-    check_host(tables.cos, DType::F32, 2, "rope cos");
-    check_host(tables.sin, DType::F32, 2, "rope sin");
-    IS_CHECK(positions.shape[0] == x.shape[0] && tables.cos.shape[1] * 2 == x.shape[2] &&
-             tables.cos.shape == tables.sin.shape)
-        << "rope shapes";
-    cpu::rope(x.as<float>(), x.shape[0], x.shape[1], x.shape[2], positions.as<std::int32_t>(),
-              tables.cos.as<float>(), tables.sin.as<float>(), tables.cos.shape[0], ggml_);
+void CpuBackend::rope(const tensor::RopeArgs& args) {
+    if (!args.pages.k.empty() || args.attention != nullptr) {
+        run_unfused(args);
+        return;
+    }
+    const Tensor& positions = args.positions;
+    const tensor::RopeTables& tables = args.tables;
+    const auto rotate = [&](const Tensor& x) {
+        check_host(x, DType::F32, 3, "rope x");
+        check_host(positions, DType::I32, 1, "rope positions");
+        check_host(tables.cos, DType::F32, 2, "rope cos");
+        check_host(tables.sin, DType::F32, 2, "rope sin");
+        IS_CHECK(positions.shape[0] == x.shape[0] && tables.cos.shape[1] * 2 == x.shape[2] &&
+                 tables.cos.shape == tables.sin.shape)
+            << "rope shapes";
+        cpu::rope(x.as<float>(), x.shape[0], x.shape[1], x.shape[2], positions.as<std::int32_t>(),
+                  tables.cos.as<float>(), tables.sin.as<float>(), tables.cos.shape[0], ggml_);
+    };
+    rotate(args.q);
+    if (!args.k.empty()) rotate(args.k);
 }
 
 void CpuBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,

@@ -59,12 +59,13 @@ class CpuBackend final : public tensor::Backend {
                      tensor::Tensor out) override;
     void rms_norm(const tensor::Tensor& x, const tensor::Tensor& weight, float eps,
                   tensor::Tensor out) override;
-    void linear(const tensor::Tensor& x, const tensor::Tensor& w, const tensor::Tensor& bias,
-                tensor::Tensor y) override;
+    // Target by target; epilogues run unfused.
+    using tensor::Backend::linear;
+    void linear(const tensor::LinearArgs& args) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up, tensor::Tensor out) override;
-    void rope(tensor::Tensor x, const tensor::Tensor& positions,
-              const tensor::RopeTables& tables) override;
+    // The KV write and attention run unfused.
+    void rope(const tensor::RopeArgs& args) override;
     void write_kv(const tensor::Tensor& k, const tensor::Tensor& v, const tensor::Tensor& slots,
                   const tensor::KvPages& pages) override;
     void paged_attention(const tensor::Tensor& q, const tensor::KvPages& pages,

@@ -1,5 +1,5 @@
 // CudaBackend construction, memory, weight upload and the dispatch of the simple op families.
-// Attention and KV writes are in paged_attention.cpp.
+// RoPE, KV writes and attention are in paged_attention.cpp, linears in linear.cpp.
 
 #include "backends/cuda/cuda_backend.h"
 
@@ -8,7 +8,6 @@
 #include <vector>
 
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/cuda_sampling.h"
 #include "backends/cuda/linear_small.h"
@@ -351,19 +350,6 @@ void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
     IS_CHECK(gate.numel() == up.numel() && gate.numel() == out.numel()) << "swiglu";
     activate();
     launch_swiglu(gate.data, up.data, out.data, gate.dtype, gate.numel(), stream_);
-}
-
-void CudaBackend::rope(Tensor x, const Tensor& positions, const tensor::RopeTables& tables) {
-    rope_qk(x, Tensor(), positions, tables);
-}
-
-void CudaBackend::rope_qk(Tensor q, Tensor k, const Tensor& positions,
-                          const tensor::RopeTables& tables) {
-    check_rope(q, k, positions, tables.cos, tables.sin);
-    activate();
-    launch_rope(q.data, q.shape[1], k.data, k.empty() ? 0 : k.shape[1], q.dtype, q.shape[0],
-                q.shape[2], positions.as<std::int32_t>(), tables.cos.as<float>(),
-                tables.sin.as<float>(), tables.cos.shape[0], stream_);
 }
 
 void CudaBackend::argmax(const Tensor& logits, Tensor ids) {

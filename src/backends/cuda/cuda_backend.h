@@ -36,6 +36,7 @@ namespace inferscale::backends::cuda {
 class LtMatmul;
 
 // paged_attention's launches for one batch, planned from the host metadata (paged_attention.cpp).
+struct AttentionShape;
 struct AttentionPlan {
     PagedKvView view;
     AttentionBatch batch;
@@ -82,7 +83,7 @@ struct DecodeAttentionOptions {
     DecodeSchedule schedule = DecodeSchedule::Auto;
 };
 
-// How a Backend::linear_group runs (linear.cpp).
+// How a linear group (the targets of one Backend::linear) runs (linear.cpp).
 enum class LinearPath : std::uint8_t {
     SmallKernel,  // the small-batch kernel (linear_small.cu), every target in one launch
     PerTarget,    // cuBLASLt, one GEMM per target
@@ -90,7 +91,7 @@ enum class LinearPath : std::uint8_t {
                   // as consecutive rows (model/stacked_weight.h), then its columns split
 };
 
-// Which paths a linear_group may take; the fastest available one is chosen per group shape.
+// Which paths a linear group may take; the fastest available one is chosen per group shape.
 struct LinearPathOptions {
     // The small-batch kernel only for groups of at most this many tokens (up to
     // kSmallLinearMaxRows); 0: never.
@@ -173,43 +174,21 @@ class CudaBackend final : public tensor::Backend {
                   tensor::Tensor out) override;
     void add_rms_norm(tensor::Tensor x, const tensor::Tensor& y, const tensor::Tensor& weight,
                       float eps, tensor::Tensor out) override;
-    void linear(const tensor::Tensor& x, const tensor::Tensor& w, const tensor::Tensor& bias,
-                tensor::Tensor y) override;
-    // In linear.cpp: the small-batch kernel for few tokens, cuBLASLt otherwise.
-    void linear_group(const tensor::Tensor& x,
-                      std::span<const tensor::LinearTarget> targets) override;
-    // In linear.cpp: one token runs both on the GEMV.
-    void linear_swiglu(const tensor::Tensor& x,
-                       std::span<const tensor::LinearTarget> gate_up) override;
+    // In linear.cpp: the small-batch kernel for few tokens, cuBLASLt otherwise; the SwiGLU
+    // epilogue fused where one token takes the GEMV (paged_attention.cpp: RopeAttention).
+    using tensor::Backend::linear;
+    void linear(const tensor::LinearArgs& args) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up,
                 tensor::Tensor out) override;
-    void rope(tensor::Tensor x, const tensor::Tensor& positions,
-              const tensor::RopeTables& tables) override;
-    void rope_qk(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& positions,
-                 const tensor::RopeTables& tables) override;
-    void rope_write_kv(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
-                       const tensor::Tensor& positions, const tensor::RopeTables& tables,
-                       const tensor::Tensor& slots, const tensor::KvPages& pages) override;
+    // In paged_attention.cpp: q and k in one launch, the KV write in the same launch where it
+    // can be, and the attention too where the batch is decode rows on the fast kernel (small
+    // batches), which then leaves q and k unrotated.
+    void rope(const tensor::RopeArgs& args) override;
     void write_kv(const tensor::Tensor& k, const tensor::Tensor& v, const tensor::Tensor& slots,
                   const tensor::KvPages& pages) override;
     void paged_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
                          const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
-    // One launch where the batch is decode rows on the fast kernel (small batches), which
-    // then leaves q and k unrotated.
-    void rope_attention(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
-                        const tensor::Tensor& positions, const tensor::RopeTables& tables,
-                        const tensor::Tensor& slots, const tensor::KvPages& pages,
-                        const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
-    // Where q/k/v take the stacked GEMM and the attention is not the fast kernel's, the
-    // rotation and KV write read the GEMM's stacked output (no column split launch; the k and
-    // v targets stay unwritten).
-    void linear_rope_attention(const tensor::Tensor& x,
-                               std::span<const tensor::LinearTarget> qkv,
-                               const tensor::Tensor& positions, const tensor::RopeTables& tables,
-                               const tensor::Tensor& slots, const tensor::KvPages& pages,
-                               const tensor::PagedAttentionArgs& args,
-                               tensor::Tensor out) override;
     // In inject.cu.
     void inject_chunks(const tensor::InjectArgs& args,
                        const tensor::RopeTables& tables) override;
@@ -272,31 +251,36 @@ class CudaBackend final : public tensor::Backend {
     AttentionPlan plan_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
                                  const tensor::PagedAttentionArgs& args,
                                  const tensor::Tensor& out) const;
+    // plan_attention's two halves, from what it read of the batch: the prefill launch of the
+    // sequences of several query rows, and the decode launch of those of one.
+    void plan_prefill(const AttentionShape& shape, AttentionPlan& plan) const;
+    void plan_decode(const AttentionShape& shape, AttentionPlan& plan) const;
     void launch_attention(const tensor::Tensor& q, const AttentionPlan& plan, tensor::Tensor out);
-    // rope_attention's launches, operands checked and the attention planned.
-    void enqueue_rope_attention(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
-                                const tensor::Tensor& positions,
-                                const tensor::RopeTables& tables, const tensor::Tensor& slots,
-                                const PagedKvView& view, AttentionPlan plan, tensor::Tensor out);
-    // rope_write_kv's launches, operands checked.
-    void enqueue_rope_write_kv(tensor::Tensor q, tensor::Tensor k, const tensor::Tensor& v,
-                               const tensor::Tensor& positions, const tensor::RopeTables& tables,
-                               const tensor::Tensor& slots, const PagedKvView& view);
+    // The launches of a rope with the KV write, and with the attention (planned), operands
+    // checked.
+    void enqueue_rope_write_kv(const tensor::RopeArgs& args, const PagedKvView& view);
+    void enqueue_rope_attention(const tensor::RopeArgs& args, const PagedKvView& view,
+                                AttentionPlan plan);
+    // The RopeAttention epilogue: where q/k/v take the stacked GEMM and the attention is not
+    // the fast kernel's, the rotation and KV write read the GEMM's stacked output (no column
+    // split launch; the k and v targets stay unwritten).
+    void linear_rope_attention(const tensor::LinearArgs& args);
     PinnedHostCache pinned_;               // allocate_host / free_host
     // The small-batch linear kernel for `targets` when it takes them; false enqueues nothing.
     bool small_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
     SmallLinearScratch small_linear_scratch() const;
-    // linear_swiglu as one GEMV launch, where one token's group takes the small-batch kernel
-    // anyway; false enqueues nothing.
+    // A linear of no epilogue: the small-batch kernel, the stacked GEMM or a GEMM per target.
+    void linear_group(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);
+    // The SwiGLU epilogue fused as one GEMV launch, where one token's group takes the
+    // small-batch kernel anyway; false enqueues nothing.
     bool gated_gemv(const tensor::Tensor& x, std::span<const tensor::LinearTarget> gate_up);
     // Whether LinearPath::Stacked can run `targets` on x: weights (and biases) adjoin, one
     // output dtype, 16-byte output rows, and the stacked output fits the scratch.
     bool stackable(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets) const;
-    // linear_group's operand checks: x bf16 [n, in] (named x_name in errors), each target's
-    // weight, bias and output against it.
+    // linear_group's operand checks: x bf16 [n, in], each target's weight, bias and output
+    // against it.
     static void check_linear_group(const tensor::Tensor& x,
-                                   std::span<const tensor::LinearTarget> targets,
-                                   const char* x_name = "linear x");
+                                   std::span<const tensor::LinearTarget> targets);
     // LinearPath::Stacked (stackable must hold): stacked_gemm, then its columns split into the
     // targets' outputs.
     void stacked_linear(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets);

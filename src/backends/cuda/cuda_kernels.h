@@ -198,14 +198,20 @@ struct DecodeLaunch {
         const void* v = nullptr;  // bf16
     } rope;
 };
-// The bandwidth kernel of small decode batches, which can take DecodeLaunch::split_arrivals
-// and DecodeLaunch::rope: per-sequence rows, head_dim 64/128/256, GQA groups up to 8.
-bool decode_fast_supports(int head_dim, int group);
 // A sequence whose KV fits in split 0 (kv_len <= split_tokens) gets its output from the decode
 // kernel directly; splits past a sequence's end are neither written nor merged.
 int decode_tile_tokens();
+// The tensor-core, fast or generic kernel, whichever the launch and the shapes call for.
 void launch_decode_attention(const void* q, const PagedKvView& pages, const AttentionBatch& batch,
                              const DecodeLaunch& launch, void* out, cudaStream_t stream);
+
+// ---- attention_decode_fast.cu ----
+// The bandwidth kernel of small decode batches, which can take DecodeLaunch::split_arrivals
+// and DecodeLaunch::rope: per-sequence rows, head_dim 64/128/256, GQA groups up to 8.
+bool decode_fast_supports(int head_dim, int group);
+void launch_decode_fast_attention(const void* q, const PagedKvView& pages,
+                                  const AttentionBatch& batch, const DecodeLaunch& launch,
+                                  void* out, cudaStream_t stream);
 // Combines the split partials of every single-row sequence whose KV spans more than one
 // split into out (bf16); a no-op where the decode kernel merged them (split_arrivals).
 void launch_merge_splits(const PagedKvView& pages, const AttentionBatch& batch,

@@ -11,7 +11,6 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/device_utils.cuh"
 
 namespace inferscale::backends::cuda {

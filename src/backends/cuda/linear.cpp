@@ -1,11 +1,11 @@
-// CudaBackend::linear and linear_group, on one of three paths (LinearPath). A few tokens
+// CudaBackend::linear: a group of targets on one of three paths (LinearPath). A few tokens
 // (decode, short prompts) make a linear a pure weight stream, where cuBLASLt's tiles leave
 // bandwidth unused (1024 x 4096 at one token measured 0.69 TB/s on the H200): the small-batch
 // kernel runs all targets of a group in one launch there. Targets stacked in memory (q/k/v) can
 // run as one cuBLASLt GEMM whose output is split into the targets' rows. Otherwise each target
 // is its own GEMM, every second one on a side stream at few tokens (gate beside up). Which one
 // is fastest depends on the shape and the token count, so it is timed once per shape and
-// bucket.
+// bucket; which small-batch kernel runs for how many tokens is kLinearKernels' (linear_small.h).
 
 #include <functional>
 #include <optional>
@@ -14,11 +14,11 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/linear_small.h"
 #include "backends/cuda/lt_matmul.h"
 #include "base/log.h"
+#include "tensor/ops_checks.h"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -43,15 +43,20 @@ void check_target(const Tensor& x, const tensor::LinearTarget& t) {
 
 }  // namespace
 
-void CudaBackend::linear(const Tensor& x, const Tensor& w, const Tensor& bias, Tensor y) {
-    const tensor::LinearTarget target{w, bias, y};
-    linear_group(x, {&target, 1});
+void CudaBackend::linear(const tensor::LinearArgs& args) {
+    tensor::check_linear_epilogue(args);
+    switch (args.epilogue) {
+        case tensor::LinearEpilogue::None: linear_group(args.x, args.targets); return;
+        case tensor::LinearEpilogue::SwiGLU:
+            if (!gated_gemv(args.x, args.targets)) run_unfused(args);
+            return;
+        case tensor::LinearEpilogue::RopeAttention: linear_rope_attention(args); return;
+    }
 }
 
 void CudaBackend::check_linear_group(const Tensor& x,
-                                     std::span<const tensor::LinearTarget> targets,
-                                     const char* x_name) {
-    check_device(x, DType::BF16, 2, x_name);
+                                     std::span<const tensor::LinearTarget> targets) {
+    check_device(x, DType::BF16, 2, "linear x");
     for (const tensor::LinearTarget& t : targets) check_target(x, t);
 }
 
@@ -209,15 +214,12 @@ bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTa
                                small_linear_scratch(), stream_);
 }
 
-void CudaBackend::linear_swiglu(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
-    if (!gated_gemv(x, gate_up)) Backend::linear_swiglu(x, gate_up);
-}
-
 bool CudaBackend::gated_gemv(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
-    check_linear_group(x, gate_up, "linear_swiglu x");
-    IS_CHECK(gate_up.size() == 2 && gate_up[0].y.shape == gate_up[1].y.shape)
-        << "linear_swiglu takes a gate and an up target of one shape";
-    if (x.shape[0] != 1 || !options_.linear_paths.gemv) return false;
+    check_linear_group(x, gate_up);
+    const std::int64_t n = x.shape[0];
+    if (n < 1 || linear_kernel(n) != LinearKernel::Gemv || !options_.linear_paths.gemv) {
+        return false;
+    }
     SmallLinearTarget small[kSmallLinearMaxTargets];
     if (gate_up[0].y.dtype != DType::BF16 || !to_small_targets(gate_up, small)) return false;
     activate();

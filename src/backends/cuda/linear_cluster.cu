@@ -1,7 +1,7 @@
-// Linear for 17..128 tokens on TMA and wgmma with k split across a thread-block cluster (see
-// linear_small.h). At these sizes the weights are still the bytes that count, but the math is
-// no longer free and a CTA tile per 128 weight rows leaves most SMs idle on the narrow shapes
-// (o and down: 32 tiles on 132 SMs). So:
+// Linear for 17..128 tokens (kLinearKernels' Cluster rows) on TMA and wgmma with k split across a
+// thread-block cluster (see linear_small.h). At these sizes the weights are still the bytes that
+// count, but the math is no longer free and a CTA tile per 128 weight rows leaves most SMs idle on
+// the narrow shapes (o and down: 32 tiles on 132 SMs). So:
 //   - a CTA owns kRows weight rows and one k range. A producer warp fills a kStages-deep ring:
 //     per stage one TMA box of the weight rows and one of x, kKBlock wide, in the 128-byte
 //     swizzle wgmma reads (tma.cuh; a full barrier per stage counts their bytes). Two
@@ -275,13 +275,19 @@ ClusterLinearLimits init_cluster_linear() {
     return limits;
 }
 
-bool launch_cluster_linear(const bf16* x, int n, int in, LinearTargets targets,
+bool launch_cluster_linear(LinearKernel kernel, const bf16* x, int n, int in, LinearTargets targets,
                            const ClusterLinearLimits& limits, cudaStream_t stream) {
     if (n < 1 || n > 128 || limits.ctas[1] < 1) return false;
     const int tiles = targets.cut(kRows);
-    if (n <= 32) return launch<32, 8>(x, n, in, targets, tiles, limits, stream);
-    if (n <= 64) return launch<64, 7>(x, n, in, targets, tiles, limits, stream);
-    return launch<128, 5>(x, n, in, targets, tiles, limits, stream);
+    switch (kernel) {
+        case LinearKernel::Cluster32:
+            return launch<32, 8>(x, n, in, targets, tiles, limits, stream);
+        case LinearKernel::Cluster64:
+            return launch<64, 7>(x, n, in, targets, tiles, limits, stream);
+        case LinearKernel::Cluster128:
+            return launch<128, 5>(x, n, in, targets, tiles, limits, stream);
+        default: return false;
+    }
 }
 
 }  // namespace inferscale::backends::cuda

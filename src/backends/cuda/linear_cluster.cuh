@@ -11,9 +11,10 @@ namespace inferscale::backends::cuda {
 // once; once per device, outside graph capture.
 ClusterLinearLimits init_cluster_linear();
 
-// y = x W^T (+ bias) for every target; x [n, in] bf16 with n <= 128, in a multiple of 8.
-// Enqueues one launch; false (nothing enqueued) when the limits are unmeasured.
-bool launch_cluster_linear(const bf16* x, int n, int in, LinearTargets targets,
+// y = x W^T (+ bias) for every target on `kernel`, a Cluster row of kLinearKernels that takes n
+// tokens; x [n, in] bf16, in a multiple of 8. Enqueues one launch; false (nothing enqueued)
+// when the limits are unmeasured.
+bool launch_cluster_linear(LinearKernel kernel, const bf16* x, int n, int in, LinearTargets targets,
                            const ClusterLinearLimits& limits, cudaStream_t stream);
 
 }  // namespace inferscale::backends::cuda

@@ -233,12 +233,23 @@ bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
     p.n = static_cast<int>(n);
     p.in = static_cast<int>(in);
     if (!p.targets.set(targets, y_f32)) return false;
-    if (n == 1 && gemv && launch_gemv(p.x, p.in, p.targets, false, scratch.num_sms, stream)) {
-        return true;
+    const LinearKernel kernel = linear_kernel(n);
+    switch (kernel) {
+        case LinearKernel::Gemv:
+            if (gemv && launch_gemv(p.x, p.in, p.targets, false, scratch.num_sms, stream)) {
+                return true;
+            }
+            [[fallthrough]];
+        case LinearKernel::Mma8: return launch<1, 1, 4, 4>(p, scratch, stream);
+        case LinearKernel::Mma16: return launch<1, 2, 4, 4>(p, scratch, stream);
+        case LinearKernel::Cluster32:
+        case LinearKernel::Cluster64:
+        case LinearKernel::Cluster128:
+            return launch_cluster_linear(kernel, p.x, p.n, p.in, p.targets, scratch.cluster,
+                                         stream);
+        case LinearKernel::CublasLt: break;
     }
-    if (n <= 8) return launch<1, 1, 4, 4>(p, scratch, stream);
-    if (n <= 16) return launch<1, 2, 4, 4>(p, scratch, stream);
-    return launch_cluster_linear(p.x, p.n, p.in, p.targets, scratch.cluster, stream);
+    return false;
 }
 
 bool launch_gated_gemv(const void* x, std::int64_t in,

@@ -3,13 +3,14 @@
 // kSmallLinearMaxTargets weights that share x, in one launch (q/k/v, gate/up). At these sizes
 // the op mostly streams weights, so the kernels are shaped around that: the weights are the M
 // operand of the tensor-core MMA and x the N operand, and the reduction order over k is the
-// same on every run, so results are deterministic. Up to 16 tokens (linear_small.cu) each thread
-// reads 16 contiguous bytes of a weight row per k step straight into registers and split-K
-// partials are summed in split order by the last CTA of a tile (no atomics on data); one token
-// may instead take a GEMV (linear_gemv.cu) fed by bulk copies of whole row pieces. From 17 tokens
-// (linear_cluster.cu) TMA streams weights and x through a shared-memory ring for wgmma and k
-// splits across the CTAs of a thread-block cluster, reduced through distributed shared
-// memory. Only enqueues work: legal inside graph capture.
+// same on every run, so results are deterministic. The register-fed kernel (linear_small.cu)
+// has each thread read 16 contiguous bytes of a weight row per k step straight into registers
+// and sums split-K partials in split order in the last CTA of a tile (no atomics on data); the
+// GEMV (linear_gemv.cu) is fed by bulk copies of whole row pieces; the cluster kernel
+// (linear_cluster.cu) streams weights and x through a shared-memory ring by TMA for wgmma and
+// splits k across the CTAs of a thread-block cluster, reduced through distributed shared
+// memory. kLinearKernels says which runs for how many tokens. Only enqueues work: legal inside
+// graph capture.
 
 #include <cuda_runtime_api.h>
 
@@ -18,8 +19,39 @@
 
 namespace inferscale::backends::cuda {
 
-inline constexpr std::int64_t kSmallLinearMaxRows = 128;
+// Which kernel runs a linear group of n tokens: the first row with n <= max_rows. Up to
+// kSmallLinearMaxRows tokens the row's kernel races cuBLASLt (per target or stacked) once per
+// group shape and token bucket, and the faster stays (linear.cpp); past it cuBLASLt runs alone.
+// Gemv: linear_gemv.cu (Mma8 where LinearPathOptions::gemv is off or x is too long for its
+// shared memory); Mma8/Mma16: the register-fed mma.sync kernel on one or two 8-token tiles
+// (linear_small.cu); Cluster*: the cluster-split wgmma kernel on a 32/64/128-token tile
+// (linear_cluster.cu); CublasLt: lt_matmul.cpp. Rates: H200, Llama-3.1-8B shapes
+// (docs/performance-notes.md and the commits it cites).
+enum class LinearKernel { Gemv, Mma8, Mma16, Cluster32, Cluster64, Cluster128, CublasLt };
+struct LinearKernelRow {
+    std::int64_t max_rows;
+    LinearKernel kernel;
+};
+inline constexpr LinearKernelRow kLinearKernels[] = {
+    {1, LinearKernel::Gemv},          // gate/up 4.22 TB/s, down 4.07; q/k/v 14.6 us, o 10.1
+    {8, LinearKernel::Mma8},          // rate not recorded
+    {16, LinearKernel::Mma16},        // rate not recorded
+    {32, LinearKernel::Cluster32},    // o 11.2 us (cuBLASLt 12.4), gate/up 65 (cuBLASLt 60)
+    {64, LinearKernel::Cluster64},    // rate not recorded (cuBLASLt won every shape from 64)
+    {128, LinearKernel::Cluster128},  // gate/up 87 us (cuBLASLt 66)
+    // ~3.4 TB/s at 128 tokens (q/k/v and o 2.5-2.9); prefill at 87-91% of the GEMM-bound rate
+    {INT64_MAX, LinearKernel::CublasLt},
+};
+inline constexpr std::int64_t kSmallLinearMaxRows = std::end(kLinearKernels)[-2].max_rows;
 inline constexpr int kSmallLinearMaxTargets = 4;
+
+// The table's kernel for n >= 1 tokens.
+constexpr LinearKernel linear_kernel(std::int64_t n) {
+    for (const LinearKernelRow& row : kLinearKernels) {
+        if (n <= row.max_rows) return row.kernel;
+    }
+    return LinearKernel::CublasLt;
+}
 
 struct SmallLinearTarget {
     const void* w = nullptr;     // [out, in] bf16, 16-byte aligned
@@ -55,9 +87,8 @@ struct SmallLinearScratch {
 
 // False (nothing enqueued) when the kernels do not take the problem: n outside
 // 1..kSmallLinearMaxRows, in not a multiple of 8, x or a weight not 16-byte aligned, or more
-// than kSmallLinearMaxTargets targets. x [n, in] bf16. One token with `gemv` runs on the GEMV
-// (linear_gemv.cu: a warp per weight row) where x fits its shared memory, up to 16 tokens on
-// the register-fed mma kernel, more on the cluster kernel.
+// than kSmallLinearMaxTargets targets. x [n, in] bf16. The kernel is kLinearKernels' for n
+// (the GEMV only with `gemv`).
 bool launch_small_linear(const void* x, std::int64_t n, std::int64_t in,
                          std::span<const SmallLinearTarget> targets, bool y_f32, bool gemv,
                          const SmallLinearScratch& scratch, cudaStream_t stream);

@@ -15,7 +15,6 @@
 // barrier, so out may alias x or y.
 
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"

@@ -1,5 +1,6 @@
-// CudaBackend::write_kv, rope_write_kv, paged_attention and rope_attention: checks, and the
-// launch plan built from the host copies of the batch metadata (no device round trip).
+// CudaBackend::rope, write_kv and paged_attention, and the RopeAttention epilogue of
+// CudaBackend::linear: checks, and the launch plan built from the host copies of the batch
+// metadata (no device round trip).
 //
 // Plan: sequences with more than one query row (prefill chunks, which may start
 // mid-sequence) go to the tensor-core prefill kernel, sequences with one row (decode) to the
@@ -10,16 +11,14 @@
 // before the decode kernel writes its partials. Decode rows at head_dim 64/128 run the
 // tensor-core kernel at every batch size (DecodeAttentionOptions::tensor_core_min_pairs); the
 // others, and small batches when that option asks, run the fast kernel, which merges its own
-// splits and, through rope_attention, rotates and writes the new token itself: one launch a
-// layer instead of three. Since
-// the tensor-core kernel picks its schedule per step, its three launches beat that one at
-// batch 1 on the H200.
+// splits and, through a rope with attention, rotates and writes the new token itself: one
+// launch a layer instead of three. Since the tensor-core kernel picks its schedule per step,
+// its three launches beat that one at batch 1 on the H200.
 
 #include <algorithm>
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/decode_schedule.h"
 #include "tensor/ops_checks.h"
@@ -68,6 +67,24 @@ PagedKvView checked_write_kv(const Tensor& k, const Tensor& v, const Tensor& slo
     return view;
 }
 
+// Cuts a launch's KV into `splits` splits of whole tiles (rounding a split up to a tile may
+// leave fewer) and points its partials, for `rows` batch or sequence rows, into `workspace`.
+template <class Launch>
+void cut_kv_splits(Launch& launch, std::int64_t splits, std::int64_t kv_tokens, std::int64_t tile,
+                   std::int64_t rows, std::int64_t heads, std::int64_t d, void* workspace) {
+    if (splits > 1) {
+        const std::int64_t per_split = (kv_tokens + splits - 1) / splits;
+        launch.split_tokens = static_cast<int>((per_split + tile - 1) / tile * tile);
+        splits = (kv_tokens + launch.split_tokens - 1) / launch.split_tokens;
+    }
+    launch.num_splits = static_cast<int>(std::max<std::int64_t>(splits, 1));
+    if (launch.num_splits > 1) {
+        auto* ws = static_cast<float*>(workspace);
+        launch.partial_o = ws;
+        launch.partial_ml = ws + rows * heads * launch.num_splits * d;
+    }
+}
+
 }  // namespace
 
 void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
@@ -77,23 +94,34 @@ void CudaBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots
     launch_write_kv(k.data, v.data, k.dtype, k.shape[0], slots.as<std::int32_t>(), view, stream_);
 }
 
-void CudaBackend::rope_write_kv(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
-                                const tensor::RopeTables& tables, const Tensor& slots,
-                                const tensor::KvPages& pages) {
-    check_rope(q, k, positions, tables.cos, tables.sin);
-    const PagedKvView view = checked_write_kv(k, v, slots, pages);
+void CudaBackend::rope(const tensor::RopeArgs& args) {
+    const Tensor &q = args.q, &k = args.k;
+    check_rope(q, k, args.positions, args.tables.cos, args.tables.sin);
+    if (args.pages.k.empty() && args.attention == nullptr) {
+        activate();
+        launch_rope(q.data, q.shape[1], k.data, k.empty() ? 0 : k.shape[1], q.dtype, q.shape[0],
+                    q.shape[2], args.positions.as<std::int32_t>(), args.tables.cos.as<float>(),
+                    args.tables.sin.as<float>(), args.tables.cos.shape[0], stream_);
+        return;
+    }
+    const PagedKvView view = checked_write_kv(k, args.v, args.slots, args.pages);
+    if (args.attention == nullptr) {
+        activate();
+        enqueue_rope_write_kv(args, view);
+        return;
+    }
+    const AttentionPlan plan = plan_attention(q, args.pages, *args.attention, args.out);
     activate();
-    enqueue_rope_write_kv(q, k, v, positions, tables, slots, view);
+    enqueue_rope_attention(args, view, plan);
 }
 
-void CudaBackend::enqueue_rope_write_kv(Tensor q, Tensor k, const Tensor& v,
-                                        const Tensor& positions, const tensor::RopeTables& tables,
-                                        const Tensor& slots, const PagedKvView& view) {
-    const auto* pos = positions.as<std::int32_t>();
-    const auto* cos = tables.cos.as<float>();
-    const auto* sin = tables.sin.as<float>();
-    const std::int64_t n = q.shape[0], max_positions = tables.cos.shape[0];
-    const auto* slot_ids = slots.as<std::int32_t>();
+void CudaBackend::enqueue_rope_write_kv(const tensor::RopeArgs& args, const PagedKvView& view) {
+    const Tensor &q = args.q, &k = args.k, &v = args.v;
+    const auto* pos = args.positions.as<std::int32_t>();
+    const auto* cos = args.tables.cos.as<float>();
+    const auto* sin = args.tables.sin.as<float>();
+    const std::int64_t n = q.shape[0], max_positions = args.tables.cos.shape[0];
+    const auto* slot_ids = args.slots.as<std::int32_t>();
     const std::int64_t q_width = q.shape[1] * q.shape[2], kv_width = k.shape[1] * k.shape[2];
     const QkvRows in_place{q.data, k.data, v.data, q_width, kv_width, kv_width,
                            q.data, q_width, k.data, kv_width};
@@ -106,76 +134,61 @@ void CudaBackend::enqueue_rope_write_kv(Tensor q, Tensor k, const Tensor& v,
     launch_write_kv(k.data, v.data, k.dtype, n, slot_ids, view, stream_);
 }
 
-void CudaBackend::rope_attention(Tensor q, Tensor k, const Tensor& v, const Tensor& positions,
-                                 const tensor::RopeTables& tables, const Tensor& slots,
-                                 const tensor::KvPages& pages,
-                                 const tensor::PagedAttentionArgs& args, Tensor out) {
-    check_rope(q, k, positions, tables.cos, tables.sin);
-    const PagedKvView view = checked_write_kv(k, v, slots, pages);
-    const AttentionPlan plan = plan_attention(q, pages, args, out);
-    activate();
-    enqueue_rope_attention(q, k, v, positions, tables, slots, view, plan, out);
-}
-
-void CudaBackend::enqueue_rope_attention(Tensor q, Tensor k, const Tensor& v,
-                                         const Tensor& positions,
-                                         const tensor::RopeTables& tables, const Tensor& slots,
-                                         const PagedKvView& view, AttentionPlan plan, Tensor out) {
+void CudaBackend::enqueue_rope_attention(const tensor::RopeArgs& args, const PagedKvView& view,
+                                         AttentionPlan plan) {
+    const tensor::RopeTables& tables = args.tables;
     // Decode rows alone on the fast kernel take the rotation and the KV write in; anything
-    // else runs rope_write_kv first.
-    const bool fused = plan.fast_decode && !plan.prefill && q.dtype == DType::BF16 &&
-                       aligned16(k.data) && aligned16(v.data) && aligned16(tables.cos.data) &&
-                       aligned16(tables.sin.data);
+    // else runs them first.
+    const bool fused = plan.fast_decode && !plan.prefill && args.q.dtype == DType::BF16 &&
+                       aligned16(args.k.data) && aligned16(args.v.data) &&
+                       aligned16(tables.cos.data) && aligned16(tables.sin.data);
     if (fused) {
         DecodeLaunch::Rope& rope = plan.decode->rope;
-        rope.positions = positions.as<std::int32_t>();
+        rope.positions = args.positions.as<std::int32_t>();
         rope.cos = tables.cos.as<float>();
         rope.sin = tables.sin.as<float>();
         rope.max_positions = tables.cos.shape[0];
-        rope.slots = slots.as<std::int32_t>();
-        rope.k = k.data;
-        rope.v = v.data;
+        rope.slots = args.slots.as<std::int32_t>();
+        rope.k = args.k.data;
+        rope.v = args.v.data;
     } else {
-        enqueue_rope_write_kv(q, k, v, positions, tables, slots, view);
+        enqueue_rope_write_kv(args, view);
     }
-    launch_attention(q, plan, out);
+    launch_attention(args.q, plan, args.out);
 }
 
-void CudaBackend::linear_rope_attention(const Tensor& x,
-                                        std::span<const tensor::LinearTarget> qkv,
-                                        const Tensor& positions, const tensor::RopeTables& tables,
-                                        const Tensor& slots, const tensor::KvPages& pages,
-                                        const tensor::PagedAttentionArgs& args, Tensor out) {
-    IS_CHECK(qkv.size() == 3 && out.rank == 3) << "linear_rope_attention takes q, k and v";
+void CudaBackend::linear_rope_attention(const tensor::LinearArgs& args) {
+    const Tensor& x = args.x;
+    const std::span<const tensor::LinearTarget> qkv = args.targets;
+    const tensor::RopeArgs& r = *args.rope;
     check_linear_group(x, qkv);
-    const std::int64_t n = x.shape[0], d = out.shape[2];
-    const auto heads = [&](const Tensor& y) { return tensor::reshaped(y, {n, y.shape[1] / d, d}); };
-    const Tensor q = heads(qkv[0].y), k = heads(qkv[1].y), v = heads(qkv[2].y);
-    check_rope(q, k, positions, tables.cos, tables.sin);
-    const PagedKvView view = checked_write_kv(k, v, slots, pages);
-    const AttentionPlan plan = plan_attention(q, pages, args, out);
+    check_rope(r.q, r.k, r.positions, r.tables.cos, r.tables.sin);
+    const PagedKvView view = checked_write_kv(r.k, r.v, r.slots, r.pages);
+    const AttentionPlan plan = plan_attention(r.q, r.pages, *r.attention, r.out);
     activate();
-    if (n == 0 || plan.fast_decode || q.dtype != DType::BF16 ||
+    const std::int64_t n = x.shape[0];
+    if (n == 0 || plan.fast_decode || r.q.dtype != DType::BF16 ||
         choose_linear_path(x, qkv) != LinearPath::Stacked) {
         linear_group(x, qkv);
-        enqueue_rope_attention(q, k, v, positions, tables, slots, view, plan, out);
+        enqueue_rope_attention(r, view, plan);
         return;
     }
     // A token's stacked row is q | k | v.
     const Tensor stacked = stacked_gemm(x, qkv);
-    const std::int64_t row = stacked.shape[1], q_width = q.shape[1] * d, kv_width = k.shape[1] * d;
+    const std::int64_t row = stacked.shape[1], q_width = r.q.shape[1] * r.q.shape[2],
+                       kv_width = r.k.shape[1] * r.k.shape[2];
     const auto* base = static_cast<const char*>(stacked.data);
     const std::int64_t elem = static_cast<std::int64_t>(tensor::dtype_size(DType::BF16));
     const QkvRows from_stack{base, base + q_width * elem, base + (q_width + kv_width) * elem,
-                             row, row, row, q.data, q_width, nullptr, 0};
-    if (!launch_rope_write_kv(from_stack, q.shape[1], n, positions.as<std::int32_t>(),
-                              tables.cos.as<float>(), tables.sin.as<float>(),
-                              tables.cos.shape[0], slots.as<std::int32_t>(), view, stream_)) {
+                             row, row, row, r.q.data, q_width, nullptr, 0};
+    if (!launch_rope_write_kv(from_stack, r.q.shape[1], n, r.positions.as<std::int32_t>(),
+                              r.tables.cos.as<float>(), r.tables.sin.as<float>(),
+                              r.tables.cos.shape[0], r.slots.as<std::int32_t>(), view, stream_)) {
         // Rows the fused launch does not take: the targets' own buffers after all.
         split_stacked(stacked, qkv);
-        enqueue_rope_write_kv(q, k, v, positions, tables, slots, view);
+        enqueue_rope_write_kv(r, view);
     }
-    launch_attention(q, plan, out);
+    launch_attention(r.q, plan, r.out);
 }
 
 void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
@@ -184,6 +197,18 @@ void CudaBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
     activate();
     launch_attention(q, plan, out);
 }
+
+// What the prefill and decode plans need of the batch beyond AttentionPlan's view and batch.
+struct AttentionShape {
+    // Prefill query tiles on narrow (one 16-row fragment a warp) and wide (two) tiles.
+    struct Tiling {
+        int max_q_tiles = 0;     // the most of any one sequence
+        std::int64_t tiles = 0;  // of the batch
+    } tiling[2];
+    std::int64_t max_prefill_kv = 0;
+    int decode_seqs = 0;
+    std::int64_t max_decode_kv = 0;
+};
 
 AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages& pages,
                                           const tensor::PagedAttentionArgs& args,
@@ -215,13 +240,9 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
     // Launch sizes from the host copies of the metadata, or (replayable decode) from the bound
     // alone: the same grid then serves every step, and splits past a shorter sequence's end
     // merge as empty.
-    // Prefill query tiles on narrow (one 16-row fragment a warp) and wide (two) tiles.
-    struct Tiling {
-        int max_q_tiles = 0;     // the most of any one sequence
-        std::int64_t tiles = 0;  // of the batch
-    } tiling[2];
-    int decode_seqs = fixed ? num_seqs : 0;
-    std::int64_t max_decode_kv = fixed ? args.fixed_max_kv_len : 0, max_prefill_kv = 0;
+    AttentionShape shape;
+    shape.decode_seqs = fixed ? num_seqs : 0;
+    shape.max_decode_kv = fixed ? args.fixed_max_kv_len : 0;
     const int group = static_cast<int>(heads / view.kv_heads);
     for (int s = 0; s < (fixed ? 0 : num_seqs); ++s) {
         const int q_len = args.host_qo_indptr[s + 1] - args.host_qo_indptr[s];
@@ -233,15 +254,15 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
             for (int frags = 1; frags <= 2; ++frags) {
                 const int tile_queries = prefill_tile_queries(group, frags);
                 const int tiles = (q_len + tile_queries - 1) / tile_queries;
-                Tiling& t = tiling[frags - 1];
+                AttentionShape::Tiling& t = shape.tiling[frags - 1];
                 t.max_q_tiles = std::max(t.max_q_tiles, tiles);
                 t.tiles += tiles;
             }
-            max_prefill_kv = std::max(max_prefill_kv, num_pages * view.block_size);
+            shape.max_prefill_kv = std::max(shape.max_prefill_kv, num_pages * view.block_size);
         }
         if (q_len == 1) {
-            ++decode_seqs;
-            max_decode_kv = std::max(max_decode_kv, num_pages * view.block_size);
+            ++shape.decode_seqs;
+            shape.max_decode_kv = std::max(shape.max_decode_kv, num_pages * view.block_size);
         }
     }
 
@@ -263,56 +284,59 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
         all_rows.grid_rows = static_cast<int>(n);
         return plan;
     }
-    const std::int64_t per_split_bytes = static_cast<std::int64_t>(num_seqs) * heads * (d + 2) *
-                                         static_cast<std::int64_t>(sizeof(float));
-    const std::int64_t workspace_bytes =
-        static_cast<std::int64_t>(options_.attention_workspace_bytes);
-    if (tiling[0].max_q_tiles > 0) {
-        PrefillLaunch& prefill = plan.prefill.emplace();
-        // Wide tiles halve the blocks: only while the GPU stays full with them.
-        const int wide_min = options_.prefill.wide_min_blocks_per_sm;
-        prefill.row_frags =
-            prefill_max_row_frags(static_cast<int>(d)) >= 2 && wide_min >= 0 &&
-                    tiling[1].tiles * view.kv_heads >= std::int64_t{wide_min} * num_sms_
-                ? 2
-                : 1;
-        const Tiling& chosen = tiling[prefill.row_frags - 1];
-        prefill.max_q_tiles = chosen.max_q_tiles;
-        prefill.max_kv_tokens = max_prefill_kv;
-        // Partials are kept per batch row, decode rows included (they are few when this pays).
-        const std::int64_t row_split_bytes =
-            n * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));
-        const std::int64_t blocks = chosen.tiles * view.kv_heads;
-        const std::int64_t wanted = (kPrefillBlocksPerSm * num_sms_ + blocks - 1) / blocks;
-        const std::int64_t by_length =
-            (max_prefill_kv + kMinPrefillSplitTokens - 1) / kMinPrefillSplitTokens;
-        std::int64_t splits = std::min({wanted, by_length, workspace_bytes / row_split_bytes,
-                                        static_cast<std::int64_t>(options_.max_kv_splits),
-                                        std::int64_t{0x7fffffff} / prefill.max_q_tiles});
-        if (splits > 1) {
-            const std::int64_t tile = prefill_tile_tokens();
-            const std::int64_t per_split = (max_prefill_kv + splits - 1) / splits;
-            prefill.split_tokens = static_cast<int>((per_split + tile - 1) / tile * tile);
-            splits = (max_prefill_kv + prefill.split_tokens - 1) / prefill.split_tokens;
-        }
-        prefill.num_splits = static_cast<int>(std::max<std::int64_t>(splits, 1));
-        if (prefill.num_splits > 1) {
-            auto* ws = static_cast<float*>(attention_workspace_);
-            prefill.partial_o = ws;
-            prefill.partial_ml = ws + n * heads * prefill.num_splits * d;
-        }
-    }
-    if (decode_seqs == 0) return plan;
+    if (shape.tiling[0].max_q_tiles > 0) plan_prefill(shape, plan);
+    if (shape.decode_seqs > 0) plan_decode(shape, plan);
+    return plan;
+}
 
+void CudaBackend::plan_prefill(const AttentionShape& shape, AttentionPlan& plan) const {
+    const std::int64_t n = plan.batch.num_tokens, heads = plan.batch.num_heads;
+    const std::int64_t d = plan.view.head_dim, kv_heads = plan.view.kv_heads;
+    const std::int64_t max_prefill_kv = shape.max_prefill_kv;
+    PrefillLaunch& prefill = plan.prefill.emplace();
+    // Wide tiles halve the blocks: only while the GPU stays full with them.
+    const int wide_min = options_.prefill.wide_min_blocks_per_sm;
+    prefill.row_frags =
+        prefill_max_row_frags(static_cast<int>(d)) >= 2 && wide_min >= 0 &&
+                shape.tiling[1].tiles * kv_heads >= std::int64_t{wide_min} * num_sms_
+            ? 2
+            : 1;
+    const AttentionShape::Tiling& chosen = shape.tiling[prefill.row_frags - 1];
+    prefill.max_q_tiles = chosen.max_q_tiles;
+    prefill.max_kv_tokens = max_prefill_kv;
+    // Partials are kept per batch row, decode rows included (they are few when this pays).
+    const std::int64_t row_split_bytes =
+        n * heads * (d + 2) * static_cast<std::int64_t>(sizeof(float));
+    const std::int64_t blocks = chosen.tiles * kv_heads;
+    const std::int64_t wanted = (kPrefillBlocksPerSm * num_sms_ + blocks - 1) / blocks;
+    const std::int64_t by_length =
+        (max_prefill_kv + kMinPrefillSplitTokens - 1) / kMinPrefillSplitTokens;
+    const std::int64_t splits =
+        std::min({wanted, by_length,
+                  static_cast<std::int64_t>(options_.attention_workspace_bytes) / row_split_bytes,
+                  static_cast<std::int64_t>(options_.max_kv_splits),
+                  std::int64_t{0x7fffffff} / prefill.max_q_tiles});
+    cut_kv_splits(prefill, splits, max_prefill_kv, prefill_tile_tokens(), n, heads, d,
+                  attention_workspace_);
+}
+
+void CudaBackend::plan_decode(const AttentionShape& shape, AttentionPlan& plan) const {
+    const int num_seqs = plan.batch.num_seqs;
+    const std::int64_t heads = plan.batch.num_heads, d = plan.view.head_dim;
+    const std::int64_t kv_heads = plan.view.kv_heads, max_decode_kv = shape.max_decode_kv;
+    const int group = static_cast<int>(heads / kv_heads);
     // Split long contexts until the GPU has enough blocks, within the workspace.
     DecodeLaunch& decode = plan.decode.emplace();
     decode.per_sequence = true;
     decode.grid_rows = num_seqs;
-    const std::int64_t blocks = static_cast<std::int64_t>(decode_seqs) * view.kv_heads;
+    const std::int64_t blocks = static_cast<std::int64_t>(shape.decode_seqs) * kv_heads;
     const DecodeAttentionOptions& dopt = options_.decode;
     const std::int64_t by_length =
         (max_decode_kv + dopt.min_split_tokens - 1) / dopt.min_split_tokens;
-    const std::int64_t by_workspace = workspace_bytes / per_split_bytes;
+    const std::int64_t per_split_bytes = static_cast<std::int64_t>(num_seqs) * heads * (d + 2) *
+                                         static_cast<std::int64_t>(sizeof(float));
+    const std::int64_t by_workspace =
+        static_cast<std::int64_t>(options_.attention_workspace_bytes) / per_split_bytes;
     std::int64_t wanted = (kBlocksPerSm * num_sms_ + blocks - 1) / blocks;
     const std::int64_t tc_min_pairs =
         dopt.tensor_core_min_pairs > 0 ? dopt.tensor_core_min_pairs : num_sms_;
@@ -339,26 +363,14 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
         decode.warp_items = chosen.warp_items;
         wanted = chosen.splits;
     }
-    std::int64_t splits = std::min({wanted, by_length, by_workspace,
-                                    static_cast<std::int64_t>(options_.max_kv_splits)});
-    if (splits > 1) {
-        const std::int64_t tile = decode_tile_tokens();
-        const std::int64_t per_split = (max_decode_kv + splits - 1) / splits;
-        decode.split_tokens = static_cast<int>((per_split + tile - 1) / tile * tile);
-        splits = (max_decode_kv + decode.split_tokens - 1) / decode.split_tokens;
-    }
-    decode.num_splits = static_cast<int>(std::max<std::int64_t>(splits, 1));
-    if (decode.num_splits > 1) {
-        auto* ws = static_cast<float*>(attention_workspace_);
-        decode.partial_o = ws;
-        decode.partial_ml =
-            ws + static_cast<std::int64_t>(num_seqs) * heads * decode.num_splits * d;
-    }
+    const std::int64_t splits = std::min(
+        {wanted, by_length, by_workspace, static_cast<std::int64_t>(options_.max_kv_splits)});
+    cut_kv_splits(decode, splits, max_decode_kv, decode_tile_tokens(), num_seqs, heads, d,
+                  attention_workspace_);
     plan.fast_decode = decode.max_ctas == 0 && decode_fast_supports(static_cast<int>(d), group);
-    if (plan.fast_decode && std::int64_t{num_seqs} * view.kv_heads <= kSplitArrivals) {
+    if (plan.fast_decode && std::int64_t{num_seqs} * kv_heads <= kSplitArrivals) {
         decode.split_arrivals = split_arrivals_;
     }
-    return plan;
 }
 
 void CudaBackend::launch_attention(const Tensor& q, const AttentionPlan& plan, Tensor out) {

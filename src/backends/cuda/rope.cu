@@ -10,7 +10,6 @@
 // also writes K and V to the pages in that launch (rope_write_kv_kernel).
 
 #include "backends/cuda/cuda_check.h"
-#include "backends/cuda/cuda_checks.h"
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"

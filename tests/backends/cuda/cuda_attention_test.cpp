@@ -2,8 +2,8 @@
 // starting mid-sequence) and decode rows, page tables that are shuffled and non-contiguous,
 // stale random data past each sequence's end, head dims with and without a tensor-core
 // prefill kernel, narrow and wide prefill tiles, long contexts for the split-KV decode path,
-// graph capture, rope_attention against the ops it fuses, and linear_rope_attention (q/k/v
-// read from the stacked projection's output) against linear_group and rope_attention.
+// graph capture, a rope with attention against the ops it fuses, and a linear's RopeAttention
+// epilogue (q/k/v read from the stacked projection's output) against a plain linear and a rope.
 
 #include <algorithm>
 #include <cmath>
@@ -11,6 +11,7 @@
 
 #include "cuda_test_util.h"
 #include "model/stacked_weight.h"
+#include "tensor/views.h"
 
 namespace inferscale::cuda_test {
 namespace {
@@ -398,7 +399,8 @@ TEST_F(CudaAttentionFixedBoundTest, ManySplitsFromBound) {
     EXPECT_LT(worst_row_error(got, ref, p.n, 8 * 128), 2 * kBf16Tolerance);
 }
 
-// rope_attention against its definition, rope_write_kv then paged_attention, from the same
+// A rope with attention against its definition, the rope with the KV write then
+// paged_attention, from the same
 // unrotated projections: decode batches that the fast kernel takes in one launch (one long
 // split sequence, mixed lengths with a padding row, head_dim 64 and 256, a group rounded up),
 // and batches that compose (a prefill row; the tensor-core decode kernel). Output and pages
@@ -411,7 +413,7 @@ struct RopeCase {
     int padding = -1;  // a sequence whose row writes nothing (slot -1), or none
 };
 
-// The rope_attention operands of problem p: unrotated q and new K/V rows, positions (KV index
+// The rope operands of problem p: unrotated q and new K/V rows, positions (KV index
 // plus 3), slots of each row's KV token, and HF rotary tables.
 struct RopeOperands {
     std::vector<float> k, v, cos, sin;
@@ -469,13 +471,14 @@ RopeResult run_rope_attention(CudaBackend& gpu, const Problem& p, const RopeCase
     const auto args = device_args(p, static_cast<int>(c.seqs.size()),
                                   1.0f / std::sqrt(static_cast<float>(d)));
     poison(gpu, p.dout.tensor);
+    const tensor::RopeArgs rope{q.tensor, k.tensor, positions.tensor,
+                                tables,   v.tensor, slots.tensor,
+                                pages,    &args,    p.dout.tensor};
     if (composed) {
-        gpu.rope_write_kv(q.tensor, k.tensor, v.tensor, positions.tensor, tables, slots.tensor,
-                          pages);
+        gpu.rope({q.tensor, k.tensor, positions.tensor, tables, v.tensor, slots.tensor, pages});
         gpu.paged_attention(q.tensor, pages, args, p.dout.tensor);
     } else {
-        gpu.rope_attention(q.tensor, k.tensor, v.tensor, positions.tensor, tables, slots.tensor,
-                           pages, args, p.dout.tensor);
+        gpu.rope(rope);
     }
     return {download(gpu, p.dout.tensor), download(gpu, kp.tensor), download(gpu, vp.tensor),
             download(gpu, q.tensor)};
@@ -538,9 +541,10 @@ TEST_F(CudaRopeAttentionTest, TensorCoreDecodeComposes) {
         rng_);
 }
 
-// linear_rope_attention on q/k/v weights stacked in memory (as the model uploads them): the
-// stacked GEMM's output read straight by the rotation and KV write, against linear_group (the
-// same GEMM, then its columns split) and rope_attention, bit for bit in out and the pages. The
+// The RopeAttention epilogue on q/k/v weights stacked in memory (as the model uploads them):
+// the stacked GEMM's output read straight by the rotation and KV write, against a plain linear
+// (the same GEMM, then its columns split) and a rope with attention, bit for bit in out and
+// the pages. The
 // fused path leaves the k and v targets unwritten, which shows it ran.
 struct LinearRopeCase {
     AttnCase attn;
@@ -586,15 +590,16 @@ class CudaLinearRopeAttentionTest : public CudaTest {
         const tensor::KvPages pages{kp.tensor, vp.tensor};
         const auto args = device_args(p, static_cast<int>(c.seqs.size()),
                                       1.0f / std::sqrt(static_cast<float>(d)));
+        const auto view = [&](int i) { return reshaped(ys[i].tensor, {n, heads[i], d}); };
+        const tensor::RopeArgs rope{view(0), view(1), positions.tensor,
+                                    tables,  view(2), slots.tensor,
+                                    pages,   &args,   p.dout.tensor};
         poison(*gpu_, p.dout.tensor);
         if (fused) {
-            gpu_->linear_rope_attention(dx.tensor, qkv, positions.tensor, tables, slots.tensor,
-                                        pages, args, p.dout.tensor);
+            gpu_->linear({dx.tensor, qkv, tensor::LinearEpilogue::RopeAttention, &rope});
         } else {
-            gpu_->linear_group(dx.tensor, qkv);
-            const auto view = [&](int i) { return reshaped(ys[i].tensor, {n, heads[i], d}); };
-            gpu_->rope_attention(view(0), view(1), view(2), positions.tensor, tables,
-                                 slots.tensor, pages, args, p.dout.tensor);
+            gpu_->linear({dx.tensor, qkv});
+            gpu_->rope(rope);
         }
         return {download(*gpu_, p.dout.tensor), download(*gpu_, kp.tensor),
                 download(*gpu_, vp.tensor), download(*gpu_, ys[1].tensor)};

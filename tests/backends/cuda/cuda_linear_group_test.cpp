@@ -1,9 +1,9 @@
-// CudaBackend::linear_group on the small-batch kernels (linear_small.cu; linear_gemv.cu for one
+// CudaBackend::linear's groups on the small-batch kernels (linear_small.cu; linear_gemv.cu for one
 // token, linear_cluster.cu from 17 tokens) against the CPU backend's linear per target: 1..128
 // tokens, odd output sizes and k not a multiple of the kernels' steps, bf16 and f32 biases,
 // groups of up to three weights, shapes that split k across CTAs and across the CTAs of a
 // cluster, the same launches replayed from a CUDA graph, and the one-token gated MLP
-// (linear_swiglu) in one GEMV launch. Targets stacked in memory (as the model stores q/k/v,
+// (the SwiGLU epilogue) in one GEMV launch. Targets stacked in memory (as the model stores q/k/v,
 // model::upload_stacked) on the stacked path: one cuBLASLt GEMM over all their rows, its output
 // columns split into the targets. Separate GEMMs per target, forked onto two streams.
 
@@ -101,17 +101,17 @@ TEST_P(CudaLinearGroupTest, MatchesCpu) {
     std::vector<float> x = random_bf16(c.n * c.in, rng_);
     Group g = make_group(c, x);
     DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {c.n, c.in});
-    gpu_->linear_group(dx.tensor, g.targets);
+    gpu_->linear({dx.tensor, g.targets});
     const std::vector<std::vector<float>> first = outputs_near_cpu(c, g);
     // Split-k partials are summed in a fixed order: a second run gives the same bits.
-    expect_rerun_equal(g, [&] { gpu_->linear_group(dx.tensor, g.targets); }, first, "");
+    expect_rerun_equal(g, [&] { gpu_->linear({dx.tensor, g.targets}); }, first, "");
     // One-token groups, which the GEMV took above, run once more on the mma kernel.
     if (c.n == 1) {
         backends::cuda::LinearPathOptions paths = gpu_->linear_path_options();
         paths.gemv = false;
         gpu_->set_linear_path_options(paths);
         for (const DeviceTensor& y : g.ys) poison(*gpu_, y.tensor);
-        gpu_->linear_group(dx.tensor, g.targets);
+        gpu_->linear({dx.tensor, g.targets});
         for (std::size_t i = 0; i < g.targets.size(); ++i) {
             EXPECT_LT(rel_error(download(*gpu_, g.ys[i].tensor), g.refs[i]),
                       c.y_dtype == DType::F32 ? 1e-3 : kBf16Tolerance)
@@ -149,8 +149,8 @@ INSTANTIATE_TEST_SUITE_P(
                       GroupCase{1, 1024, {20000, 9000}, false, DType::BF16}),
     case_name);
 
-// One token of the gated MLP (linear_swiglu): the GEMV's gated launch against the same op as
-// separate launches (Backend::linear_swiglu: linear_group, then swiglu) bit for bit, and
+// One token of the gated MLP (the SwiGLU epilogue): the GEMV's gated launch against the same
+// op as separate launches (the linear, then swiglu) bit for bit, and
 // against the CPU. The gated launch leaves up unwritten, which shows it ran.
 class CudaGatedLinearTest : public CudaLinearGroupTest {};
 
@@ -160,12 +160,13 @@ TEST_P(CudaGatedLinearTest, EqualsLinearsThenSwiglu) {
     std::vector<float> x = random_bf16(c.in, rng_);
     Group g = make_group(c, x);
     DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {1, c.in});
-    gpu_->linear_swiglu(dx.tensor, g.targets);
+    gpu_->linear({dx.tensor, g.targets, tensor::LinearEpilogue::SwiGLU});
     const std::vector<float> fused = download(*gpu_, g.ys[0].tensor);
     std::size_t up_written = 0;
     for (float v : download(*gpu_, g.ys[1].tensor)) up_written += std::isnan(v) ? 0 : 1;
     EXPECT_EQ(up_written, 0u);
-    gpu_->tensor::Backend::linear_swiglu(dx.tensor, g.targets);
+    gpu_->linear({dx.tensor, g.targets});
+    gpu_->swiglu(g.ys[0].tensor, g.ys[1].tensor, g.ys[0].tensor);
     EXPECT_EQ(fused, download(*gpu_, g.ys[0].tensor));
     std::vector<float> ref(c.outs[0]);
     cpu_.swiglu(host_view(g.refs[0], {1, c.outs[0]}), host_view(g.refs[1], {1, c.outs[0]}),
@@ -191,13 +192,13 @@ TEST_P(CudaLinearGraphTest, ReplaysFromGraph) {
     Group g = make_group(c, x);
     DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {c.n, c.in});
     ASSERT_TRUE(gpu_->begin_capture().ok());
-    gpu_->linear_group(dx.tensor, g.targets);
+    gpu_->linear({dx.tensor, g.targets});
     auto graph = gpu_->end_capture();
     ASSERT_TRUE(graph.ok()) << graph.error().message;
     for (int round = 0; round < 2; ++round) {
         const std::vector<float> x2 = random_bf16(c.n * c.in, rng_);
         DeviceTensor fresh = device_from(*gpu_, x2, DType::BF16, {c.n, c.in});
-        gpu_->linear_group(fresh.tensor, g.targets);
+        gpu_->linear({fresh.tensor, g.targets});
         std::vector<std::vector<float>> eager;
         for (const DeviceTensor& y : g.ys) eager.push_back(download(*gpu_, y.tensor));
         ASSERT_EQ(cudaMemcpyAsync(dx.tensor.data, fresh.tensor.data, dx.tensor.nbytes(),
@@ -237,18 +238,18 @@ TEST_P(CudaConcurrentTargetsTest, EqualsSerialAndReplays) {
     backends::cuda::LinearPathOptions paths = gpu_->linear_path_options();
     const int concurrent_max_rows = paths.concurrent_max_rows;
     ASSERT_GE(concurrent_max_rows, c.n);
-    gpu_->linear_group(dx.tensor, g.targets);
+    gpu_->linear({dx.tensor, g.targets});
     const std::vector<std::vector<float>> concurrent = outputs_near_cpu(c, g);
 
     paths.concurrent_max_rows = 0;
     gpu_->set_linear_path_options(paths);
-    expect_rerun_equal(g, [&] { gpu_->linear_group(dx.tensor, g.targets); }, concurrent,
+    expect_rerun_equal(g, [&] { gpu_->linear({dx.tensor, g.targets}); }, concurrent,
                        "serial, ");
 
     paths.concurrent_max_rows = concurrent_max_rows;
     gpu_->set_linear_path_options(paths);
     ASSERT_TRUE(gpu_->begin_capture().ok());
-    gpu_->linear_group(dx.tensor, g.targets);
+    gpu_->linear({dx.tensor, g.targets});
     auto graph = gpu_->end_capture();
     ASSERT_TRUE(graph.ok()) << graph.error().message;
     expect_rerun_equal(g, [&] { gpu_->replay(**graph); }, concurrent, "replayed, ");
@@ -304,7 +305,7 @@ TEST_P(CudaStackedLinearTest, MatchesCpu) {
                            ys.back().tensor});
     }
     DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {c.n, c.in});
-    gpu_->linear_group(dx.tensor, targets);
+    gpu_->linear({dx.tensor, targets});
     for (std::size_t i = 0; i < c.outs.size(); ++i) {
         std::vector<float> ref(c.n * c.outs[i]);
         cpu_.linear(host_view(x, {c.n, c.in}), w_host[i], c.bias ? b_host[i] : Tensor(),

@@ -209,8 +209,9 @@ TEST_F(CudaOpsTest, RopeMatchesCpu) {
     pos[0] = 0;
     pos[1] = max_pos - 1;
     std::vector<float> x = random_bf16(n * heads * d, rng_), ref = x;
-    cpu_.rope(host_view(ref, {n, heads, d}), host_view(pos, {n}),
-              {host_view(cos_t, {max_pos, d / 2}), host_view(sin_t, {max_pos, d / 2})});
+    cpu_.rope({.q = host_view(ref, {n, heads, d}),
+               .positions = host_view(pos, {n}),
+               .tables = {host_view(cos_t, {max_pos, d / 2}), host_view(sin_t, {max_pos, d / 2})}});
     DeviceTensor dcos = device_from(*gpu_, cos_t, DType::F32, {max_pos, d / 2});
     DeviceTensor dsin = device_from(*gpu_, sin_t, DType::F32, {max_pos, d / 2});
     DeviceTensor dpos = device_ints(*gpu_, pos);
@@ -218,17 +219,18 @@ TEST_F(CudaOpsTest, RopeMatchesCpu) {
     // head count, as under GQA).
     const std::int64_t k_heads = heads > 1 ? heads / 2 : 3;
     const std::vector<float> k = random_bf16(n * k_heads * d, rng_);
+    const tensor::RopeTables tables{dcos.tensor, dsin.tensor};
     for (DType dtype : {DType::BF16, DType::F32}) {
         DeviceTensor dx = device_from(*gpu_, x, dtype, {n, heads, d});
-        gpu_->rope(dx.tensor, dpos.tensor, {dcos.tensor, dsin.tensor});
+        gpu_->rope({.q = dx.tensor, .positions = dpos.tensor, .tables = tables});
         EXPECT_LT(rel_error(download(*gpu_, dx.tensor), ref),
                   dtype == DType::F32 ? 1e-6 : kBf16Tolerance)
             << n << "x" << heads << "x" << d;
         DeviceTensor dk = device_from(*gpu_, k, dtype, {n, k_heads, d});
-        gpu_->rope(dk.tensor, dpos.tensor, {dcos.tensor, dsin.tensor});
+        gpu_->rope({.q = dk.tensor, .positions = dpos.tensor, .tables = tables});
         DeviceTensor pq = device_from(*gpu_, x, dtype, {n, heads, d});
         DeviceTensor pk = device_from(*gpu_, k, dtype, {n, k_heads, d});
-        gpu_->rope_qk(pq.tensor, pk.tensor, dpos.tensor, {dcos.tensor, dsin.tensor});
+        gpu_->rope({pq.tensor, pk.tensor, dpos.tensor, tables});
         EXPECT_EQ(download(*gpu_, pq.tensor), download(*gpu_, dx.tensor))
             << n << "x" << heads << "x" << d;
         EXPECT_EQ(download(*gpu_, pk.tensor), download(*gpu_, dk.tensor))
@@ -286,8 +288,8 @@ TEST_F(CudaOpsTest, WriteKvScattersToSlots) {
     EXPECT_EQ(download(*gpu_, dv.tensor), v_pages);
 }
 
-// The fused rope + KV write equals rope_qk then write_kv bit for bit: rotated q and k in place,
-// rotated k and v in the pages; padding rows (slot -1) write no page. d 128 takes the fused
+// The fused rope + KV write equals the rotation then write_kv bit for bit: rotated q and k in
+// place, rotated k and v in the pages; padding rows (slot -1) write no page. d 128 takes the fused
 // kernel; d 20 (10 pairs) falls back to the two ops.
 TEST_F(CudaOpsTest, RopeWriteKvEqualsRopeThenWriteKv) {
     for (auto [n, heads, kvh, d] :
@@ -322,12 +324,13 @@ TEST_F(CudaOpsTest, RopeWriteKvEqualsRopeThenWriteKv) {
             DeviceTensor kp = device_from(*gpu_, k_pages, DType::BF16, {blocks, bs, kvh, d});
             DeviceTensor vp = device_from(*gpu_, v_pages, DType::BF16, {blocks, bs, kvh, d});
             const tensor::RopeTables tables{dcos.tensor, dsin.tensor};
+            const tensor::KvPages pages{kp.tensor, vp.tensor};
             if (fused) {
-                gpu_->rope_write_kv(dq.tensor, dk.tensor, dv.tensor, dpos.tensor, tables,
-                                    dslots.tensor, {kp.tensor, vp.tensor});
+                gpu_->rope(
+                    {dq.tensor, dk.tensor, dpos.tensor, tables, dv.tensor, dslots.tensor, pages});
             } else {
-                gpu_->rope_qk(dq.tensor, dk.tensor, dpos.tensor, tables);
-                gpu_->write_kv(dk.tensor, dv.tensor, dslots.tensor, {kp.tensor, vp.tensor});
+                gpu_->rope({dq.tensor, dk.tensor, dpos.tensor, tables});
+                gpu_->write_kv(dk.tensor, dv.tensor, dslots.tensor, pages);
             }
             for (const DeviceTensor* t : {&dq, &dk, &kp, &vp})
                 results[fused].push_back(download(*gpu_, t->tensor));
