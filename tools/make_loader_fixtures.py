@@ -9,6 +9,7 @@
   tiny_llama_expected.bin  the HF-layout f32 values the loader must return, concatenated
   tiny_llama_expected.json name -> {shape, offset (in floats)} into the .bin
   tiny_qwen2.gguf          1-layer qwen2 (no Q/K permutation, q/k/v biases, tied embeddings)
+  tiny_unknown_pre.gguf    tiny_qwen2.gguf with a tokenizer.ggml.pre no loader knows
   tiny_llama31.gguf        2-layer Q8_0 llama with rope_freqs.weight written from a llama3
                            rope_scaling the way llama.cpp's converter does, and a byte-level
                            vocabulary llama.cpp can load
@@ -187,11 +188,11 @@ def add_tensor(writer, name, arr, qtype):
         writer.add_tensor(name, quants.quantize(arr, qtype), raw_dtype=qtype)
 
 
-def add_vocab(w, n_vocab):
+def add_vocab(w, n_vocab, pre="smollm"):
     tokens = ["<unk>", "<s>", "</s>", "<pad>", "<|im_start|>", "<|im_end|>"]
     tokens += ["t%d" % i for i in range(len(tokens), n_vocab)]
     w.add_tokenizer_model("gpt2")
-    w.add_tokenizer_pre("smollm")
+    w.add_tokenizer_pre(pre)
     w.add_token_list(tokens)
     w.add_token_scores([float(-i) for i in range(n_vocab)])
     w.add_token_types([2, 3, 3, 3, 3, 3] + [1] * (n_vocab - 6))
@@ -278,10 +279,10 @@ def make_tiny_llama(rng):
         json.dump(index, f, indent=1)
 
 
-def make_tiny_qwen2(rng):
+def make_tiny_qwen2(rng, file_name="tiny_qwen2.gguf", pre="smollm"):
     vocab, hidden, inter, n_head, n_kv = 32, 32, 32, 2, 1
     head_dim = hidden // n_head
-    w = gguf.GGUFWriter(os.path.join(OUT, "tiny_qwen2.gguf"), "qwen2")
+    w = gguf.GGUFWriter(os.path.join(OUT, file_name), "qwen2")
     w.add_block_count(1)
     w.add_context_length(256)
     w.add_embedding_length(hidden)
@@ -290,7 +291,7 @@ def make_tiny_qwen2(rng):
     w.add_head_count_kv(n_kv)
     w.add_rope_freq_base(1000000.0)
     w.add_layer_norm_rms_eps(1e-6)
-    add_vocab(w, vocab)
+    add_vocab(w, vocab, pre)
     # Deterministic ramps: the test checks q rows and biases are NOT permuted for qwen2.
     def ramp(*shape):
         return (np.arange(int(np.prod(shape)), dtype=np.float32) * 0.5).reshape(shape)
@@ -506,6 +507,7 @@ def main():
     make_safetensors()
     make_tiny_llama(rng)
     make_tiny_qwen2(rng)
+    make_tiny_qwen2(rng, "tiny_unknown_pre.gguf", pre="no-such-split")
     make_smollm2_spot()
     make_tiny_llama31(np.random.default_rng(31))
 

@@ -12,17 +12,36 @@ TokenType type_at(const VocabData& v, std::size_t i) {
     return i < v.token_types.size() ? v.token_types[i] : TokenType::Normal;
 }
 
-Status add_byte_level_pre_tokenizer(const std::string& pre, TokenizerModel& m) {
+// The splits a byte-level ("gpt2") GGUF vocabulary can name in tokenizer.ggml.pre, with the
+// names llama.cpp's llama-vocab.cpp gives them. Any other name is refused, as llama.cpp
+// refuses it: tokenizing with a split the vocabulary was not trained on would quietly give
+// other ids than the model's own tokenizer.
+enum class PreSplit { Gpt2, Llama3, Qwen2, Smollm };
+
+constexpr const char* kKnownPre = "gpt-2, llama-bpe, llama3, llama-v3, qwen2, smollm";
+
+Result<PreSplit> pre_split(const std::string& pre) {
+    // A file without the key predates it; llama.cpp warns and splits with its own "default"
+    // rule, this keeps GPT-2's split for such files, as it always did.
+    if (pre.empty() || pre == "gpt-2") return PreSplit::Gpt2;
+    if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") return PreSplit::Llama3;
+    if (pre == "qwen2") return PreSplit::Qwen2;
+    if (pre == "smollm") return PreSplit::Smollm;
+    return make_error("unknown pre-tokenizer type '" + pre +
+                      "' (GGUF tokenizer.ggml.pre); supported: " + kKnownPre);
+}
+
+Status add_byte_level_pre_tokenizer(PreSplit kind, TokenizerModel& m) {
     PreTokenizerStep byte_level;
     byte_level.kind = PreTokenizerStep::Kind::ByteLevel;
     std::string_view split_pattern;
-    if (pre == "llama-bpe" || pre == "llama3" || pre == "llama-v3") {
+    if (kind == PreSplit::Llama3) {
         split_pattern = kLlama3Pattern;
         m.bpe->set_ignore_merges(true);  // Llama 3's tokenizer.json sets ignore_merges
-    } else if (pre == "qwen2") {
+    } else if (kind == PreSplit::Qwen2) {
         split_pattern = kQwen2Pattern;
         m.normalizer.add({NormalizerStep::Kind::Nfc, {}, {}, false, false});
-    } else if (pre == "smollm") {
+    } else if (kind == PreSplit::Smollm) {
         PreTokenizerStep digits;
         digits.kind = PreTokenizerStep::Kind::Digits;
         digits.individual_digits = true;
@@ -35,7 +54,7 @@ Status add_byte_level_pre_tokenizer(const std::string& pre, TokenizerModel& m) {
         split.behavior = SplitBehavior::Isolated;
         m.pre_tokenizer.add(std::move(split));
     } else {
-        // gpt2, smollm and unknown names: ByteLevel with its own GPT-2 regex.
+        // gpt-2 and smollm: ByteLevel with its own GPT-2 regex.
         byte_level.use_regex = true;
         byte_level.regex = IS_TRY(SplitRegex::compile(kGpt2Pattern));
     }
@@ -45,13 +64,14 @@ Status add_byte_level_pre_tokenizer(const std::string& pre, TokenizerModel& m) {
 }
 
 Status build_gpt2(const VocabData& v, TokenizerModel& m) {
+    const PreSplit split = IS_TRY(pre_split(v.pre));  // before the merges: the name says more
     m.bpe = std::make_unique<BpeModel>(v.tokens, BpeModel::Mode::MergeRanks);
     for (const std::string& merge : v.merges) {
         const std::size_t space = merge.find(' ', 1);
         if (space == std::string::npos) return make_error("bad GGUF merge '" + merge + "'");
         IS_RETURN_IF_ERROR(m.bpe->add_merge(merge.substr(0, space), merge.substr(space + 1)));
     }
-    return add_byte_level_pre_tokenizer(v.pre, m);
+    return add_byte_level_pre_tokenizer(split, m);
 }
 
 Status build_llama(const VocabData& v, TokenizerModel& m) {

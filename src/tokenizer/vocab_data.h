@@ -22,7 +22,7 @@ enum class TokenType : std::int32_t {
 struct VocabData {
     std::string model;         // tokenizer.ggml.model: "gpt2" (byte-level BPE) or "llama" (SPM)
     std::string pre;           // tokenizer.ggml.pre: pre-tokenizer name, e.g. "smollm",
-                               // "llama-bpe", "qwen2"
+                               // "llama-bpe", "qwen2"; from_vocab refuses names it lacks
     std::vector<std::string> tokens;     // id -> token text, as stored
     std::vector<float> scores;           // may be empty
     std::vector<TokenType> token_types;  // may be empty

@@ -91,6 +91,14 @@ def test_corrupt_gguf(tmp_path):
     assert res.returncode == 1 and res.stderr.startswith("error: "), res.stderr
 
 
+def test_unknown_pre_tokenizer_is_refused():
+    # tools/make_loader_fixtures.py: a tiny qwen2 GGUF whose tokenizer.ggml.pre no split matches.
+    model = os.path.join(os.environ.get("INFERSCALE_FIXTURES", "tests/fixtures"), "loader",
+                         "tiny_unknown_pre.gguf")
+    assert_clean_failure(run("generate", "--model", model, "--prompt", "x"),
+                         "unknown pre-tokenizer type 'no-such-split'")
+
+
 def copy_golden(tmp_path):
     model = tmp_path / "model"
     shutil.copytree(GOLDEN, model)

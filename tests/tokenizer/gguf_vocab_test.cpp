@@ -132,5 +132,34 @@ TEST(GgufVocabTest, RejectsBadVocab) {
     EXPECT_FALSE(Tokenizer::from_vocab(bad_types).ok());
 }
 
+// tokenizer.ggml.pre picks the split of a byte-level vocabulary; a name without a known split is
+// an error naming it (as in llama.cpp), never GPT-2's split in its place.
+TEST(GgufVocabTest, RefusesUnknownPreTokenizer) {
+    VocabData v;
+    v.model = "gpt2";
+    v.tokens = {"a", "b", "ab"};
+    v.merges = {"a b"};
+    for (const char* known : {"", "gpt-2", "llama-bpe", "llama3", "llama-v3", "qwen2", "smollm"}) {
+        v.pre = known;
+        auto tok = Tokenizer::from_vocab(v);
+        ASSERT_TRUE(tok.ok()) << known << ": " << tok.error().message;
+        EXPECT_EQ(tok->encode("abab", false), (Ids{2, 2})) << known;
+    }
+    for (const char* unknown : {"default", "gpt2", "deepseek-coder", "no-such-split"}) {
+        v.pre = unknown;
+        auto tok = Tokenizer::from_vocab(v);
+        ASSERT_FALSE(tok.ok()) << unknown;
+        EXPECT_NE(tok.error().message.find(std::string("unknown pre-tokenizer type '") + unknown +
+                                           "'"),
+                  std::string::npos)
+            << tok.error().message;
+    }
+    // A SentencePiece vocabulary has no pre-tokenizer to pick: its pre name is not read, as in
+    // llama.cpp (Gemma's files say "default").
+    VocabData spm = spm_as_gguf();
+    spm.pre = "no-such-split";
+    EXPECT_TRUE(Tokenizer::from_vocab(spm).ok());
+}
+
 }  // namespace
 }  // namespace inferscale::tokenizer
