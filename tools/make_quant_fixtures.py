@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/quant/quant_rows.bin: random f32 rows and their Q8_0, Q4_0 and Q4_1
-blocks and dequantizations as computed by the PyPI `gguf` package (gguf.quants), the reference
-that tests/tensor/quantized_test.cpp holds our block code to.
+"""Writes the block-format fixtures that tests/tensor and tests/backends hold our code to, with
+the PyPI `gguf` package (gguf.quants) as the reference:
+
+tests/fixtures/quant/quant_rows.bin: random f32 rows and their Q8_0, Q4_0 and Q4_1 blocks and
+dequantizations.
 
 Layout (little-endian): i32 rows, i32 cols, then
   f32  x[rows * cols]
@@ -17,7 +19,20 @@ gguf.quants' Q8_0 is ggml's scalar reference: id = 1 / d and round half away fro
 uses id = 127 / amax and rounds half to even. The two agree except at exact .5 ties and where
 the two multipliers differ in the last bit and that moves a product across a .5 boundary;
 this script checks that no such case occurs in the fixture (random data almost never has one),
-so the C++ test can demand identical bytes. Usage: python3 tools/make_quant_fixtures.py
+so the C++ test can demand identical bytes.
+
+tests/fixtures/quant/quant_types.bin: the other types we load. Layout (little-endian): i32 rows,
+i32 cols (a multiple of 256), then
+  f32  x[rows * cols]
+  u8   q8_k[rows * cols / 256 * 292]    ggml's quantize_row_q8_K_ref of x (numpy below)
+and for each of Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, in that order:
+  u8   blocks[rows * cols / block * type_size]
+  f32  deq[rows * cols]                 gguf.quants.dequantize(blocks)
+Q5_0 and Q5_1 blocks are gguf.quants.quantize(x); gguf.quants cannot quantize the K-quants, so
+their blocks are random bytes with finite, moderate f16 scales (every bit pattern of the quants
+and packed sub-block scales is a valid block).
+
+Usage: python3 tools/make_quant_fixtures.py
 """
 import os
 
@@ -27,7 +42,9 @@ from gguf import quants
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "fixtures", "quant", "quant_rows.bin")
+OUT_TYPES = os.path.join(ROOT, "tests", "fixtures", "quant", "quant_types.bin")
 ROWS, COLS = 6, 128
+TYPES_ROWS, TYPES_COLS = 4, 512
 SEED = 20261202
 
 
@@ -40,6 +57,60 @@ def avx2_q8_0(x: np.ndarray) -> np.ndarray:
         idv = np.where(amax == 0, np.float32(0), np.float32(127) / amax).astype(np.float32)
     q = np.round((blocks * idv).astype(np.float32))  # numpy rounds half to even
     return np.concatenate([d.astype(np.float16).view(np.uint8), q.astype(np.int8).view(np.uint8)], axis=1)
+
+
+def q8_k(x: np.ndarray) -> np.ndarray:
+    """ggml's quantize_row_q8_K_ref in numpy (f32 arithmetic throughout)."""
+    out = []
+    for blk in x.reshape(-1, 256).astype(np.float32):
+        amax_i = int(np.argmax(np.abs(blk)))  # the first of equal magnitudes, as ggml's strict >
+        top = blk[amax_i]
+        if top == 0:
+            d, q = np.float32(0), np.zeros(256, dtype=np.int8)
+        else:
+            iscale = np.float32(-127) / top
+            q = np.minimum(np.rint((iscale * blk).astype(np.float32)), 127).astype(np.int8)
+            d = np.float32(1) / iscale
+        bsums = q.astype(np.int16).reshape(16, 16).sum(axis=1).astype("<i2")
+        out.append(np.array([d], dtype="<f4").tobytes() + q.tobytes() + bsums.tobytes())
+    return np.frombuffer(b"".join(out), dtype=np.uint8)
+
+
+def random_f16(rng: np.random.Generator, n: int, lo: float, hi: float) -> np.ndarray:
+    return rng.uniform(lo, hi, n).astype(np.float16).view(np.uint8).reshape(n, 2)
+
+
+def random_k_blocks(rng: np.random.Generator, qtype, n_blocks: int) -> np.ndarray:
+    size = quants.GGML_QUANT_SIZES[qtype][1]
+    blocks = rng.integers(0, 256, (n_blocks, size), dtype=np.uint8)
+    if qtype == QT.Q6_K:
+        blocks[:, 208:210] = random_f16(rng, n_blocks, -0.01, 0.01)  # d (scales are signed)
+    else:
+        blocks[:, 0:2] = random_f16(rng, n_blocks, 1e-4, 4e-3)  # d
+        blocks[:, 2:4] = random_f16(rng, n_blocks, 1e-4, 4e-3)  # dmin
+    return blocks
+
+
+def write_types(rng: np.random.Generator) -> None:
+    x = rng.standard_normal((TYPES_ROWS, TYPES_COLS)).astype(np.float32)
+    x[1] *= 0.01
+    x[2, :256] *= 100.0
+    x[3, 256:] = 0.0  # an all-zero super-block: d = 0
+    x[3, 7] = -4.0    # a negative extreme sets the sign of iscale
+    parts = [np.array([TYPES_ROWS, TYPES_COLS], dtype="<i4").tobytes(), x.astype("<f4").tobytes(),
+             q8_k(x).tobytes()]
+    for qtype in (QT.Q5_0, QT.Q5_1, QT.Q4_K, QT.Q5_K, QT.Q6_K):
+        if qtype in (QT.Q5_0, QT.Q5_1):
+            blocks = quants.quantize(x, qtype)
+        else:
+            n_blocks = x.size // quants.GGML_QUANT_SIZES[qtype][0]
+            blocks = random_k_blocks(rng, qtype, n_blocks).reshape(TYPES_ROWS, -1)
+        deq = quants.dequantize(blocks, qtype).reshape(x.shape).astype(np.float32)
+        assert np.isfinite(deq).all()
+        parts += [blocks.tobytes(), deq.astype("<f4").tobytes()]
+    with open(OUT_TYPES, "wb") as f:
+        f.write(b"".join(parts))
+    print(f"wrote {OUT_TYPES} ({sum(len(p) for p in parts)} bytes)")
 
 
 def main() -> None:
@@ -63,6 +134,7 @@ def main() -> None:
     with open(OUT, "wb") as f:
         f.write(b"".join(parts))
     print(f"wrote {OUT} ({sum(len(p) for p in parts)} bytes); AVX2-style Q8_0 == gguf.quants")
+    write_types(rng)
 
 
 if __name__ == "__main__":
