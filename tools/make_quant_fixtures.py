@@ -32,9 +32,20 @@ Q5_0 and Q5_1 blocks are gguf.quants.quantize(x); gguf.quants cannot quantize th
 their blocks are random bytes with finite, moderate f16 scales (every bit pattern of the quants
 and packed sub-block scales is a valid block).
 
-Usage: python3 tools/make_quant_fixtures.py
+tests/fixtures/quant/quant_dots.bin: llama.cpp's own dot products of those blocks with the rows x,
+from the ggml CPU library that llama-cpp-python ships, called through ctypes (quantize_row_q8_*
+on x, then ggml_vec_dot_<type>_q8_*), once from the AVX-512 build (pip's native build on an
+AVX-512 host) and once from the AVX2 build (tools/llama_cpp_avx2_peer.sh). Layout: i32 rows,
+i32 cols, then for each type as above: f32 avx512[rows * rows], f32 avx2[rows * rows], entry
+[t * rows + o] the dot of x row t with weight row o.
+
+Usage: python3 tools/make_quant_fixtures.py  (needs the AVX2 peer built: llama_cpp_avx2_peer.sh
+--build; each build runs in its own process, as the two libraries share their sonames)
 """
+import ctypes
 import os
+import subprocess
+import sys
 
 import numpy as np
 from gguf import GGMLQuantizationType as QT
@@ -43,6 +54,13 @@ from gguf import quants
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "fixtures", "quant", "quant_rows.bin")
 OUT_TYPES = os.path.join(ROOT, "tests", "fixtures", "quant", "quant_types.bin")
+OUT_DOTS = os.path.join(ROOT, "tests", "fixtures", "quant", "quant_dots.bin")
+# ggml's dot kernel and activation quantizer for each weight type.
+GGML_DOT = {QT.Q5_0: ("ggml_vec_dot_q5_0_q8_0", "quantize_row_q8_0", 34, 32),
+            QT.Q5_1: ("ggml_vec_dot_q5_1_q8_1", "quantize_row_q8_1", 36, 32),
+            QT.Q4_K: ("ggml_vec_dot_q4_K_q8_K", "quantize_row_q8_K", 292, 256),
+            QT.Q5_K: ("ggml_vec_dot_q5_K_q8_K", "quantize_row_q8_K", 292, 256),
+            QT.Q6_K: ("ggml_vec_dot_q6_K_q8_K", "quantize_row_q8_K", 292, 256)}
 ROWS, COLS = 6, 128
 TYPES_ROWS, TYPES_COLS = 4, 512
 SEED = 20261202
@@ -91,6 +109,55 @@ def random_k_blocks(rng: np.random.Generator, qtype, n_blocks: int) -> np.ndarra
     return blocks
 
 
+def ggml_dots(lib_dir: str) -> bytes:
+    """In this process: llama.cpp's dots of quant_types.bin's blocks with its rows x."""
+    ctypes.CDLL(os.path.join(lib_dir, "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
+    cpu = ctypes.CDLL(os.path.join(lib_dir, "libggml-cpu.so"), mode=ctypes.RTLD_GLOBAL)
+    cpu.ggml_cpu_init()
+    raw = open(OUT_TYPES, "rb").read()
+    rows, cols = np.frombuffer(raw[:8], dtype="<i4")
+    off = 8
+    x = np.frombuffer(raw[off:off + 4 * rows * cols], dtype="<f4").reshape(rows, cols).copy()
+    off += 4 * rows * cols + rows * cols // 256 * 292
+    out = []
+    for qtype, (dot_name, quant_name, act_bytes, act_block) in GGML_DOT.items():
+        block, size = quants.GGML_QUANT_SIZES[qtype]
+        nbytes = rows * cols // block * size
+        w = np.frombuffer(raw[off:off + nbytes], dtype=np.uint8).reshape(rows, -1).copy()
+        off += nbytes + 4 * rows * cols
+        quantize, dot = getattr(cpu, quant_name), getattr(cpu, dot_name)
+        quantize.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+        dot.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                        ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        y = np.zeros((rows, rows), dtype=np.float32)
+        for t in range(rows):
+            act = np.zeros(cols // act_block * act_bytes, dtype=np.uint8)
+            quantize(x[t].ctypes.data, act.ctypes.data, cols)
+            for o in range(rows):
+                s = np.zeros(1, dtype=np.float32)
+                dot(int(cols), s.ctypes.data, 0, w[o].ctypes.data, 0, act.ctypes.data, 0, 1)
+                y[t, o] = s[0]
+        out.append(y.astype("<f4").tobytes())
+    return b"".join(out)
+
+
+def write_dots() -> None:
+    native = os.path.join(os.path.dirname(__import__("llama_cpp").__file__), "lib")
+    peer = subprocess.run([os.path.join(ROOT, "tools", "llama_cpp_avx2_peer.sh")], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    legs = []
+    for lib_dir in (native, os.path.join(peer, "llama_cpp", "lib")):
+        legs.append(subprocess.run([sys.executable, __file__, "--dots", lib_dir], check=True,
+                                   capture_output=True).stdout)
+    per_type = len(legs[0]) // len(GGML_DOT)
+    parts = [np.array([TYPES_ROWS, TYPES_COLS], dtype="<i4").tobytes()]
+    for i in range(len(GGML_DOT)):
+        parts += [legs[0][i * per_type:(i + 1) * per_type], legs[1][i * per_type:(i + 1) * per_type]]
+    with open(OUT_DOTS, "wb") as f:
+        f.write(b"".join(parts))
+    print(f"wrote {OUT_DOTS}; the AVX-512 and AVX2 builds agree: {legs[0] == legs[1]}")
+
+
 def write_types(rng: np.random.Generator) -> None:
     x = rng.standard_normal((TYPES_ROWS, TYPES_COLS)).astype(np.float32)
     x[1] *= 0.01
@@ -135,7 +202,11 @@ def main() -> None:
         f.write(b"".join(parts))
     print(f"wrote {OUT} ({sum(len(p) for p in parts)} bytes); AVX2-style Q8_0 == gguf.quants")
     write_types(rng)
+    write_dots()
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--dots":
+        sys.stdout.buffer.write(ggml_dots(sys.argv[2]))
+    else:
+        main()

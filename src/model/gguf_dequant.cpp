@@ -35,7 +35,8 @@ constexpr TypeRow kTypes[] = {
     {35, "TQ2_0", 256, 66},  {39, "MXFP4", 32, 17},
 };
 
-// The DType of each block type we dequantize.
+// The DType of each block type we dequantize (every one, since the CPU backend multiplies them
+// all in block form).
 std::optional<tensor::DType> block_layout(std::uint32_t type) {
     switch (static_cast<GgmlType>(type)) {
         case GgmlType::Q8_0: return tensor::DType::Q8_0;
@@ -86,14 +87,7 @@ bool ggml_type_supported(std::uint32_t type) {
     return false;
 }
 
-std::optional<tensor::DType> block_dtype(std::uint32_t type) {
-    switch (static_cast<GgmlType>(type)) {
-        case GgmlType::Q8_0: return tensor::DType::Q8_0;
-        case GgmlType::Q4_0: return tensor::DType::Q4_0;
-        case GgmlType::Q4_1: return tensor::DType::Q4_1;
-        default: return std::nullopt;
-    }
-}
+std::optional<tensor::DType> block_dtype(std::uint32_t type) { return block_layout(type); }
 
 void dequantize_to_f32(std::uint32_t type, const std::uint8_t* src, float* dst, std::size_t n) {
     const GgmlTypeSize size = ggml_type_size(type);

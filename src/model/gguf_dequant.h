@@ -31,7 +31,7 @@ std::string ggml_type_name(std::uint32_t type);
 // Whether dequantize_to_f32 handles `type`.
 bool ggml_type_supported(std::uint32_t type);
 
-// The DType of a block-quantized ggml type we can keep in block form (Q8_0, Q4_0, Q4_1).
+// The DType of a block-quantized ggml type we can keep in block form (every supported Q type).
 std::optional<tensor::DType> block_dtype(std::uint32_t type);
 
 // Converts `n` elements of a supported type at `src` to f32 at `dst`. `n` must be a multiple
