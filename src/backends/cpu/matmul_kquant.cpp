@@ -15,13 +15,18 @@
 //      sum over 16-element sub-block j. The integer total is the same either way, but not the
 //      lanes, and so not the f32 rounding.
 // The integer sums are exact, so the same f32 steps in the same order give identical bits; they
-// are computed lane by lane here. Built with -ffp-contract=off.
+// are computed with AVX2 integer instructions or, without AVX2, element by element; the f32 steps
+// are plain lane-by-lane code either way. Built with -ffp-contract=off.
 
 #include <omp.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+
+#if defined(__AVX2__)
+#include <immintrin.h>
+#endif
 
 #include "backends/cpu/cpu_kernels.h"
 #include "base/check.h"
@@ -79,7 +84,34 @@ void unpack(const std::uint8_t* blk, WeightBlock& wb) {
     }
 }
 
+// Q6_K's share of the -32 offset per lane (step 4).
+inline int q6_offset(const WeightBlock& wb, const std::int16_t* bsums, int l) {
+    return 32 * (wb.sc[2 * l] * bsums[2 * l] + wb.sc[2 * l + 1] * bsums[2 * l + 1]);
+}
+
 // The 8 integer lane sums of one super-block (step 2).
+#if defined(__AVX2__)
+template <DType W>
+void lane_sums(const WeightBlock& wb, const std::int8_t* a, const std::int16_t* bsums, int* lanes) {
+    __m256i sum = _mm256_setzero_si256();
+    for (int c = 0; c < 8; ++c) {
+        const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q + 32 * c));
+        const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 32 * c));
+        // Unsigned weights (at most 63) times signed activations: pairs fit in 16 bits.
+        const __m256i pairs = _mm256_maddubs_epi16(q, y);
+        const __m256i scale =
+            W == DType::Q6_K
+                ? _mm256_setr_m128i(_mm_set1_epi16(static_cast<std::int16_t>(wb.sc[2 * c])),
+                                    _mm_set1_epi16(static_cast<std::int16_t>(wb.sc[2 * c + 1])))
+                : _mm256_set1_epi16(static_cast<std::int16_t>(wb.sc[c]));
+        sum = _mm256_add_epi32(sum, _mm256_madd_epi16(scale, pairs));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), sum);
+    if constexpr (W == DType::Q6_K) {
+        for (int l = 0; l < 8; ++l) lanes[l] -= q6_offset(wb, bsums, l);
+    }
+}
+#else
 template <DType W>
 void lane_sums(const WeightBlock& wb, const std::int8_t* a, const std::int16_t* bsums, int* lanes) {
     int quad[64];  // products summed over elements 4k..4k+3
@@ -95,12 +127,11 @@ void lane_sums(const WeightBlock& wb, const std::int8_t* a, const std::int16_t* 
             const int scale = W == DType::Q6_K ? wb.sc[2 * c + l / 4] : wb.sc[c];
             s += scale * quad[8 * c + l];
         }
-        if constexpr (W == DType::Q6_K) {
-            s -= 32 * (wb.sc[2 * l] * bsums[2 * l] + wb.sc[2 * l + 1] * bsums[2 * l + 1]);
-        }
+        if constexpr (W == DType::Q6_K) s -= q6_offset(wb, bsums, l);
         lanes[l] = s;
     }
 }
+#endif
 
 template <DType W>
 void dot_tile(const std::uint8_t* w, const std::uint8_t* const* act, int rows, std::int64_t blocks,
