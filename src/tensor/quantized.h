@@ -14,6 +14,12 @@
 // fifth bit of element j.
 //
 // The K-quants group 256 elements (a super-block) into sub-blocks, each with its own scale:
+//   Q3_K  [hmask 32][qs 64][scales 12][d f16]                     110 bytes
+//         16 sub-blocks of 16; x = d * (sc - 32) * (low - (high ? 0 : 4)), sc 6 bits: its low 4
+//         bits are the low (j < 8) or high (j >= 8) nibble of scales[j % 8], its top 2 bits
+//         bits 2(j / 4)..+1 of scales[8 + j % 4]. In each half h (128 elements), element
+//         32k + l takes `low` from bits 2k..2k+1 of qs[32h + l]; `high` of element e is bit
+//         e / 32 of hmask[e % 32].
 //   Q4_K  [d f16][dmin f16][scales 12][128 x nibbles]             144 bytes
 //   Q5_K  [d f16][dmin f16][scales 12][qh 32][128 x nibbles]      176 bytes
 //         8 sub-blocks of 32; x = d * sc * q - dmin * m with 6-bit sc and m packed in `scales`:
@@ -64,8 +70,10 @@ void quantize_row_q8_K(const float* x, void* dst, std::int64_t n);
 // The 6-bit sub-block scales and minimums of a Q4_K/Q5_K super-block from its 12 packed bytes.
 void unpack_k_scales(const std::uint8_t* packed, std::uint8_t* sc, std::uint8_t* m);
 
-// The K-quant part of dequantize_blocks (quantized_k.cpp): `blocks` super-blocks of Q4_K, Q5_K
-// or Q6_K.
+// The 6-bit sub-block scales of a Q3_K super-block from its 12 packed bytes, minus 32.
+void unpack_q3_k_scales(const std::uint8_t* packed, int* sc);
+
+// The K-quant part of dequantize_blocks (quantized_k.cpp): `blocks` super-blocks of a K-quant.
 void dequantize_k_blocks(DType type, const std::uint8_t* src, float* dst, std::size_t blocks);
 
 }  // namespace inferscale::tensor

@@ -42,6 +42,21 @@ int k_nibble(const std::uint8_t* qs, std::size_t e) {
     return r < 32 ? (byte & 0x0f) : (byte >> 4);
 }
 
+void dequant_q3_k(const std::uint8_t* blk, float* dst) {
+    const std::uint8_t* hmask = blk;
+    const std::uint8_t* qs = blk + 32;
+    int sc[16];
+    unpack_q3_k_scales(blk + 96, sc);
+    const float d = load_half(blk + 108);
+    for (std::size_t e = 0; e < kSuper; ++e) {
+        const std::size_t h = e / 128, k = (e % 128) / 32, l = e % 32;
+        const int low = (qs[32 * h + l] >> (2 * k)) & 3;
+        const int high = (hmask[l] >> (e / 32)) & 1;
+        const float ds = d * static_cast<float>(sc[e / 16]);
+        dst[e] = ds * static_cast<float>(low - (high != 0 ? 0 : 4));
+    }
+}
+
 void dequant_q6_k(const std::uint8_t* blk, float* dst) {
     const std::uint8_t* ql = blk;
     const std::uint8_t* qh = blk + 128;
@@ -77,6 +92,14 @@ void unpack_k_scales(const std::uint8_t* packed, std::uint8_t* sc, std::uint8_t*
     }
 }
 
+void unpack_q3_k_scales(const std::uint8_t* packed, int* sc) {
+    for (int j = 0; j < 16; ++j) {
+        const int low = j < 8 ? (packed[j] & 0x0f) : (packed[j - 8] >> 4);
+        const int high = (packed[8 + j % 4] >> (2 * (j / 4))) & 3;
+        sc[j] = (low | high << 4) - 32;
+    }
+}
+
 void dequantize_k_blocks(DType type, const std::uint8_t* src, float* dst, std::size_t blocks) {
     const std::size_t bytes = dtype_block_bytes(type);
     for (std::size_t b = 0; b < blocks; ++b, src += bytes, dst += kSuper) {
@@ -94,6 +117,9 @@ void dequantize_k_blocks(DType type, const std::uint8_t* src, float* dst, std::s
                 });
                 break;
             }
+            case DType::Q3_K:
+                dequant_q3_k(src, dst);
+                break;
             case DType::Q6_K:
                 dequant_q6_k(src, dst);
                 break;

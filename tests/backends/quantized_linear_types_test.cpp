@@ -1,4 +1,4 @@
-// CpuBackend::linear on Q5_0, Q5_1, Q4_K, Q5_K and Q6_K weights against llama.cpp itself: the
+// CpuBackend::linear on Q5_0, Q5_1, Q3_K, Q4_K, Q5_K and Q6_K weights against llama.cpp itself: the
 // fixture (tools/make_quant_fixtures.py) holds ggml's own dot products of the same blocks and
 // rows, from the AVX-512 and the AVX2 build of the ggml CPU library llama-cpp-python ships, and
 // the result must equal both bit for bit. Plus a check that needs no llama.cpp: the value in
@@ -29,6 +29,7 @@ using tensor::Tensor;
 using tensor::test::QuantTypesFixture;
 
 constexpr int kLegs = 2;  // AVX-512, AVX2
+constexpr int kTypeCount = static_cast<int>(std::size(QuantTypesFixture::kTypes));
 
 // quant_dots.bin: per type, per build, [rows x, rows w] f32.
 std::vector<float> load_dots() {
@@ -45,7 +46,7 @@ std::vector<float> load_dots() {
 }
 
 int type_index(DType t) {
-    for (int i = 0; i < 5; ++i)
+    for (int i = 0; i < kTypeCount; ++i)
         if (QuantTypesFixture::kTypes[i] == t) return i;
     return -1;
 }
@@ -96,7 +97,7 @@ TEST_P(QuantizedLinearTypes, EqualsLlamaCppOnBothBuilds) {
     const std::vector<float> dots = load_dots();
     ASSERT_FALSE(f.x.empty());
     const std::int64_t n = f.rows, out = f.rows, in = f.cols;
-    ASSERT_EQ(dots.size(), static_cast<std::size_t>(5 * kLegs * n * out));
+    ASSERT_EQ(dots.size(), static_cast<std::size_t>(kTypeCount * kLegs * n * out));
     std::vector<std::uint8_t> blocks = f.types.at(wt).bytes;
 
     CpuBackend be({.num_threads = 2});
@@ -148,8 +149,8 @@ TEST_P(QuantizedLinearTypes, EqualsLlamaCppOnBothBuilds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantizedLinearTypes,
-                         ::testing::Values(DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,
-                                           DType::Q6_K),
+                         ::testing::Values(DType::Q5_0, DType::Q5_1, DType::Q3_K, DType::Q4_K,
+                                           DType::Q5_K, DType::Q6_K),
                          [](const auto& info) {
                              return std::string(tensor::dtype_name(info.param));
                          });

@@ -1,5 +1,5 @@
-// Linear layers on K-quant weights (Q4_K, Q5_K, Q6_K) with the f32 arithmetic of ggml's x86
-// kernels (ggml_vec_dot_q{4,5,6}_K_q8_K, AVX2 branch, which the AVX-512 build of llama.cpp runs
+// Linear layers on K-quant weights (Q3_K ... Q6_K) with the f32 arithmetic of ggml's x86
+// kernels (ggml_vec_dot_q{3,4,5,6}_K_q8_K, AVX2 branch, which the AVX-512 build of llama.cpp runs
 // too: these kernels have no AVX-512 variant). Per super-block of 256:
 //   1. activations are Q8_K (tensor/quantized.h); d = d_a * d_w, dmin = -d_a * dmin_w;
 //   2. the weight-by-activation products are summed exactly in integers into 8 lanes, lane l
@@ -13,7 +13,8 @@
 //      lane sums unsigned (0..63), and lane l subtracts its share of the -32 offset as ggml
 //      does, 32 * (sc[2l] * s[2l] + sc[2l + 1] * s[2l + 1]) with s[j] the activation quants'
 //      sum over 16-element sub-block j. The integer total is the same either way, but not the
-//      lanes, and so not the f32 rounding.
+//      lanes, and so not the f32 rounding. Q3_K has none either: its -4 offsets stay with their
+//      elements (signed quants).
 // The integer sums are exact, so the same f32 steps in the same order give identical bits; they
 // are computed with AVX2 integer instructions or, without AVX2, element by element; the f32 steps
 // are plain lane-by-lane code either way. Built with -ffp-contract=off.
@@ -45,17 +46,28 @@ float load_half(const std::uint8_t* p) {
     return tensor::f16_to_f32(static_cast<std::uint16_t>(p[0] | (p[1] << 8)));
 }
 
-// One weight super-block unpacked: the quants as unsigned integers, and the scales.
+// One weight super-block unpacked: the quants as integers (unsigned, except Q3_K's), and the
+// scales.
 struct WeightBlock {
     float d = 0.0f, dmin = 0.0f;
     std::int8_t q[kSuper];
-    int sc[16];  // Q4_K/Q5_K: 8 sub-blocks of 32; Q6_K: 16 sub-blocks of 16 (signed)
+    int sc[16];  // Q4_K/Q5_K: 8 sub-blocks of 32; Q3_K/Q6_K: 16 sub-blocks of 16 (signed)
     int m[8];    // Q4_K/Q5_K minimums
 };
 
 template <DType W>
 void unpack(const std::uint8_t* blk, WeightBlock& wb) {
-    if constexpr (W == DType::Q6_K) {
+    if constexpr (W == DType::Q3_K) {
+        const std::uint8_t* hmask = blk;
+        const std::uint8_t* qs = blk + 32;
+        for (int e = 0; e < kSuper; ++e) {
+            const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+            const int low = (qs[32 * h + l] >> (2 * k)) & 3;
+            wb.q[e] = static_cast<std::int8_t>(low - (((hmask[l] >> (e / 32)) & 1) != 0 ? 0 : 4));
+        }
+        tensor::unpack_q3_k_scales(blk + 96, wb.sc);
+        wb.d = load_half(blk + 108);
+    } else if constexpr (W == DType::Q6_K) {
         const std::uint8_t* ql = blk;
         const std::uint8_t* qh = blk + 128;
         for (int e = 0; e < kSuper; ++e) {
@@ -97,10 +109,14 @@ void lane_sums(const WeightBlock& wb, const std::int8_t* a, const std::int16_t* 
     for (int c = 0; c < 8; ++c) {
         const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q + 32 * c));
         const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 32 * c));
-        // Unsigned weights (at most 63) times signed activations: pairs fit in 16 bits.
-        const __m256i pairs = _mm256_maddubs_epi16(q, y);
+        // Unsigned weights (at most 63) times signed activations: pairs fit in 16 bits. Q3_K's
+        // signed weights move their sign onto the activations first (exact: |q| <= 4).
+        const __m256i pairs =
+            W == DType::Q3_K
+                ? _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q))
+                : _mm256_maddubs_epi16(q, y);
         const __m256i scale =
-            W == DType::Q6_K
+            W == DType::Q6_K || W == DType::Q3_K
                 ? _mm256_setr_m128i(_mm_set1_epi16(static_cast<std::int16_t>(wb.sc[2 * c])),
                                     _mm_set1_epi16(static_cast<std::int16_t>(wb.sc[2 * c + 1])))
                 : _mm256_set1_epi16(static_cast<std::int16_t>(wb.sc[c]));
@@ -124,7 +140,8 @@ void lane_sums(const WeightBlock& wb, const std::int8_t* a, const std::int16_t* 
         int s = 0;
         for (int c = 0; c < 8; ++c) {
             // quad 8c + l covers elements 32c + 4l..: sub-block c of 32, or 2c + l / 4 of 16.
-            const int scale = W == DType::Q6_K ? wb.sc[2 * c + l / 4] : wb.sc[c];
+            const int scale =
+                W == DType::Q6_K || W == DType::Q3_K ? wb.sc[2 * c + l / 4] : wb.sc[c];
             s += scale * quad[8 * c + l];
         }
         if constexpr (W == DType::Q6_K) s -= q6_offset(wb, bsums, l);
@@ -155,7 +172,7 @@ void dot_tile(const std::uint8_t* w, const std::uint8_t* const* act, int rows, s
             lane_sums<W>(wb, aq, bsums, lanes);
             for (int l = 0; l < 8; ++l)
                 acc[t][l] = std::fma(d, static_cast<float>(lanes[l]), acc[t][l]);
-            if constexpr (W != DType::Q6_K) {
+            if constexpr (W == DType::Q4_K || W == DType::Q5_K) {
                 const float dmin = -da * wb.dmin;
                 int prod[4];
                 for (int k = 0; k < 4; ++k) {
@@ -181,7 +198,7 @@ void dot_tile(const std::uint8_t* w, const std::uint8_t* const* act, int rows, s
             out[t] = lanes + ((m[0] + m[2]) + (m[1] + m[3]));
         } else if constexpr (W == DType::Q5_K) {
             out[t] = lanes + summs[t];
-        } else {
+        } else {  // Q3_K, Q6_K
             out[t] = lanes;
         }
     }
@@ -222,6 +239,9 @@ void linear_kquant(const float* x, std::int64_t n, std::int64_t in, const void* 
     for (std::int64_t t = 0; t < n; ++t) tensor::quantize_row_q8_K(x + t * in, act + t * a_row, in);
     const auto* wb = static_cast<const std::uint8_t*>(w);
     switch (w_dtype) {
+        case DType::Q3_K:
+            gemm_rows<DType::Q3_K>(act, n, in, wb, out, bias, y);
+            return;
         case DType::Q4_K:
             gemm_rows<DType::Q4_K>(act, n, in, wb, out, bias, y);
             return;
