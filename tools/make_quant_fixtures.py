@@ -25,7 +25,7 @@ tests/fixtures/quant/quant_types.bin: the other types we load. Layout (little-en
 i32 cols (a multiple of 256), then
   f32  x[rows * cols]
   u8   q8_k[rows * cols / 256 * 292]    ggml's quantize_row_q8_K_ref of x (numpy below)
-and for each of Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q3_K, in that order:
+and for each of Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K, in that order:
   u8   blocks[rows * cols / block * type_size]
   f32  deq[rows * cols]                 gguf.quants.dequantize(blocks)
 Q5_0 and Q5_1 blocks are gguf.quants.quantize(x); gguf.quants cannot quantize the K-quants, so
@@ -61,7 +61,8 @@ GGML_DOT = {QT.Q5_0: ("ggml_vec_dot_q5_0_q8_0", "quantize_row_q8_0", 34, 32),
             QT.Q4_K: ("ggml_vec_dot_q4_K_q8_K", "quantize_row_q8_K", 292, 256),
             QT.Q5_K: ("ggml_vec_dot_q5_K_q8_K", "quantize_row_q8_K", 292, 256),
             QT.Q6_K: ("ggml_vec_dot_q6_K_q8_K", "quantize_row_q8_K", 292, 256),
-            QT.Q3_K: ("ggml_vec_dot_q3_K_q8_K", "quantize_row_q8_K", 292, 256)}
+            QT.Q3_K: ("ggml_vec_dot_q3_K_q8_K", "quantize_row_q8_K", 292, 256),
+            QT.Q2_K: ("ggml_vec_dot_q2_K_q8_K", "quantize_row_q8_K", 292, 256)}
 ROWS, COLS = 6, 128
 TYPES_ROWS, TYPES_COLS = 4, 512
 SEED = 20261202
@@ -106,6 +107,9 @@ def random_k_blocks(rng: np.random.Generator, qtype, n_blocks: int) -> np.ndarra
         blocks[:, 208:210] = random_f16(rng, n_blocks, -0.01, 0.01)  # d (scales are signed)
     elif qtype == QT.Q3_K:
         blocks[:, 108:110] = random_f16(rng, n_blocks, -0.01, 0.01)  # d
+    elif qtype == QT.Q2_K:
+        blocks[:, 80:82] = random_f16(rng, n_blocks, 1e-4, 4e-3)  # d
+        blocks[:, 82:84] = random_f16(rng, n_blocks, 1e-4, 4e-3)  # dmin
     else:
         blocks[:, 0:2] = random_f16(rng, n_blocks, 1e-4, 4e-3)  # d
         blocks[:, 2:4] = random_f16(rng, n_blocks, 1e-4, 4e-3)  # dmin

@@ -44,6 +44,7 @@ std::optional<tensor::DType> block_layout(std::uint32_t type) {
         case GgmlType::Q4_1: return tensor::DType::Q4_1;
         case GgmlType::Q5_0: return tensor::DType::Q5_0;
         case GgmlType::Q5_1: return tensor::DType::Q5_1;
+        case GgmlType::Q2_K: return tensor::DType::Q2_K;
         case GgmlType::Q3_K: return tensor::DType::Q3_K;
         case GgmlType::Q4_K: return tensor::DType::Q4_K;
         case GgmlType::Q5_K: return tensor::DType::Q5_K;
@@ -80,6 +81,7 @@ bool ggml_type_supported(std::uint32_t type) {
         case GgmlType::Q4_1:
         case GgmlType::Q5_0:
         case GgmlType::Q5_1:
+        case GgmlType::Q2_K:
         case GgmlType::Q3_K:
         case GgmlType::Q4_K:
         case GgmlType::Q5_K:
@@ -110,6 +112,7 @@ void dequantize_to_f32(std::uint32_t type, const std::uint8_t* src, float* dst, 
         case GgmlType::Q4_1:
         case GgmlType::Q5_0:
         case GgmlType::Q5_1:
+        case GgmlType::Q2_K:
         case GgmlType::Q3_K:
         case GgmlType::Q4_K:
         case GgmlType::Q5_K:

@@ -16,6 +16,7 @@ std::string_view dtype_name(DType t) {
         case DType::Q4_1: return "q4_1";
         case DType::Q5_0: return "q5_0";
         case DType::Q5_1: return "q5_1";
+        case DType::Q2_K: return "q2_k";
         case DType::Q3_K: return "q3_k";
         case DType::Q4_K: return "q4_k";
         case DType::Q5_K: return "q5_k";
@@ -96,6 +97,7 @@ void convert_to_f32(DType from, const void* src, float* dst, std::size_t n) {
         case DType::Q4_1:
         case DType::Q5_0:
         case DType::Q5_1:
+        case DType::Q2_K:
         case DType::Q3_K:
         case DType::Q4_K:
         case DType::Q5_K:
@@ -128,6 +130,7 @@ void convert_from_f32(DType to, const float* src, void* dst, std::size_t n) {
         case DType::Q4_1:
         case DType::Q5_0:
         case DType::Q5_1:
+        case DType::Q2_K:
         case DType::Q3_K:
         case DType::Q4_K:
         case DType::Q5_K:

@@ -2,7 +2,7 @@
 // Element types and scalar conversions between them. bf16 and f16 are stored as raw uint16_t so
 // host code never depends on compiler half-precision extensions. The Q types are ggml's
 // block-quantized types (layouts in quantized.h): 32 consecutive elements of a row share one
-// block (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), or 256 for the K-quants (Q3_K ... Q6_K), so a tensor
+// block (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), or 256 for the K-quants (Q2_K ... Q6_K), so a tensor
 // of them has a last dimension that is a multiple of its block.
 
 #include <cstddef>
@@ -13,11 +13,12 @@
 namespace inferscale::tensor {
 
 enum class DType : std::uint8_t {
-    F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q3_K, Q4_K, Q5_K, Q6_K
+    F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
 };
 
 constexpr bool is_k_quant(DType t) {
-    return t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K;
+    return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K ||
+           t == DType::Q6_K;
 }
 
 constexpr bool is_block_quantized(DType t) {
@@ -42,6 +43,7 @@ constexpr std::size_t dtype_block_bytes(DType t) {
         case DType::Q4_1: return 20;
         case DType::Q5_0: return 22;
         case DType::Q5_1: return 24;
+        case DType::Q2_K: return 84;
         case DType::Q3_K: return 110;
         case DType::Q4_K: return 144;
         case DType::Q5_K: return 176;

@@ -121,6 +121,7 @@ void dequantize_blocks(DType type, const void* src, float* dst, std::size_t n) {
         case DType::Q4_1: dequant_q4_1(s, dst, blocks); return;
         case DType::Q5_0: dequant_q5_0(s, dst, blocks); return;
         case DType::Q5_1: dequant_q5_1(s, dst, blocks); return;
+        case DType::Q2_K:
         case DType::Q3_K:
         case DType::Q4_K:
         case DType::Q5_K:

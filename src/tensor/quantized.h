@@ -14,6 +14,9 @@
 // fifth bit of element j.
 //
 // The K-quants group 256 elements (a super-block) into sub-blocks, each with its own scale:
+//   Q2_K  [scales 16][qs 64][d f16][dmin f16]                     84 bytes
+//         16 sub-blocks of 16; x = d * (scales[j] & 15) * q - dmin * (scales[j] >> 4), q 2 bits:
+//         in each half h (128 elements), element 32k + l takes bits 2k..2k+1 of qs[32h + l].
 //   Q3_K  [hmask 32][qs 64][scales 12][d f16]                     110 bytes
 //         16 sub-blocks of 16; x = d * (sc - 32) * (low - (high ? 0 : 4)), sc 6 bits: its low 4
 //         bits are the low (j < 8) or high (j >= 8) nibble of scales[j % 8], its top 2 bits

@@ -42,6 +42,20 @@ int k_nibble(const std::uint8_t* qs, std::size_t e) {
     return r < 32 ? (byte & 0x0f) : (byte >> 4);
 }
 
+void dequant_q2_k(const std::uint8_t* blk, float* dst) {
+    const std::uint8_t* scales = blk;
+    const std::uint8_t* qs = blk + 16;
+    const float d = load_half(blk + 80);
+    const float dmin = load_half(blk + 82);
+    for (std::size_t e = 0; e < kSuper; ++e) {
+        const std::size_t h = e / 128, k = (e % 128) / 32, l = e % 32;
+        const int q = (qs[32 * h + l] >> (2 * k)) & 3;
+        const float dl = d * static_cast<float>(scales[e / 16] & 0x0f);
+        const float ml = dmin * static_cast<float>(scales[e / 16] >> 4);
+        dst[e] = dl * static_cast<float>(q) - ml;
+    }
+}
+
 void dequant_q3_k(const std::uint8_t* blk, float* dst) {
     const std::uint8_t* hmask = blk;
     const std::uint8_t* qs = blk + 32;
@@ -117,6 +131,9 @@ void dequantize_k_blocks(DType type, const std::uint8_t* src, float* dst, std::s
                 });
                 break;
             }
+            case DType::Q2_K:
+                dequant_q2_k(src, dst);
+                break;
             case DType::Q3_K:
                 dequant_q3_k(src, dst);
                 break;

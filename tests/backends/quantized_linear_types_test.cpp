@@ -1,4 +1,4 @@
-// CpuBackend::linear on Q5_0, Q5_1, Q3_K, Q4_K, Q5_K and Q6_K weights against llama.cpp itself: the
+// CpuBackend::linear on Q5_0, Q5_1 and Q2_K ... Q6_K weights against llama.cpp itself: the
 // fixture (tools/make_quant_fixtures.py) holds ggml's own dot products of the same blocks and
 // rows, from the AVX-512 and the AVX2 build of the ggml CPU library llama-cpp-python ships, and
 // the result must equal both bit for bit. Plus a check that needs no llama.cpp: the value in
@@ -149,8 +149,8 @@ TEST_P(QuantizedLinearTypes, EqualsLlamaCppOnBothBuilds) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantizedLinearTypes,
-                         ::testing::Values(DType::Q5_0, DType::Q5_1, DType::Q3_K, DType::Q4_K,
-                                           DType::Q5_K, DType::Q6_K),
+                         ::testing::Values(DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
+                                           DType::Q4_K, DType::Q5_K, DType::Q6_K),
                          [](const auto& info) {
                              return std::string(tensor::dtype_name(info.param));
                          });

@@ -92,7 +92,7 @@ TEST(GgufTinyLlama, DequantizedValuesMatchReferenceBitForBit) {
     EXPECT_EQ(types, (std::set<std::string>{"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"}));
 }
 
-// The remaining supported types (Q5_0, Q5_1, Q3_K, Q4_K, Q5_K, Q6_K), by ggml type id, against the
+// The remaining supported types (Q5_0, Q5_1, Q2_K ... Q6_K), by ggml type id, against the
 // `gguf` package's dequantization (tests/fixtures/quant/quant_types.bin).
 TEST(GgufTypes, MoreBlockTypesDequantizeLikeTheReference) {
     const auto f = tensor::test::QuantTypesFixture::load();
@@ -102,6 +102,7 @@ TEST(GgufTypes, MoreBlockTypesDequantizeLikeTheReference) {
                                                            {12, tensor::DType::Q4_K},
                                                            {13, tensor::DType::Q5_K},
                                                            {11, tensor::DType::Q3_K},
+                                                           {10, tensor::DType::Q2_K},
                                                            {14, tensor::DType::Q6_K}};
     for (const auto& [id, dtype] : ids) {
         SCOPED_TRACE(ggml_type_name(id));
@@ -114,7 +115,7 @@ TEST(GgufTypes, MoreBlockTypesDequantizeLikeTheReference) {
         dequantize_to_f32(id, blocks.bytes.data(), got.data(), got.size());
         EXPECT_EQ(std::memcmp(got.data(), blocks.deq.data(), 4 * got.size()), 0);
     }
-    EXPECT_FALSE(ggml_type_supported(10));  // Q2_K
+    EXPECT_FALSE(ggml_type_supported(20));  // IQ4_NL
 }
 
 TEST(GgufTinyLlama, ConfigVocabAndTemplate) {

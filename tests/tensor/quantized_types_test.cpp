@@ -1,4 +1,4 @@
-// Q5_0, Q5_1 and the K-quants (Q3_K ... Q6_K) against the `gguf` package
+// Q5_0, Q5_1 and the K-quants (Q2_K ... Q6_K) against the `gguf` package
 // (tools/make_quant_fixtures.py): dequantization bit for bit, and the Q8_K activation quantizer
 // byte for byte against a numpy transcription of ggml's quantize_row_q8_K_ref.
 
@@ -24,6 +24,7 @@ TEST(QuantizedTypes, Geometry) {
     EXPECT_EQ(dtype_block_bytes(DType::Q5_K), 176u);
     EXPECT_EQ(dtype_block_bytes(DType::Q6_K), 210u);
     EXPECT_EQ(dtype_block_bytes(DType::Q3_K), 110u);
+    EXPECT_EQ(dtype_block_bytes(DType::Q2_K), 84u);
     EXPECT_EQ(dtype_block_elems(DType::Q5_1), 32);
     EXPECT_EQ(dtype_block_elems(DType::Q4_K), 256);
     EXPECT_EQ(dtype_block_elems(DType::Q6_K), 256);
@@ -53,8 +54,8 @@ TEST_P(QuantizedTypesDequant, MatchesGguf) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantizedTypesDequant,
-                         ::testing::Values(DType::Q5_0, DType::Q5_1, DType::Q3_K, DType::Q4_K,
-                                           DType::Q5_K, DType::Q6_K));
+                         ::testing::Values(DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
+                                           DType::Q4_K, DType::Q5_K, DType::Q6_K));
 
 TEST(QuantizedTypes, Q8KMatchesGgmlReference) {
     const QuantTypesFixture f = QuantTypesFixture::load();

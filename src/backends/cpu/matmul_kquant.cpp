@@ -1,5 +1,5 @@
-// Linear layers on K-quant weights (Q3_K ... Q6_K) with the f32 arithmetic of ggml's x86
-// kernels (ggml_vec_dot_q{3,4,5,6}_K_q8_K, AVX2 branch, which the AVX-512 build of llama.cpp runs
+// Linear layers on K-quant weights (Q2_K ... Q6_K) with the f32 arithmetic of ggml's x86
+// kernels (ggml_vec_dot_q{2,3,4,5,6}_K_q8_K, AVX2 branch, which the AVX-512 build of llama.cpp runs
 // too: these kernels have no AVX-512 variant). Per super-block of 256:
 //   1. activations are Q8_K (tensor/quantized.h); d = d_a * d_w, dmin = -d_a * dmin_w;
 //   2. the weight-by-activation products are summed exactly in integers into 8 lanes, lane l
@@ -14,7 +14,9 @@
 //      does, 32 * (sc[2l] * s[2l] + sc[2l + 1] * s[2l + 1]) with s[j] the activation quants'
 //      sum over 16-element sub-block j. The integer total is the same either way, but not the
 //      lanes, and so not the f32 rounding. Q3_K has none either: its -4 offsets stay with their
-//      elements (signed quants).
+//      elements (signed quants). Q2_K's minimums go into the same 8 lanes, before step 2's
+//      multiply-add: lane l = fma(dmin, m[2l] * s[2l] + m[2l + 1] * s[2l + 1], lane), s[j]
+//      over 16-element sub-blocks.
 // The integer sums are exact, so the same f32 steps in the same order give identical bits; they
 // are computed with AVX2 integer instructions or, without AVX2, element by element; the f32 steps
 // are plain lane-by-lane code either way. Built with -ffp-contract=off.
@@ -51,13 +53,22 @@ float load_half(const std::uint8_t* p) {
 struct WeightBlock {
     float d = 0.0f, dmin = 0.0f;
     std::int8_t q[kSuper];
-    int sc[16];  // Q4_K/Q5_K: 8 sub-blocks of 32; Q3_K/Q6_K: 16 sub-blocks of 16 (signed)
-    int m[8];    // Q4_K/Q5_K minimums
+    int sc[16];  // Q4_K/Q5_K: 8 sub-blocks of 32; Q2_K/Q3_K/Q6_K: 16 sub-blocks of 16
+    int m[16];   // Q4_K/Q5_K (8) and Q2_K (16) minimums
 };
 
 template <DType W>
 void unpack(const std::uint8_t* blk, WeightBlock& wb) {
-    if constexpr (W == DType::Q3_K) {
+    if constexpr (W == DType::Q2_K) {
+        const std::uint8_t* qs = blk + 16;
+        for (int e = 0; e < kSuper; ++e) {
+            const int h = e / 128, k = (e % 128) / 32, l = e % 32;
+            wb.q[e] = static_cast<std::int8_t>((qs[32 * h + l] >> (2 * k)) & 3);
+        }
+        for (int j = 0; j < 16; ++j) wb.sc[j] = blk[j] & 0x0f, wb.m[j] = blk[j] >> 4;
+        wb.d = load_half(blk + 80);
+        wb.dmin = load_half(blk + 82);
+    } else if constexpr (W == DType::Q3_K) {
         const std::uint8_t* hmask = blk;
         const std::uint8_t* qs = blk + 32;
         for (int e = 0; e < kSuper; ++e) {
@@ -116,7 +127,7 @@ void lane_sums(const WeightBlock& wb, const std::int8_t* a, const std::int16_t* 
                 ? _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q))
                 : _mm256_maddubs_epi16(q, y);
         const __m256i scale =
-            W == DType::Q6_K || W == DType::Q3_K
+            W == DType::Q6_K || W == DType::Q3_K || W == DType::Q2_K
                 ? _mm256_setr_m128i(_mm_set1_epi16(static_cast<std::int16_t>(wb.sc[2 * c])),
                                     _mm_set1_epi16(static_cast<std::int16_t>(wb.sc[2 * c + 1])))
                 : _mm256_set1_epi16(static_cast<std::int16_t>(wb.sc[c]));
@@ -141,7 +152,7 @@ void lane_sums(const WeightBlock& wb, const std::int8_t* a, const std::int16_t* 
         for (int c = 0; c < 8; ++c) {
             // quad 8c + l covers elements 32c + 4l..: sub-block c of 32, or 2c + l / 4 of 16.
             const int scale =
-                W == DType::Q6_K || W == DType::Q3_K ? wb.sc[2 * c + l / 4] : wb.sc[c];
+                W == DType::Q4_K || W == DType::Q5_K ? wb.sc[c] : wb.sc[2 * c + l / 4];
             s += scale * quad[8 * c + l];
         }
         if constexpr (W == DType::Q6_K) s -= q6_offset(wb, bsums, l);
@@ -168,6 +179,14 @@ void dot_tile(const std::uint8_t* w, const std::uint8_t* const* act, int rows, s
             std::int16_t bsums[16];
             std::memcpy(bsums, ab + 4 + kSuper, sizeof(bsums));
             const float d = da * wb.d;
+            if constexpr (W == DType::Q2_K) {
+                const float dmin = -da * wb.dmin;
+                for (int l = 0; l < 8; ++l) {
+                    const int prod =
+                        wb.m[2 * l] * bsums[2 * l] + wb.m[2 * l + 1] * bsums[2 * l + 1];
+                    acc[t][l] = std::fma(dmin, static_cast<float>(prod), acc[t][l]);
+                }
+            }
             int lanes[8];
             lane_sums<W>(wb, aq, bsums, lanes);
             for (int l = 0; l < 8; ++l)
@@ -198,7 +217,7 @@ void dot_tile(const std::uint8_t* w, const std::uint8_t* const* act, int rows, s
             out[t] = lanes + ((m[0] + m[2]) + (m[1] + m[3]));
         } else if constexpr (W == DType::Q5_K) {
             out[t] = lanes + summs[t];
-        } else {  // Q3_K, Q6_K
+        } else {  // Q2_K, Q3_K, Q6_K
             out[t] = lanes;
         }
     }
@@ -239,6 +258,9 @@ void linear_kquant(const float* x, std::int64_t n, std::int64_t in, const void* 
     for (std::int64_t t = 0; t < n; ++t) tensor::quantize_row_q8_K(x + t * in, act + t * a_row, in);
     const auto* wb = static_cast<const std::uint8_t*>(w);
     switch (w_dtype) {
+        case DType::Q2_K:
+            gemm_rows<DType::Q2_K>(act, n, in, wb, out, bias, y);
+            return;
         case DType::Q3_K:
             gemm_rows<DType::Q3_K>(act, n, in, wb, out, bias, y);
             return;
