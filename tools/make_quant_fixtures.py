@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Writes tests/fixtures/quant/quant_rows.bin: random f32 rows and their Q8_0, Q4_0 and Q4_1
-blocks and dequantizations as computed by the PyPI `gguf` package (gguf.quants), the reference
-that tests/tensor/quantized_test.cpp holds our block code to.
+"""Writes the block-format fixtures that tests/tensor and tests/backends hold our code to, with
+the PyPI `gguf` package (gguf.quants) as the reference:
+
+tests/fixtures/quant/quant_rows.bin: random f32 rows and their Q8_0, Q4_0 and Q4_1 blocks and
+dequantizations.
 
 Layout (little-endian): i32 rows, i32 cols, then
   f32  x[rows * cols]
@@ -17,9 +19,33 @@ gguf.quants' Q8_0 is ggml's scalar reference: id = 1 / d and round half away fro
 uses id = 127 / amax and rounds half to even. The two agree except at exact .5 ties and where
 the two multipliers differ in the last bit and that moves a product across a .5 boundary;
 this script checks that no such case occurs in the fixture (random data almost never has one),
-so the C++ test can demand identical bytes. Usage: python3 tools/make_quant_fixtures.py
+so the C++ test can demand identical bytes.
+
+tests/fixtures/quant/quant_types.bin: the other types we load. Layout (little-endian): i32 rows,
+i32 cols (a multiple of 256), then
+  f32  x[rows * cols]
+  u8   q8_k[rows * cols / 256 * 292]    ggml's quantize_row_q8_K_ref of x (numpy below)
+and for each of Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K, in that order:
+  u8   blocks[rows * cols / block * type_size]
+  f32  deq[rows * cols]                 gguf.quants.dequantize(blocks)
+Q5_0 and Q5_1 blocks are gguf.quants.quantize(x); gguf.quants cannot quantize the K-quants, so
+their blocks are random bytes with finite, moderate f16 scales (every bit pattern of the quants
+and packed sub-block scales is a valid block).
+
+tests/fixtures/quant/quant_dots.bin: llama.cpp's own dot products of those blocks with the rows x,
+from the ggml CPU library that llama-cpp-python ships, called through ctypes (quantize_row_q8_*
+on x, then ggml_vec_dot_<type>_q8_*), once from the AVX-512 build (pip's native build on an
+AVX-512 host) and once from the AVX2 build (tools/llama_cpp_avx2_peer.sh). Layout: i32 rows,
+i32 cols, then for each type as above: f32 avx512[rows * rows], f32 avx2[rows * rows], entry
+[t * rows + o] the dot of x row t with weight row o.
+
+Usage: python3 tools/make_quant_fixtures.py  (needs the AVX2 peer built: llama_cpp_avx2_peer.sh
+--build; each build runs in its own process, as the two libraries share their sonames)
 """
+import ctypes
 import os
+import subprocess
+import sys
 
 import numpy as np
 from gguf import GGMLQuantizationType as QT
@@ -27,7 +53,18 @@ from gguf import quants
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 OUT = os.path.join(ROOT, "tests", "fixtures", "quant", "quant_rows.bin")
+OUT_TYPES = os.path.join(ROOT, "tests", "fixtures", "quant", "quant_types.bin")
+OUT_DOTS = os.path.join(ROOT, "tests", "fixtures", "quant", "quant_dots.bin")
+# ggml's dot kernel and activation quantizer for each weight type.
+GGML_DOT = {QT.Q5_0: ("ggml_vec_dot_q5_0_q8_0", "quantize_row_q8_0", 34, 32),
+            QT.Q5_1: ("ggml_vec_dot_q5_1_q8_1", "quantize_row_q8_1", 36, 32),
+            QT.Q4_K: ("ggml_vec_dot_q4_K_q8_K", "quantize_row_q8_K", 292, 256),
+            QT.Q5_K: ("ggml_vec_dot_q5_K_q8_K", "quantize_row_q8_K", 292, 256),
+            QT.Q6_K: ("ggml_vec_dot_q6_K_q8_K", "quantize_row_q8_K", 292, 256),
+            QT.Q3_K: ("ggml_vec_dot_q3_K_q8_K", "quantize_row_q8_K", 292, 256),
+            QT.Q2_K: ("ggml_vec_dot_q2_K_q8_K", "quantize_row_q8_K", 292, 256)}
 ROWS, COLS = 6, 128
+TYPES_ROWS, TYPES_COLS = 4, 512
 SEED = 20261202
 
 
@@ -40,6 +77,114 @@ def avx2_q8_0(x: np.ndarray) -> np.ndarray:
         idv = np.where(amax == 0, np.float32(0), np.float32(127) / amax).astype(np.float32)
     q = np.round((blocks * idv).astype(np.float32))  # numpy rounds half to even
     return np.concatenate([d.astype(np.float16).view(np.uint8), q.astype(np.int8).view(np.uint8)], axis=1)
+
+
+def q8_k(x: np.ndarray) -> np.ndarray:
+    """ggml's quantize_row_q8_K_ref in numpy (f32 arithmetic throughout)."""
+    out = []
+    for blk in x.reshape(-1, 256).astype(np.float32):
+        amax_i = int(np.argmax(np.abs(blk)))  # the first of equal magnitudes, as ggml's strict >
+        top = blk[amax_i]
+        if top == 0:
+            d, q = np.float32(0), np.zeros(256, dtype=np.int8)
+        else:
+            iscale = np.float32(-127) / top
+            q = np.minimum(np.rint((iscale * blk).astype(np.float32)), 127).astype(np.int8)
+            d = np.float32(1) / iscale
+        bsums = q.astype(np.int16).reshape(16, 16).sum(axis=1).astype("<i2")
+        out.append(np.array([d], dtype="<f4").tobytes() + q.tobytes() + bsums.tobytes())
+    return np.frombuffer(b"".join(out), dtype=np.uint8)
+
+
+def random_f16(rng: np.random.Generator, n: int, lo: float, hi: float) -> np.ndarray:
+    return rng.uniform(lo, hi, n).astype(np.float16).view(np.uint8).reshape(n, 2)
+
+
+def random_k_blocks(rng: np.random.Generator, qtype, n_blocks: int) -> np.ndarray:
+    size = quants.GGML_QUANT_SIZES[qtype][1]
+    blocks = rng.integers(0, 256, (n_blocks, size), dtype=np.uint8)
+    if qtype == QT.Q6_K:
+        blocks[:, 208:210] = random_f16(rng, n_blocks, -0.01, 0.01)  # d (scales are signed)
+    elif qtype == QT.Q3_K:
+        blocks[:, 108:110] = random_f16(rng, n_blocks, -0.01, 0.01)  # d
+    elif qtype == QT.Q2_K:
+        blocks[:, 80:82] = random_f16(rng, n_blocks, 1e-4, 4e-3)  # d
+        blocks[:, 82:84] = random_f16(rng, n_blocks, 1e-4, 4e-3)  # dmin
+    else:
+        blocks[:, 0:2] = random_f16(rng, n_blocks, 1e-4, 4e-3)  # d
+        blocks[:, 2:4] = random_f16(rng, n_blocks, 1e-4, 4e-3)  # dmin
+    return blocks
+
+
+def ggml_dots(lib_dir: str) -> bytes:
+    """In this process: llama.cpp's dots of quant_types.bin's blocks with its rows x."""
+    ctypes.CDLL(os.path.join(lib_dir, "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
+    cpu = ctypes.CDLL(os.path.join(lib_dir, "libggml-cpu.so"), mode=ctypes.RTLD_GLOBAL)
+    cpu.ggml_cpu_init()
+    raw = open(OUT_TYPES, "rb").read()
+    rows, cols = np.frombuffer(raw[:8], dtype="<i4")
+    off = 8
+    x = np.frombuffer(raw[off:off + 4 * rows * cols], dtype="<f4").reshape(rows, cols).copy()
+    off += 4 * rows * cols + rows * cols // 256 * 292
+    out = []
+    for qtype, (dot_name, quant_name, act_bytes, act_block) in GGML_DOT.items():
+        block, size = quants.GGML_QUANT_SIZES[qtype]
+        nbytes = rows * cols // block * size
+        w = np.frombuffer(raw[off:off + nbytes], dtype=np.uint8).reshape(rows, -1).copy()
+        off += nbytes + 4 * rows * cols
+        quantize, dot = getattr(cpu, quant_name), getattr(cpu, dot_name)
+        quantize.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+        dot.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                        ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+        y = np.zeros((rows, rows), dtype=np.float32)
+        for t in range(rows):
+            act = np.zeros(cols // act_block * act_bytes, dtype=np.uint8)
+            quantize(x[t].ctypes.data, act.ctypes.data, cols)
+            for o in range(rows):
+                s = np.zeros(1, dtype=np.float32)
+                dot(int(cols), s.ctypes.data, 0, w[o].ctypes.data, 0, act.ctypes.data, 0, 1)
+                y[t, o] = s[0]
+        out.append(y.astype("<f4").tobytes())
+    return b"".join(out)
+
+
+def write_dots() -> None:
+    native = os.path.join(os.path.dirname(__import__("llama_cpp").__file__), "lib")
+    peer = subprocess.run([os.path.join(ROOT, "tools", "llama_cpp_avx2_peer.sh")], check=True,
+                          capture_output=True, text=True).stdout.strip()
+    legs = []
+    for lib_dir in (native, os.path.join(peer, "llama_cpp", "lib")):
+        legs.append(subprocess.run([sys.executable, __file__, "--dots", lib_dir], check=True,
+                                   capture_output=True).stdout)
+    per_type = len(legs[0]) // len(GGML_DOT)
+    parts = [np.array([TYPES_ROWS, TYPES_COLS], dtype="<i4").tobytes()]
+    for i in range(len(GGML_DOT)):
+        parts += [legs[0][i * per_type:(i + 1) * per_type], legs[1][i * per_type:(i + 1) * per_type]]
+    with open(OUT_DOTS, "wb") as f:
+        f.write(b"".join(parts))
+    print(f"wrote {OUT_DOTS}; the AVX-512 and AVX2 builds agree: {legs[0] == legs[1]}")
+
+
+def write_types(rng: np.random.Generator) -> None:
+    x = rng.standard_normal((TYPES_ROWS, TYPES_COLS)).astype(np.float32)
+    x[1] *= 0.01
+    x[2, :256] *= 100.0
+    x[3, 256:] = 0.0  # an all-zero super-block: d = 0
+    x[3, 7] = -4.0    # a negative extreme sets the sign of iscale
+    parts = [np.array([TYPES_ROWS, TYPES_COLS], dtype="<i4").tobytes(), x.astype("<f4").tobytes(),
+             q8_k(x).tobytes()]
+    for qtype in GGML_DOT:
+        if qtype in (QT.Q5_0, QT.Q5_1):
+            blocks = quants.quantize(x, qtype)
+        else:
+            n_blocks = x.size // quants.GGML_QUANT_SIZES[qtype][0]
+            blocks = random_k_blocks(rng, qtype, n_blocks).reshape(TYPES_ROWS, -1)
+        deq = quants.dequantize(blocks, qtype).reshape(x.shape).astype(np.float32)
+        assert np.isfinite(deq).all()
+        parts += [blocks.tobytes(), deq.astype("<f4").tobytes()]
+    with open(OUT_TYPES, "wb") as f:
+        f.write(b"".join(parts))
+    print(f"wrote {OUT_TYPES} ({sum(len(p) for p in parts)} bytes)")
 
 
 def main() -> None:
@@ -63,7 +208,12 @@ def main() -> None:
     with open(OUT, "wb") as f:
         f.write(b"".join(parts))
     print(f"wrote {OUT} ({sum(len(p) for p in parts)} bytes); AVX2-style Q8_0 == gguf.quants")
+    write_types(rng)
+    write_dots()
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--dots":
+        sys.stdout.buffer.write(ggml_dots(sys.argv[2]))
+    else:
+        main()

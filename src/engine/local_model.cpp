@@ -39,7 +39,7 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
     std::optional<model::HfConfig> random_shape;
     if (!options.random_weights_config.empty())
         random_shape = IS_TRY(model::load_hf_config(options.random_weights_config));
-    // Q8_0/Q4_0/Q4_1 GGUF matrices stay in block form: the CPU backend multiplies the blocks
+    // Block-quantized GGUF matrices stay in block form: the CPU backend multiplies the blocks
     // directly (as llama.cpp does), the CUDA backend widens them to bf16 on upload.
     model::ModelFiles files = IS_TRY(model::load_model_files(
         options.model_path, progress, model::LoadOptions{.keep_quantized = true}));

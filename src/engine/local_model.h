@@ -3,9 +3,9 @@
 // template, a backend, the model's weights on it, a paged KV cache with its block accounting,
 // and a forward workspace. Built once by load(); the CLI and the engine share it.
 //
-// The backend is the CPU (activations and KV f32, GGUF Q8_0/Q4_0/Q4_1 matrices kept in block
-// form) or, in builds with INFERSCALE_CUDA, one GPU (weights, activations and KV bf16). With
-// random_weights_config the weights are random at that config's shape (benchmarks at real
+// The backend is the CPU (activations and KV f32, GGUF block-quantized matrices kept in
+// block form) or, in builds with INFERSCALE_CUDA, one GPU (weights, activations and KV bf16).
+// With random_weights_config the weights are random at that config's shape (benchmarks at real
 // scale without a download) while the tokenizer and chat template still come from model_path.
 
 #include <cstdint>

@@ -35,6 +35,24 @@ constexpr TypeRow kTypes[] = {
     {35, "TQ2_0", 256, 66},  {39, "MXFP4", 32, 17},
 };
 
+// The DType of each block type we dequantize (every one, since the CPU backend multiplies them
+// all in block form).
+std::optional<tensor::DType> block_layout(std::uint32_t type) {
+    switch (static_cast<GgmlType>(type)) {
+        case GgmlType::Q8_0: return tensor::DType::Q8_0;
+        case GgmlType::Q4_0: return tensor::DType::Q4_0;
+        case GgmlType::Q4_1: return tensor::DType::Q4_1;
+        case GgmlType::Q5_0: return tensor::DType::Q5_0;
+        case GgmlType::Q5_1: return tensor::DType::Q5_1;
+        case GgmlType::Q2_K: return tensor::DType::Q2_K;
+        case GgmlType::Q3_K: return tensor::DType::Q3_K;
+        case GgmlType::Q4_K: return tensor::DType::Q4_K;
+        case GgmlType::Q5_K: return tensor::DType::Q5_K;
+        case GgmlType::Q6_K: return tensor::DType::Q6_K;
+        default: return std::nullopt;
+    }
+}
+
 const TypeRow* find_type(std::uint32_t type) {
     for (const TypeRow& row : kTypes)
         if (row.id == type) return &row;
@@ -61,19 +79,19 @@ bool ggml_type_supported(std::uint32_t type) {
         case GgmlType::Q8_0:
         case GgmlType::Q4_0:
         case GgmlType::Q4_1:
+        case GgmlType::Q5_0:
+        case GgmlType::Q5_1:
+        case GgmlType::Q2_K:
+        case GgmlType::Q3_K:
+        case GgmlType::Q4_K:
+        case GgmlType::Q5_K:
+        case GgmlType::Q6_K:
             return true;
     }
     return false;
 }
 
-std::optional<tensor::DType> block_dtype(std::uint32_t type) {
-    switch (static_cast<GgmlType>(type)) {
-        case GgmlType::Q8_0: return tensor::DType::Q8_0;
-        case GgmlType::Q4_0: return tensor::DType::Q4_0;
-        case GgmlType::Q4_1: return tensor::DType::Q4_1;
-        default: return std::nullopt;
-    }
-}
+std::optional<tensor::DType> block_dtype(std::uint32_t type) { return block_layout(type); }
 
 void dequantize_to_f32(std::uint32_t type, const std::uint8_t* src, float* dst, std::size_t n) {
     const GgmlTypeSize size = ggml_type_size(type);
@@ -92,7 +110,14 @@ void dequantize_to_f32(std::uint32_t type, const std::uint8_t* src, float* dst, 
         case GgmlType::Q8_0:
         case GgmlType::Q4_0:
         case GgmlType::Q4_1:
-            tensor::dequantize_blocks(*block_dtype(type), src, dst, n);
+        case GgmlType::Q5_0:
+        case GgmlType::Q5_1:
+        case GgmlType::Q2_K:
+        case GgmlType::Q3_K:
+        case GgmlType::Q4_K:
+        case GgmlType::Q5_K:
+        case GgmlType::Q6_K:
+            tensor::dequantize_blocks(*block_layout(type), src, dst, n);
             return;
     }
     IS_UNREACHABLE() << ggml_type_name(type);

@@ -205,7 +205,7 @@ Status check_qk_rows(const GgufTensorInfo& info, std::int64_t rows, std::int64_t
 }
 
 // Dequantizes (or views) one tensor into the store under its Hugging Face name. With
-// `keep_quantized`, Q8_0/Q4_0/Q4_1 matrices stay in block form: a view into the map, or an
+// `keep_quantized`, block-quantized matrices stay in block form: a view into the map, or an
 // owned copy when Q/K rows must be reordered (a row is whole blocks, so rows move as bytes).
 Status load_tensor(const GgufTensorInfo& info, const std::uint8_t* src, const ModelConfig& c,
                    bool keep_quantized, WeightStore& store) {
@@ -216,7 +216,8 @@ Status load_tensor(const GgufTensorInfo& info, const std::uint8_t* src, const Mo
     if (!ggml_type_supported(info.type))
         return make_error("tensor '" + info.name + "' has unsupported type " +
                           ggml_type_name(info.type) +
-                          " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1)");
+                          " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
+                          "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)");
     tensor::Tensor t;
     t.dtype = tensor::DType::F32;
     t.rank = static_cast<int>(info.ne.size());

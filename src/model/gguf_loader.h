@@ -2,7 +2,7 @@
 // GGUF model loading: llama / mistral / qwen2 GGUF files (v2, v3) -> ModelConfig, VocabData and
 // a WeightStore in the Hugging Face layout. Every tensor is converted to F32 (quantized types
 // dequantized) in store-owned memory, except unpermuted F32 tensors, which stay zero-copy views
-// into the mapped file; with `keep_quantized`, Q8_0/Q4_0/Q4_1 matrices keep their blocks
+// into the mapped file; with `keep_quantized`, block-quantized matrices keep their blocks
 // (DType::Q8_0 ...), as views or, for permuted Q/K, as store-owned copies. For llama-style rotary
 // (llama, mistral) the converter's interleaving of Q/K rows is undone so that rows are in Hugging
 // Face rotate_half order. rope_freqs.weight (Llama 3.1-style scaling) becomes

@@ -34,7 +34,7 @@ struct ModelFiles {
 using LoadProgress = std::function<void(std::size_t done, std::size_t total)>;
 
 struct LoadOptions {
-    // GGUF only: keep Q8_0/Q4_0/Q4_1 matrices in block form (tensor DType::Q8_0 ...) for a
+    // GGUF only: keep block-quantized matrices in block form (tensor DType::Q8_0 ...) for a
     // backend that computes on blocks; off dequantizes everything to f32.
     bool keep_quantized = false;
 };

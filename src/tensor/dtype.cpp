@@ -14,6 +14,13 @@ std::string_view dtype_name(DType t) {
         case DType::Q8_0: return "q8_0";
         case DType::Q4_0: return "q4_0";
         case DType::Q4_1: return "q4_1";
+        case DType::Q5_0: return "q5_0";
+        case DType::Q5_1: return "q5_1";
+        case DType::Q2_K: return "q2_k";
+        case DType::Q3_K: return "q3_k";
+        case DType::Q4_K: return "q4_k";
+        case DType::Q5_K: return "q5_k";
+        case DType::Q6_K: return "q6_k";
     }
     return "?";
 }
@@ -88,6 +95,13 @@ void convert_to_f32(DType from, const void* src, float* dst, std::size_t n) {
         case DType::Q8_0:
         case DType::Q4_0:
         case DType::Q4_1:
+        case DType::Q5_0:
+        case DType::Q5_1:
+        case DType::Q2_K:
+        case DType::Q3_K:
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K:
             dequantize_blocks(from, src, dst, n);
             return;
         case DType::I32: break;
@@ -113,7 +127,14 @@ void convert_from_f32(DType to, const float* src, void* dst, std::size_t n) {
         case DType::I32:
         case DType::Q8_0:
         case DType::Q4_0:
-        case DType::Q4_1: break;
+        case DType::Q4_1:
+        case DType::Q5_0:
+        case DType::Q5_1:
+        case DType::Q2_K:
+        case DType::Q3_K:
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K: break;
     }
     IS_CHECK(false) << "convert_from_f32: unsupported dtype " << dtype_name(to);
 }

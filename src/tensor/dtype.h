@@ -1,8 +1,9 @@
 #pragma once
 // Element types and scalar conversions between them. bf16 and f16 are stored as raw uint16_t so
-// host code never depends on compiler half-precision extensions. Q8_0, Q4_0 and Q4_1 are ggml's
-// block-quantized types: 32 consecutive elements of a row share one block (layouts in
-// quantized.h), so a tensor of them has a last dimension that is a multiple of 32.
+// host code never depends on compiler half-precision extensions. The Q types are ggml's
+// block-quantized types (layouts in quantized.h): 32 consecutive elements of a row share one
+// block (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), or 256 for the K-quants (Q2_K ... Q6_K), so a tensor
+// of them has a last dimension that is a multiple of its block.
 
 #include <cstddef>
 #include <cstdint>
@@ -11,16 +12,26 @@
 
 namespace inferscale::tensor {
 
-enum class DType : std::uint8_t { F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1 };
+enum class DType : std::uint8_t {
+    F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
+};
 
-constexpr bool is_block_quantized(DType t) {
-    return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1;
+constexpr bool is_k_quant(DType t) {
+    return t == DType::Q2_K || t == DType::Q3_K || t == DType::Q4_K || t == DType::Q5_K ||
+           t == DType::Q6_K;
 }
 
-// Elements per block: 32 for the block-quantized types, 1 otherwise.
-constexpr std::int64_t dtype_block_elems(DType t) { return is_block_quantized(t) ? 32 : 1; }
+constexpr bool is_block_quantized(DType t) {
+    return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 ||
+           t == DType::Q5_1 || is_k_quant(t);
+}
 
-// Bytes per block (per element for plain types): fp16 d (and m) plus the quants.
+// Elements per block: 256 for the K-quants, 32 for the other block types, 1 otherwise.
+constexpr std::int64_t dtype_block_elems(DType t) {
+    return is_k_quant(t) ? 256 : (is_block_quantized(t) ? 32 : 1);
+}
+
+// Bytes per block (per element for plain types): the fp16 scales plus the quants.
 constexpr std::size_t dtype_block_bytes(DType t) {
     switch (t) {
         case DType::F32: return 4;
@@ -30,6 +41,13 @@ constexpr std::size_t dtype_block_bytes(DType t) {
         case DType::Q8_0: return 34;
         case DType::Q4_0: return 18;
         case DType::Q4_1: return 20;
+        case DType::Q5_0: return 22;
+        case DType::Q5_1: return 24;
+        case DType::Q2_K: return 84;
+        case DType::Q3_K: return 110;
+        case DType::Q4_K: return 144;
+        case DType::Q5_K: return 176;
+        case DType::Q6_K: return 210;
     }
     return 0;
 }
@@ -67,7 +85,7 @@ float f16_to_f32(std::uint16_t h);
 std::uint16_t f32_to_f16(float f);
 
 // Converts n elements of type `from` at src into f32 at dst (block types: dequantizes; n must
-// then be a multiple of 32).
+// then be a whole number of blocks).
 void convert_to_f32(DType from, const void* src, float* dst, std::size_t n);
 // Converts n f32 elements into type `to`.
 void convert_from_f32(DType to, const float* src, void* dst, std::size_t n);

@@ -55,6 +55,36 @@ void dequant_q4_1(const std::uint8_t* src, float* dst, std::size_t blocks) {
     }
 }
 
+std::uint32_t load_u32(const std::uint8_t* p) {
+    return static_cast<std::uint32_t>(load_u16(p)) |
+           static_cast<std::uint32_t>(load_u16(p + 2)) << 16;
+}
+
+// The 5-bit quant j of a Q5_0/Q5_1 block: its nibble and its qh bit.
+int quant5(const std::uint8_t* qs, std::uint32_t qh, std::size_t j) {
+    const int nib = j < kBlock / 2 ? (qs[j] & 0x0f) : (qs[j - kBlock / 2] >> 4);
+    return nib | static_cast<int>(((qh >> j) & 1u) << 4);
+}
+
+void dequant_q5_0(const std::uint8_t* src, float* dst, std::size_t blocks) {
+    for (std::size_t b = 0; b < blocks; ++b, src += 22, dst += kBlock) {
+        const float d = load_half(src);
+        const std::uint32_t qh = load_u32(src + 2);
+        for (std::size_t j = 0; j < kBlock; ++j)
+            dst[j] = d * static_cast<float>(quant5(src + 6, qh, j) - 16);
+    }
+}
+
+void dequant_q5_1(const std::uint8_t* src, float* dst, std::size_t blocks) {
+    for (std::size_t b = 0; b < blocks; ++b, src += 24, dst += kBlock) {
+        const float d = load_half(src);
+        const float m = load_half(src + 2);
+        const std::uint32_t qh = load_u32(src + 4);
+        for (std::size_t j = 0; j < kBlock; ++j)
+            dst[j] = d * static_cast<float>(quant5(src + 8, qh, j)) + m;
+    }
+}
+
 // One block of ggml's AVX2 activation quantizer. The multiplier is 127 / amax (not 1 / d) and
 // the rounding is _mm256_round_ps(_MM_ROUND_NEAREST), i.e. half to even: nearbyint under the
 // default rounding mode. The quants always fit in [-127, 127].
@@ -81,13 +111,21 @@ BlockStats quantize_block(const float* x, std::uint8_t* d_out, std::int8_t* qs) 
 }  // namespace
 
 void dequantize_blocks(DType type, const void* src, float* dst, std::size_t n) {
-    IS_CHECK(n % kBlock == 0) << n << " elements of " << dtype_name(type);
+    const auto elems = static_cast<std::size_t>(dtype_block_elems(type));
+    IS_CHECK(n % elems == 0) << n << " elements of " << dtype_name(type);
     const auto* s = static_cast<const std::uint8_t*>(src);
-    const std::size_t blocks = n / kBlock;
+    const std::size_t blocks = n / elems;
     switch (type) {
         case DType::Q8_0: dequant_q8_0(s, dst, blocks); return;
         case DType::Q4_0: dequant_q4_0(s, dst, blocks); return;
         case DType::Q4_1: dequant_q4_1(s, dst, blocks); return;
+        case DType::Q5_0: dequant_q5_0(s, dst, blocks); return;
+        case DType::Q5_1: dequant_q5_1(s, dst, blocks); return;
+        case DType::Q2_K:
+        case DType::Q3_K:
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K: dequantize_k_blocks(type, s, dst, blocks); return;
         default: break;
     }
     IS_CHECK(false) << "dequantize_blocks: not a block type: " << dtype_name(type);

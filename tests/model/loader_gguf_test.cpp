@@ -9,9 +9,11 @@
 #include <nlohmann/json.hpp>
 
 #include "loader_test_util.h"
+#include "model/gguf_dequant.h"
 #include "model/gguf_file.h"
 #include "model/gguf_loader.h"
 #include "model/model_files.h"
+#include "tensor/quant_types_fixture.h"
 
 namespace inferscale::model {
 namespace {
@@ -86,8 +88,34 @@ TEST(GgufTinyLlama, DequantizedValuesMatchReferenceBitForBit) {
         EXPECT_EQ(mismatches, 0) << "first at " << first << ": got " << got[first] << " want "
                                  << want[first];
     }
-    // The fixture covers every type the loader claims to support.
+    // The fixture covers the types of its tensors; the others are checked below.
     EXPECT_EQ(types, (std::set<std::string>{"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"}));
+}
+
+// The remaining supported types (Q5_0, Q5_1, Q2_K ... Q6_K), by ggml type id, against the
+// `gguf` package's dequantization (tests/fixtures/quant/quant_types.bin).
+TEST(GgufTypes, MoreBlockTypesDequantizeLikeTheReference) {
+    const auto f = tensor::test::QuantTypesFixture::load();
+    ASSERT_FALSE(f.x.empty());
+    const std::pair<std::uint32_t, tensor::DType> ids[] = {{6, tensor::DType::Q5_0},
+                                                           {7, tensor::DType::Q5_1},
+                                                           {12, tensor::DType::Q4_K},
+                                                           {13, tensor::DType::Q5_K},
+                                                           {11, tensor::DType::Q3_K},
+                                                           {10, tensor::DType::Q2_K},
+                                                           {14, tensor::DType::Q6_K}};
+    for (const auto& [id, dtype] : ids) {
+        SCOPED_TRACE(ggml_type_name(id));
+        EXPECT_TRUE(ggml_type_supported(id));
+        EXPECT_EQ(ggml_type_size(id).block_bytes, tensor::dtype_block_bytes(dtype));
+        EXPECT_EQ(static_cast<std::int64_t>(ggml_type_size(id).block_elems),
+                  tensor::dtype_block_elems(dtype));
+        const auto& blocks = f.types.at(dtype);
+        std::vector<float> got(blocks.deq.size());
+        dequantize_to_f32(id, blocks.bytes.data(), got.data(), got.size());
+        EXPECT_EQ(std::memcmp(got.data(), blocks.deq.data(), 4 * got.size()), 0);
+    }
+    EXPECT_FALSE(ggml_type_supported(20));  // IQ4_NL
 }
 
 TEST(GgufTinyLlama, ConfigVocabAndTemplate) {

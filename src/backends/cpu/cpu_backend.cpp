@@ -36,7 +36,8 @@ void check_weight(const Tensor& w, int rank, const char* what) {
     IS_CHECK(w.dtype == DType::F32 || w.dtype == DType::BF16 || w.dtype == DType::F16 ||
              tensor::is_block_quantized(w.dtype))
         << what << " dtype " << tensor::dtype_name(w.dtype);
-    IS_CHECK(!tensor::is_block_quantized(w.dtype) || w.shape[w.rank - 1] % 32 == 0)
+    IS_CHECK(!tensor::is_block_quantized(w.dtype) ||
+             w.shape[w.rank - 1] % tensor::dtype_block_elems(w.dtype) == 0)
         << what << " rows of " << w.shape[w.rank - 1] << " are not whole blocks";
 }
 

@@ -252,13 +252,15 @@ Result<tensor::DeviceWeight> CudaBackend::upload_weight(const Tensor& host) {
         synchronize();  // `host` is only borrowed for the call
         return w;
     }
-    // GGUF blocks (Q8_0/Q4_0/Q4_1) are widened on the host with the reference's exact f32
+    // GGUF blocks (every block type) are widened on the host with the reference's exact f32
     // dequantization (tensor/quantized.h), then narrowed to bf16 like an f32 checkpoint: one
     // dequantizer for both backends, and bf16 is what every CUDA op reads anyway.
     const DType staged = blocks ? DType::F32 : host.dtype;
     const std::size_t elem = tensor::dtype_size(staged);
     std::size_t chunk = std::min(count, kStagingBytes / elem);
-    if (blocks) chunk -= chunk % tensor::kQuantBlock;  // whole blocks; count is a multiple
+    if (blocks) {  // whole blocks; count is a multiple
+        chunk -= chunk % static_cast<std::size_t>(tensor::dtype_block_elems(host.dtype));
+    }
     tensor::Buffer staging = IS_TRY(allocate(chunk * elem));
     std::vector<float> widened(blocks ? chunk : 0);
     // Stream order keeps the next chunk's copy behind this chunk's conversion; a copy from

@@ -2,7 +2,7 @@
 // CudaBackend: the Backend on one NVIDIA GPU. Activations are bf16, KV pages bf16, logits f32;
 // every op accumulates in f32. upload_weight stores every weight as bf16 (matrices feed
 // cuBLASLt or the small-batch kernel; norm weights and biases are read as bf16 too), from
-// f32, f16, bf16 or GGUF Q8_0/Q4_0/Q4_1 blocks (dequantized exactly on the host first).
+// f32, f16, bf16 or GGUF block-quantized (dequantized exactly on the host first).
 // Element-wise ops, norms, RoPE and KV writes also accept f32 activations (all tensors of one
 // call in one dtype); linear and attention need bf16 inputs.
 //
