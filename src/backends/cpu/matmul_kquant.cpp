@@ -32,6 +32,7 @@
 #endif
 
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/quant_rows.h"
 #include "base/check.h"
 #include "tensor/quantized.h"
 
@@ -41,7 +42,6 @@ namespace {
 using tensor::DType;
 
 constexpr int kSuper = 256;
-constexpr int kTileRows = 4;
 constexpr std::size_t kActBytes = tensor::kQ8_KBlockBytes;
 
 float load_half(const std::uint8_t* p) {
@@ -165,9 +165,9 @@ template <DType W>
 void dot_tile(const std::uint8_t* w, const std::uint8_t* const* act, int rows, std::int64_t blocks,
               float* out) {
     const std::size_t wbytes = tensor::dtype_block_bytes(W);
-    float acc[kTileRows][8] = {};
-    float acc_m[kTileRows][4] = {};
-    float summs[kTileRows] = {};
+    float acc[kQuantTileRows][8] = {};
+    float acc_m[kQuantTileRows][4] = {};
+    float summs[kQuantTileRows] = {};
     WeightBlock wb;
     for (std::int64_t b = 0; b < blocks; ++b) {
         unpack<W>(w + b * wbytes, wb);
@@ -227,21 +227,10 @@ template <DType W>
 void gemm_rows(const std::uint8_t* act, std::int64_t n, std::int64_t in, const std::uint8_t* w,
                std::int64_t out, const float* bias, float* y) {
     const std::int64_t blocks = in / kSuper;
-    const std::size_t w_row = tensor::dtype_row_bytes(W, in);
-    const std::size_t a_row = static_cast<std::size_t>(blocks) * kActBytes;
-#pragma omp parallel for schedule(static)
-    for (std::int64_t o = 0; o < out; ++o) {
-        const std::uint8_t* wr = w + static_cast<std::size_t>(o) * w_row;
-        const float b = bias != nullptr ? bias[o] : 0.0f;
-        for (std::int64_t t0 = 0; t0 < n; t0 += kTileRows) {
-            const int rows = static_cast<int>(std::min<std::int64_t>(kTileRows, n - t0));
-            const std::uint8_t* tile[kTileRows];
-            for (int t = 0; t < rows; ++t) tile[t] = act + static_cast<std::size_t>(t0 + t) * a_row;
-            float dots[kTileRows];
-            dot_tile<W>(wr, tile, rows, blocks, dots);
-            for (int t = 0; t < rows; ++t) y[(t0 + t) * out + o] = dots[t] + b;
-        }
-    }
+    quant_gemm_rows(act, static_cast<std::size_t>(blocks) * kActBytes, n, w,
+                    tensor::dtype_row_bytes(W, in), out, bias, y,
+                    [blocks](const std::uint8_t* wr, const std::uint8_t* const* tile, int rows,
+                             float* dots) { dot_tile<W>(wr, tile, rows, blocks, dots); });
 }
 
 }  // namespace
@@ -254,7 +243,7 @@ void linear_kquant(const float* x, std::int64_t n, std::int64_t in, const void* 
     const std::size_t a_row = static_cast<std::size_t>(in / kSuper) * kActBytes;
     if (scratch.size() < static_cast<std::size_t>(n) * a_row) scratch.resize(n * a_row);
     std::uint8_t* act = scratch.data();
-#pragma omp parallel for schedule(static) if (n > kTileRows)
+#pragma omp parallel for schedule(static) if (n > kQuantTileRows)
     for (std::int64_t t = 0; t < n; ++t) tensor::quantize_row_q8_K(x + t * in, act + t * a_row, in);
     const auto* wb = static_cast<const std::uint8_t*>(w);
     switch (w_dtype) {

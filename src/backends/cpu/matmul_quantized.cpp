@@ -26,6 +26,7 @@
 #endif
 
 #include "backends/cpu/cpu_kernels.h"
+#include "backends/cpu/quant_rows.h"
 #include "base/check.h"
 #include "tensor/quantized.h"
 
@@ -34,8 +35,6 @@ namespace {
 
 using tensor::DType;
 
-// Activation rows dotted per pass over a weight row: decode (1-4 rows) streams the weight once.
-constexpr int kTileRows = 4;
 constexpr std::size_t kQ8_0Bytes = 34;
 constexpr std::size_t kQ8_1Bytes = tensor::kQ8_1BlockBytes;
 
@@ -133,8 +132,8 @@ void dot_tile(const std::uint8_t* w, const std::uint8_t* const* act, int rows, s
               float* out) {
     constexpr WeightLayout wl = weight_layout(W);
     constexpr std::size_t ab = act_block_bytes(W), aq = act_quant_offset(W);
-    __m256 acc[kTileRows];
-    float summs[kTileRows];
+    __m256 acc[kQuantTileRows];
+    float summs[kQuantTileRows];
     for (int t = 0; t < rows; ++t) acc[t] = _mm256_setzero_ps(), summs[t] = 0.0f;
     for (std::int64_t b = 0; b < blocks; ++b) {
         const std::uint8_t* wb = w + b * wl.block_bytes;
@@ -179,8 +178,8 @@ void dot_tile(const std::uint8_t* w, const std::uint8_t* const* act, int rows, s
               float* out) {
     constexpr WeightLayout wl = weight_layout(W);
     constexpr std::size_t ab = act_block_bytes(W), aq = act_quant_offset(W);
-    float acc[kTileRows][8] = {};
-    float summs[kTileRows] = {};
+    float acc[kQuantTileRows][8] = {};
+    float summs[kQuantTileRows] = {};
     int wq[32];
     for (std::int64_t b = 0; b < blocks; ++b) {
         const std::uint8_t* wb = w + b * wl.block_bytes;
@@ -212,23 +211,10 @@ template <DType W>
 void gemm_rows(const std::uint8_t* act, std::int64_t n, std::int64_t in, const std::uint8_t* w,
                std::int64_t out, const float* bias, float* y) {
     const std::int64_t blocks = in / tensor::kQuantBlock;
-    const std::size_t w_row = static_cast<std::size_t>(blocks) * weight_layout(W).block_bytes;
-    const std::size_t a_row = static_cast<std::size_t>(blocks) * act_block_bytes(W);
-    // Each thread owns a contiguous range of output features; every weight row is read once
-    // and dotted with all activation rows, kTileRows at a time (the rows stay in L1/L2).
-#pragma omp parallel for schedule(static)
-    for (std::int64_t o = 0; o < out; ++o) {
-        const std::uint8_t* wr = w + static_cast<std::size_t>(o) * w_row;
-        const float b = bias != nullptr ? bias[o] : 0.0f;
-        for (std::int64_t t0 = 0; t0 < n; t0 += kTileRows) {
-            const int rows = static_cast<int>(std::min<std::int64_t>(kTileRows, n - t0));
-            const std::uint8_t* tile[kTileRows];
-            for (int t = 0; t < rows; ++t) tile[t] = act + static_cast<std::size_t>(t0 + t) * a_row;
-            float dots[kTileRows];
-            dot_tile<W>(wr, tile, rows, blocks, dots);
-            for (int t = 0; t < rows; ++t) y[(t0 + t) * out + o] = dots[t] + b;
-        }
-    }
+    quant_gemm_rows(act, static_cast<std::size_t>(blocks) * act_block_bytes(W), n, w,
+                    static_cast<std::size_t>(blocks) * weight_layout(W).block_bytes, out, bias, y,
+                    [blocks](const std::uint8_t* wr, const std::uint8_t* const* tile, int rows,
+                             float* dots) { dot_tile<W>(wr, tile, rows, blocks, dots); });
 }
 
 }  // namespace
@@ -247,7 +233,7 @@ void linear_quantized(const float* x, std::int64_t n, std::int64_t in, const voi
     if (scratch.size() < static_cast<std::size_t>(n) * a_row) scratch.resize(n * a_row);
     std::uint8_t* act = scratch.data();
     const bool q8_1 = with_min(w_dtype);
-#pragma omp parallel for schedule(static) if (n > kTileRows)
+#pragma omp parallel for schedule(static) if (n > kQuantTileRows)
     for (std::int64_t t = 0; t < n; ++t) {
         if (q8_1) {
             tensor::quantize_row_q8_1(x + t * in, act + t * a_row, in);
