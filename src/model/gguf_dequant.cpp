@@ -72,23 +72,9 @@ std::string ggml_type_name(std::uint32_t type) {
 }
 
 bool ggml_type_supported(std::uint32_t type) {
-    switch (static_cast<GgmlType>(type)) {
-        case GgmlType::F32:
-        case GgmlType::F16:
-        case GgmlType::BF16:
-        case GgmlType::Q8_0:
-        case GgmlType::Q4_0:
-        case GgmlType::Q4_1:
-        case GgmlType::Q5_0:
-        case GgmlType::Q5_1:
-        case GgmlType::Q2_K:
-        case GgmlType::Q3_K:
-        case GgmlType::Q4_K:
-        case GgmlType::Q5_K:
-        case GgmlType::Q6_K:
-            return true;
-    }
-    return false;
+    const auto t = static_cast<GgmlType>(type);
+    return t == GgmlType::F32 || t == GgmlType::F16 || t == GgmlType::BF16 ||
+           block_layout(type).has_value();
 }
 
 std::optional<tensor::DType> block_dtype(std::uint32_t type) { return block_layout(type); }
@@ -97,6 +83,10 @@ void dequantize_to_f32(std::uint32_t type, const std::uint8_t* src, float* dst, 
     const GgmlTypeSize size = ggml_type_size(type);
     IS_CHECK(ggml_type_supported(type)) << ggml_type_name(type);
     IS_CHECK(n % size.block_elems == 0) << n << " elements of " << ggml_type_name(type);
+    if (const std::optional<tensor::DType> block = block_layout(type)) {
+        tensor::dequantize_blocks(*block, src, dst, n);
+        return;
+    }
     switch (static_cast<GgmlType>(type)) {
         case GgmlType::F32:
             std::memcpy(dst, src, n * sizeof(float));
@@ -107,18 +97,8 @@ void dequantize_to_f32(std::uint32_t type, const std::uint8_t* src, float* dst, 
         case GgmlType::BF16:
             for (std::size_t i = 0; i < n; ++i) dst[i] = tensor::bf16_to_f32(load_u16(src + 2 * i));
             return;
-        case GgmlType::Q8_0:
-        case GgmlType::Q4_0:
-        case GgmlType::Q4_1:
-        case GgmlType::Q5_0:
-        case GgmlType::Q5_1:
-        case GgmlType::Q2_K:
-        case GgmlType::Q3_K:
-        case GgmlType::Q4_K:
-        case GgmlType::Q5_K:
-        case GgmlType::Q6_K:
-            tensor::dequantize_blocks(*block_layout(type), src, dst, n);
-            return;
+        default:
+            break;
     }
     IS_UNREACHABLE() << ggml_type_name(type);
 }

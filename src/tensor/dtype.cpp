@@ -78,6 +78,10 @@ std::uint16_t f32_to_f16(float f) {
 }
 
 void convert_to_f32(DType from, const void* src, float* dst, std::size_t n) {
+    if (is_block_quantized(from)) {
+        dequantize_blocks(from, src, dst, n);
+        return;
+    }
     switch (from) {
         case DType::F32:
             std::memcpy(dst, src, n * 4);
@@ -92,19 +96,8 @@ void convert_to_f32(DType from, const void* src, float* dst, std::size_t n) {
             for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
             return;
         }
-        case DType::Q8_0:
-        case DType::Q4_0:
-        case DType::Q4_1:
-        case DType::Q5_0:
-        case DType::Q5_1:
-        case DType::Q2_K:
-        case DType::Q3_K:
-        case DType::Q4_K:
-        case DType::Q5_K:
-        case DType::Q6_K:
-            dequantize_blocks(from, src, dst, n);
-            return;
-        case DType::I32: break;
+        default:
+            break;
     }
     IS_CHECK(false) << "convert_to_f32: unsupported dtype " << dtype_name(from);
 }
@@ -124,17 +117,8 @@ void convert_from_f32(DType to, const float* src, void* dst, std::size_t n) {
             for (std::size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
             return;
         }
-        case DType::I32:
-        case DType::Q8_0:
-        case DType::Q4_0:
-        case DType::Q4_1:
-        case DType::Q5_0:
-        case DType::Q5_1:
-        case DType::Q2_K:
-        case DType::Q3_K:
-        case DType::Q4_K:
-        case DType::Q5_K:
-        case DType::Q6_K: break;
+        default:
+            break;
     }
     IS_CHECK(false) << "convert_from_f32: unsupported dtype " << dtype_name(to);
 }
