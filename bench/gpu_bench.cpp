@@ -75,6 +75,7 @@ struct Args {
     bool profile = false;
     bool timeline = false;
     double queue_ahead_ms = 0.0;
+    std::string quant;  // parsed into model.quant
     bool graphs = true;
     int small_linear_max_rows = -1;  // -1: the backend's default
     bool gemv = true;
@@ -515,6 +516,7 @@ int main(int argc, char** argv) {
     app.add_option("--decode-batches", a.model.decode_batches, "e.g. 64,128,256")
         ->delimiter(',');
     app.add_option("--seed", a.model.seed, "weight seed");
+    app.add_option("--quant", a.quant, "block types of the weights: none or q4_k_m");
     app.add_flag("--timeline", a.timeline,
                  "kernel timeline (CUPTI) of decode b=1, TTFT and the --decode-batches: what each "
                  "kernel adds to the step as it runs");
@@ -559,5 +561,11 @@ int main(int argc, char** argv) {
     app.add_flag("!--no-graphs", a.graphs,
                  "decode rows as plain forwards with host logits (the first run's method)");
     CLI11_PARSE(app, argc, argv);
+    auto quant = inferscale::model::parse_weight_quant(a.quant);
+    if (!quant.ok()) {
+        std::fprintf(stderr, "gpu_bench: %s\n", quant.error().message.c_str());
+        return 2;
+    }
+    a.model.quant = quant.value();
     return inferscale::bench::run(a);
 }

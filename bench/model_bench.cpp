@@ -192,10 +192,9 @@ Result<std::unique_ptr<ModelBench>> ModelBench::create(tensor::Backend& backend,
 
     model::LlamaModelOptions mo;
     mo.max_positions = max_positions;
-    progress("creating random weights (%.2f GB)",
-             ModelCost(config, tensor::dtype_size(backend.activation_dtype()), 2)
-                     .total_weight_bytes() /
-                 1e9);
+    mo.random_quant = o.quant;
+    progress("creating random weights%s",
+             o.quant == model::WeightQuant::None ? "" : " (llama.cpp's Q4_K_M mix)");
     model::LlamaModel m = IS_TRY(model::LlamaModel::create_random(backend, config, o.seed, mo));
     progress("weights ready; allocating KV: %lld blocks of %lld tokens",
              static_cast<long long>(num_blocks), static_cast<long long>(kBlockSize));
@@ -238,7 +237,8 @@ Result<std::unique_ptr<ModelBench>> ModelBench::create(tensor::Backend& backend,
             model::DecodeGraphRunner::create(impl->model, impl->kv, impl->ws, go)));
     }
 
-    const ModelCost cost(config, tensor::dtype_size(backend.activation_dtype()),
+    const ModelCost cost(config, static_cast<double>(impl->model.weight_bytes()),
+                         static_cast<double>(impl->model.embedding_bytes()),
                          tensor::dtype_size(impl->kv.dtype()));
     std::unique_ptr<ModelBench> bench(new ModelBench(std::move(impl), cost));
     bench->create_seconds_ = clock.seconds();

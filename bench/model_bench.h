@@ -27,6 +27,7 @@ struct ModelBenchOptions {
     std::int64_t prefill_seq_len = 1024;
     std::vector<std::int64_t> decode_batches{64, 128, 256};
     std::uint64_t seed = 1;
+    model::WeightQuant quant = model::WeightQuant::None;  // block types of the random weights
     // Logits land in pinned host memory (CUDA): a pageable 256 x 128K f32 copy would add
     // several ms of staging to every batched decode step.
     bool pinned_logits = false;

@@ -16,13 +16,28 @@
 namespace inferscale::bench {
 
 struct ModelCost {
-    explicit ModelCost(const model::ModelConfig& c, std::size_t weight_elem_bytes,
-                       std::size_t kv_elem_bytes)
-        : config(c), weight_elem(weight_elem_bytes), kv_elem(kv_elem_bytes) {}
+    // Weights of `weight_elem_bytes` each (a dense checkpoint's shapes from the config).
+    ModelCost(const model::ModelConfig& c, std::size_t weight_elem_bytes, std::size_t kv_elem_bytes)
+        : config(c), kv_elem(kv_elem_bytes) {
+        const double h = double(config.hidden_size);
+        double vectors = double(config.num_layers) * 2.0 * h + h;
+        if (config.attention_bias) vectors += double(config.num_layers) * (q_dim() + 2 * kv_dim());
+        const double head = config.tie_word_embeddings ? 0.0 : head_params();
+        embedding_bytes = head_params() * double(weight_elem_bytes);
+        weight_bytes = (layer_matmul_params() + vectors + head) * double(weight_elem_bytes) +
+                       embedding_bytes;
+    }
+    // Weights that take `total_weight_bytes`, the embedding table `embedding_table_bytes` of
+    // them (a model's own, block-quantized ones as stored).
+    ModelCost(const model::ModelConfig& c, double total_weight_bytes, double embedding_table_bytes,
+              std::size_t kv_elem_bytes)
+        : config(c), kv_elem(kv_elem_bytes), weight_bytes(total_weight_bytes),
+          embedding_bytes(embedding_table_bytes) {}
 
     model::ModelConfig config;
-    std::size_t weight_elem;
     std::size_t kv_elem;
+    double weight_bytes = 0;     // every weight, embedding included
+    double embedding_bytes = 0;  // the embedding table
 
     double q_dim() const { return double(config.num_heads) * double(config.head_dim); }
     double kv_dim() const { return double(config.num_kv_heads) * double(config.head_dim); }
@@ -35,18 +50,10 @@ struct ModelCost {
     double head_params() const { return double(config.vocab_size) * double(config.hidden_size); }
 
     // Every weight, embedding included: what the model occupies.
-    double total_weight_bytes() const {
-        const double h = double(config.hidden_size);
-        double vectors = double(config.num_layers) * 2.0 * h + h;
-        if (config.attention_bias) vectors += double(config.num_layers) * (q_dim() + 2 * kv_dim());
-        const double embed = head_params();
-        const double head = config.tie_word_embeddings ? 0.0 : head_params();
-        return (layer_matmul_params() + vectors + embed + head) * double(weight_elem);
-    }
-    // The weights one step must read (all but the embedding table, see above).
+    double total_weight_bytes() const { return weight_bytes; }
+    // The weights one step must read (all but the embedding table, unless it is the head).
     double step_weight_bytes() const {
-        const double embed_only = config.tie_word_embeddings ? 0.0 : head_params();
-        return total_weight_bytes() - embed_only * double(weight_elem);
+        return weight_bytes - (config.tie_word_embeddings ? 0.0 : embedding_bytes);
     }
     // K and V of one token over all layers.
     double kv_bytes_per_token() const {

@@ -15,6 +15,7 @@
 #                     8 tokens of random weights at each configs/*.json shape
 #   bench             graph-decode test, gpu_bench on configs/llama-3.1-8b.json and its per-op
 #                     profile, PyTorch decode peer, gpu_bench on Mistral and Qwen (~4 min, H200)
+#   quant-bench       gpu_bench at the Llama-3.1-8B shape, bf16 beside --quant q4_k_m (~3 min)
 #   inject-bench      inject_bench at k = 5, 10, 20, 50 on INJECT_BENCH_CONFIG (default
 #                     configs/llama-3.1-8b.json) with INJECT_BENCH_ARGS (--backend cpu: no GPU)
 #   serve-bench       bench/serve_bench.py against `inferscale serve`, Llama-3.1-8B shape
@@ -72,7 +73,7 @@ while [[ $# -gt 0 ]]; do
         --base-arg) BASE_ARGS+=("$2") ;;
         --) shift; BENCH_ARGS=("$@"); break ;;
         -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        bundle | tests | bench | inject-bench | serve-bench | serve-small-tier | ab)
+        bundle | tests | bench | quant-bench | inject-bench | serve-bench | serve-small-tier | ab)
             TARGETS+=("$1") ;;
         all) TARGETS+=(tests bench inject-bench serve-bench) ;;
         *) die "unknown target or option '$1' (tools/gpu.sh --help)" ;;
@@ -436,6 +437,48 @@ PY
         echo "SOME GPU BENCH STEPS FAILED"
         return 1
     fi
+}
+
+# gpu_bench at the Llama-3.1-8B shape in bf16, then in llama.cpp's Q4_K_M mix: batch-1 decode
+# against its weight-read limit and bf16's time, batched decode, and the 2K prefill's rate as a
+# share of bf16's.
+run_quant_bench() {
+    local logs=$1 work=$WORK/quant-bench q
+    need "$BIN/gpu_bench"
+    mkdir -p "$work"
+    for q in none q4_k_m; do
+        step "gpu_bench $q" 150 "$logs/gpu_bench.log" env LD_LIBRARY_PATH="$RUN_PATH" \
+            "$BIN/gpu_bench" --config configs/llama-3.1-8b.json --rows copy,decode1,prefill,decode \
+            --decode-batches 16,64 --quant "$q" --json "$work/$q.json"
+    done
+    python3 - "$work" <<'PY' | tee "$logs/summary.txt"
+import json, os, sys
+work = sys.argv[1]
+res = {}
+for q in ("none", "q4_k_m"):
+    p = os.path.join(work, q + ".json")
+    if os.path.exists(p):
+        with open(p) as f:
+            res[q] = json.load(f)
+if len(res) < 2:
+    sys.exit("quant-bench: a gpu_bench run is missing (see gpu_bench.log)")
+dense, quant = res["none"], res["q4_k_m"]
+bw = quant["copy"]["bytes_per_s"]
+print(f"device: {quant.get('device')}   d2d copy {bw / 1e12:.2f} TB/s")
+print(f"weights: bf16 {dense['weights_bytes'] / 1e9:.2f} GB, q4_k_m {quant['weights_bytes'] / 1e9:.2f} GB")
+d1, q1 = dense["decode1"], quant["decode1"]
+limit = q1["read_limit_ms"]
+print(f"decode b=1: bf16 {d1['ms_per_token']:.3f} ms, q4_k_m {q1['ms_per_token']:.3f} ms "
+      f"(read limit {limit:.3f} ms: {q1['ms_per_token'] / limit:.2f}x the limit, target <= 1.3x); "
+      f"q4_k_m {d1['ms_per_token'] / q1['ms_per_token']:.2f}x faster than bf16 (target >= 2.5x)")
+for d, q in zip(dense.get("decode", []), quant.get("decode", [])):
+    print(f"decode b={q['batch']}: bf16 {d['tokens_per_s']:.0f} tok/s, q4_k_m {q['tokens_per_s']:.0f} tok/s "
+          f"({q['tokens_per_s'] / d['tokens_per_s']:.2f}x)")
+for d, q in zip(dense.get("prefill", []), quant.get("prefill", [])):
+    print(f"prefill {q['seqs']}x{q['len']}: bf16 {d['tokens_per_s']:.0f} tok/s, q4_k_m "
+          f"{q['tokens_per_s']:.0f} tok/s ({100 * q['tokens_per_s'] / d['tokens_per_s']:.0f}% of bf16, "
+          f"target >= 60% at 1x2048)")
+PY
 }
 
 run_inject_bench() {

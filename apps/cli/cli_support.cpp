@@ -45,6 +45,8 @@ void add_model_flags(CLI::App& cmd, ModelArgs& args) {
     cmd.add_option("--random-weights", args.random_weights,
                    "a Hugging Face config.json: random weights of its shape (benchmarks); the "
                    "tokenizer still comes from --model");
+    cmd.add_option("--quant", args.quant,
+                   "with --random-weights: q4_k_m (llama.cpp's Q4_K/Q6_K mix) or none");
     cmd.add_option("--threads", args.threads, "CPU threads (0: all cores)");
     cmd.add_option("--max-context", args.max_context, "context length in tokens")
         ->capture_default_str()
@@ -57,6 +59,10 @@ Result<std::unique_ptr<engine::LocalModel>> load_model(
     options.model_path = args.path;
     options.device = IS_TRY(engine::parse_device(args.device));
     options.random_weights_config = args.random_weights;
+    options.random_quant = IS_TRY(model::parse_weight_quant(args.quant));
+    if (options.random_quant != model::WeightQuant::None && args.random_weights.empty()) {
+        return make_error("--quant needs --random-weights (a GGUF file brings its own types)");
+    }
     options.num_threads = args.threads;
     options.max_context = args.max_context;
     options.kv_tokens = args.max_context;

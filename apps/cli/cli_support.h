@@ -25,10 +25,11 @@ struct ModelArgs {
     std::string path;
     std::string device = "cpu";      // "cpu" or "cuda"
     std::string random_weights;      // a config.json: random weights of that shape
+    std::string quant;               // their block types (model/weight_quant.h)
     int threads = 0;
     std::int64_t max_context = 4096;
 };
-// --model, --device, --random-weights, --threads, --max-context.
+// --model, --device, --random-weights, --quant, --threads, --max-context.
 void add_model_flags(CLI::App& cmd, ModelArgs& args);
 
 // Loads the model, drawing a progress bar on stderr when it is a terminal. An Error when the

@@ -21,7 +21,8 @@ std::string weights_identity(const LocalModelOptions& options) {
     std::string name = options.model_path;
     if (!options.random_weights_config.empty())
         name += "+random(" + options.random_weights_config + ",seed=" +
-                std::to_string(options.random_seed) + ")";
+                std::to_string(options.random_seed) +
+                (options.random_quant == model::WeightQuant::Q4_K_M ? ",q4_k_m" : "") + ")";
     if (options.device != tensor::Device::Cpu)
         name += std::string("@") + device_label(options.device);
     return name;
@@ -39,8 +40,8 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
     std::optional<model::HfConfig> random_shape;
     if (!options.random_weights_config.empty())
         random_shape = IS_TRY(model::load_hf_config(options.random_weights_config));
-    // Block-quantized GGUF matrices stay in block form: the CPU backend multiplies the blocks
-    // directly (as llama.cpp does), the CUDA backend widens them to bf16 on upload.
+    // Block-quantized GGUF matrices stay in block form on both backends: each multiplies the
+    // blocks directly (the CPU as llama.cpp does).
     model::ModelFiles files = IS_TRY(model::load_model_files(
         options.model_path, progress, model::LoadOptions{.keep_quantized = true}));
     tokenizer::Tokenizer tok = IS_TRY(load_tokenizer(files));
@@ -55,6 +56,7 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
     }
     model::LlamaModelOptions model_options;
     model_options.max_positions = max_context;
+    model_options.random_quant = options.random_quant;
     model::LlamaModel llama = IS_TRY(
         random_shape ? model::LlamaModel::create_random(*backend, config, options.random_seed,
                                                         model_options)

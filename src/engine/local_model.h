@@ -39,6 +39,7 @@ struct LocalModelOptions {
     // vocabulary are rejected by generate(); sampled ids beyond the tokenizer's decode to "".
     std::string random_weights_config;
     std::uint64_t random_seed = 1;
+    model::WeightQuant random_quant = model::WeightQuant::None;  // their block types
     std::int64_t max_context = 4096;  // tokens per sequence; capped by the model's positions
     // KV cache capacity in tokens, all sequences together. 0: on a GPU, what its memory leaves
     // (gpu_memory_plan.h); on the CPU, kDefaultCpuKvTokens.

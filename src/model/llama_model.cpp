@@ -111,6 +111,21 @@ Result<LlamaModel> LlamaModel::create(tensor::Backend& backend, const ModelConfi
     return m;
 }
 
+std::size_t LlamaModel::weight_bytes() const {
+    std::size_t bytes = embed_.tensor.nbytes() + final_norm_.tensor.nbytes() +
+                        lm_head_.tensor.nbytes();
+    for (const LayerWeights& l : layers_) {
+        for (const tensor::DeviceWeight* w : {&l.input_norm, &l.o, &l.post_norm, &l.gate, &l.up,
+                                              &l.down}) {
+            bytes += w->tensor.nbytes();
+        }
+        for (const StackedWeight* s : {&l.qkv, &l.qkv_bias}) {
+            for (const tensor::DeviceWeight& w : s->storage) bytes += w.tensor.nbytes();
+        }
+    }
+    return bytes;
+}
+
 kv::KvLayout LlamaModel::kv_layout(std::int64_t num_blocks, std::int64_t block_size) const {
     return kv::KvLayout{config_.num_layers, num_blocks, block_size, config_.num_kv_heads,
                         config_.head_dim};

@@ -15,6 +15,7 @@
 #include "model/forward_workspace.h"
 #include "model/model_config.h"
 #include "model/stacked_weight.h"
+#include "model/weight_quant.h"
 #include "model/weight_store.h"
 #include "tensor/backend.h"
 
@@ -23,6 +24,8 @@ namespace inferscale::model {
 struct LlamaModelOptions {
     // RoPE table length; 0 means config.max_position_embeddings. Positions must stay below it.
     std::int64_t max_positions = 0;
+    // create_random only: the block types of the matrices (weight_quant.h).
+    WeightQuant random_quant = WeightQuant::None;
 };
 
 // How LlamaModel::stage lays out a step (see there).
@@ -48,12 +51,16 @@ class LlamaModel {
     // benchmarks at real shapes: matrices ~ U(+-1/sqrt(in_features)) so activations stay
     // finite through any depth, the embedding ~ U(+-1), norm weights 1, biases small.
     // Deterministic per seed. Weights are in the backend's activation dtype, a storage form
-    // every backend's ops accept (f32 on CPU, bf16 on CUDA). An Error when out of memory.
+    // every backend's ops accept (f32 on CPU, bf16 on CUDA), or with options.random_quant the
+    // matrices and the embedding in that mix's block types. An Error when out of memory.
     static Result<LlamaModel> create_random(tensor::Backend& backend, const ModelConfig& config,
                                             std::uint64_t seed,
                                             const LlamaModelOptions& options = {});
 
     const ModelConfig& config() const { return config_; }
+    // Bytes of every weight on the backend (blocks as stored), and of the embedding table.
+    std::size_t weight_bytes() const;
+    std::size_t embedding_bytes() const { return embed_.tensor.nbytes(); }
     tensor::Backend& backend() const { return *backend_; }
     std::int64_t max_positions() const { return max_positions_; }
     // The device RoPE tables forward rotates with (memory injection rotates chunks with the

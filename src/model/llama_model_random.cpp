@@ -2,6 +2,7 @@
 // Backend::fill_random so an 8B model costs no host memory and no upload.
 
 #include <cmath>
+#include <optional>
 
 #include "model/llama_model.h"
 
@@ -29,8 +30,17 @@ class RandomWeights {
     }
 
     // U(+-1/sqrt(in)): each output of x W^T keeps roughly the rms of x (times 1/sqrt(3)).
-    Result<tensor::DeviceWeight> matrix(std::int64_t out, std::int64_t in) {
-        return make({out, in}, 1.0f / std::sqrt(static_cast<float>(in)));
+    // A block type gets random blocks of about that span.
+    Result<tensor::DeviceWeight> matrix(std::int64_t out, std::int64_t in,
+                                        std::optional<tensor::DType> blocks = std::nullopt) {
+        const float scale = 1.0f / std::sqrt(static_cast<float>(in));
+        if (!blocks || !tensor::is_block_quantized(*blocks)) return make({out, in}, scale);
+        tensor::DeviceWeight w;
+        w.storage = IS_TRY(backend_.allocate(tensor::dtype_row_bytes(*blocks, in) *
+                                             static_cast<std::size_t>(out)));
+        w.tensor = tensor::Tensor(w.storage.data(), *blocks, {out, in}, backend_.device());
+        backend_.fill_random(w.tensor, tensor_seed(next_++), scale, 0.0f);
+        return w;
     }
 
   private:
@@ -52,23 +62,42 @@ Result<LlamaModel> LlamaModel::create_random(tensor::Backend& backend, const Mod
     const std::int64_t h = c.hidden_size, q_dim = c.num_heads * c.head_dim,
                        kv_dim = c.num_kv_heads * c.head_dim, ffn = c.intermediate_size;
     RandomWeights rw(backend, seed);
+    const WeightQuant quant = options.random_quant;
+    const std::int64_t layers = c.num_layers;
+    const auto dtype = [&](WeightRole role, std::int64_t layer) -> std::optional<tensor::DType> {
+        if (quant == WeightQuant::None) return std::nullopt;
+        return quantized_weight_dtype(quant, role, layer, layers, backend.activation_dtype());
+    };
     // Embedding rows of rms ~0.58; the first norm rescales them anyway.
-    m.embed_ = IS_TRY(rw.make({c.vocab_size, h}, 1.0f));
+    m.embed_ = quant == WeightQuant::None
+                   ? IS_TRY(rw.make({c.vocab_size, h}, 1.0f))
+                   : IS_TRY(rw.matrix(c.vocab_size, h, dtype(WeightRole::Embedding, 0)));
     m.final_norm_ = IS_TRY(rw.make({h}, 0.0f, 1.0f));
-    if (!c.tie_word_embeddings) m.lm_head_ = IS_TRY(rw.matrix(c.vocab_size, h));
-    m.layers_.resize(static_cast<std::size_t>(c.num_layers));
-    for (LayerWeights& l : m.layers_) {
+    if (!c.tie_word_embeddings) {
+        m.lm_head_ = IS_TRY(rw.matrix(c.vocab_size, h, dtype(WeightRole::Output, 0)));
+    }
+    m.layers_.resize(static_cast<std::size_t>(layers));
+    for (std::int64_t i = 0; i < layers; ++i) {
+        LayerWeights& l = m.layers_[static_cast<std::size_t>(i)];
         l.input_norm = IS_TRY(rw.make({h}, 0.0f, 1.0f));
         const std::int64_t qkv_rows[] = {q_dim, kv_dim, kv_dim};
-        l.qkv = split_rows(IS_TRY(rw.matrix(q_dim + 2 * kv_dim, h)), qkv_rows);
-        l.o = IS_TRY(rw.matrix(h, q_dim));
+        if (quant == WeightQuant::None) {
+            l.qkv = split_rows(IS_TRY(rw.matrix(q_dim + 2 * kv_dim, h)), qkv_rows);
+        } else {  // v may take another block type than q and k: one weight each
+            const WeightRole roles[] = {WeightRole::Query, WeightRole::Key, WeightRole::Value};
+            for (int p = 0; p < 3; ++p) {
+                l.qkv.storage.push_back(IS_TRY(rw.matrix(qkv_rows[p], h, dtype(roles[p], i))));
+                l.qkv.parts.push_back(l.qkv.storage.back().tensor);
+            }
+        }
+        l.o = IS_TRY(rw.matrix(h, q_dim, dtype(WeightRole::AttentionOutput, i)));
         if (c.attention_bias) {
             l.qkv_bias = split_rows(IS_TRY(rw.make({q_dim + 2 * kv_dim}, 0.1f)), qkv_rows);
         }
         l.post_norm = IS_TRY(rw.make({h}, 0.0f, 1.0f));
-        l.gate = IS_TRY(rw.matrix(ffn, h));
-        l.up = IS_TRY(rw.matrix(ffn, h));
-        l.down = IS_TRY(rw.matrix(h, ffn));
+        l.gate = IS_TRY(rw.matrix(ffn, h, dtype(WeightRole::Gate, i)));
+        l.up = IS_TRY(rw.matrix(ffn, h, dtype(WeightRole::Up, i)));
+        l.down = IS_TRY(rw.matrix(h, ffn, dtype(WeightRole::Down, i)));
     }
     backend.synchronize();  // fills are queued; the model is ready when this returns
     return m;

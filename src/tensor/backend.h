@@ -55,8 +55,11 @@ class Backend {
     virtual void copy_to_host(void* dst, const Tensor& src, std::size_t bytes) = 0;
     virtual void fill_zero(Tensor t) = 0;
     // t[i] = offset + scale * u_i, u_i uniform in [-1, 1), a function of (seed, i) alone (see
-    // tensor/random_fill.h), rounded to t's dtype (f32, f16 or bf16; others are a bug). Makes
-    // benchmark weights where they live, without a host copy; scale 0 fills with `offset`.
+    // tensor/random_fill.h), rounded to t's dtype (f32, f16 or bf16). Makes benchmark weights
+    // where they live, without a host copy; scale 0 fills with `offset`. A block-quantized t
+    // gets random quants whose blocks span about +-scale (tensor::random_block_byte; offset
+    // 0), and is from then on a weight of this backend, as upload_weight's are. Other dtypes
+    // are a bug.
     virtual void fill_random(Tensor t, std::uint64_t seed, float scale, float offset) = 0;
     virtual void synchronize() = 0;
     // Host memory that copy_from_host/copy_to_host move without an extra staging copy (pinned

@@ -35,6 +35,17 @@ void CpuBackend::fill_random(tensor::Tensor t, std::uint64_t seed, float scale, 
         default:
             break;
     }
+    if (tensor::is_block_quantized(t.dtype)) {
+        IS_CHECK(offset == 0.0f) << "random blocks have no offset";
+        const std::uint16_t bits = tensor::random_block_scale_bits(t.dtype, scale);
+        auto* p = static_cast<std::uint8_t*>(t.data);
+        const auto bytes = static_cast<std::int64_t>(t.nbytes());
+#pragma omp parallel for schedule(static)
+        for (std::int64_t i = 0; i < bytes; ++i) {
+            p[i] = tensor::random_block_byte(seed, static_cast<std::uint64_t>(i), t.dtype, bits);
+        }
+        return;
+    }
     IS_CHECK(false) << "fill_random dtype " << tensor::dtype_name(t.dtype);
 }
 

@@ -12,7 +12,7 @@
 #include "backends/cuda/cuda_sampling.h"
 #include "backends/cuda/linear_small.h"
 #include "backends/cuda/lt_matmul.h"
-#include "tensor/quantized.h"
+#include "tensor/random_fill.h"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -143,6 +143,8 @@ CudaBackend::~CudaBackend() {
     if (linear_partials_ != nullptr) cudaFree(linear_partials_);
     if (linear_counters_ != nullptr) cudaFree(linear_counters_);
     if (stacked_output_ != nullptr) cudaFree(stacked_output_);
+    if (dequant_scratch_ != nullptr) cudaFree(dequant_scratch_);
+    if (quant_activations_ != nullptr) cudaFree(quant_activations_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -220,6 +222,15 @@ void CudaBackend::fill_random(Tensor t, std::uint64_t seed, float scale, float o
     IS_CHECK(t.device == tensor::Device::Cuda) << "fill_random of host memory";
     IS_CHECK(t.data != nullptr || t.numel() == 0) << "fill_random of a null tensor";
     activate();
+    if (tensor::is_block_quantized(t.dtype)) {
+        IS_CHECK(offset == 0.0f) << "random blocks have no offset";
+        IS_CHECK(t.rank == 2) << "random blocks make matrices";
+        const Status scratch = reserve_block_weight_scratch(t.shape[0], t.shape[1]);
+        IS_CHECK(scratch.ok()) << scratch.error().message;
+        launch_fill_random_blocks(t.data, t.dtype, static_cast<std::int64_t>(t.nbytes()), seed,
+                                  tensor::random_block_scale_bits(t.dtype, scale), stream_);
+        return;
+    }
     launch_fill_random(t.data, t.dtype, t.numel(), seed, scale, offset, stream_);
 }
 
@@ -238,51 +249,86 @@ Result<tensor::DeviceWeight> CudaBackend::upload_weight(const Tensor& host) {
                           std::string(tensor::dtype_name(host.dtype)) + " weight");
     }
     activate();
+    // GGUF blocks stay the file's blocks (the linears dequantize them as they read); bf16
+    // is copied; f32 and f16 are narrowed to bf16, what every other CUDA op reads.
+    const DType dtype = blocks ? host.dtype : DType::BF16;
     const auto count = static_cast<std::size_t>(host.numel());
     tensor::DeviceWeight w;
-    w.storage = IS_TRY(allocate(count * 2));
     w.tensor = host;
-    w.tensor.data = w.storage.data();
-    w.tensor.dtype = DType::BF16;
+    w.tensor.dtype = dtype;
     w.tensor.device = tensor::Device::Cuda;
+    w.storage = IS_TRY(allocate(w.tensor.nbytes()));
+    w.tensor.data = w.storage.data();
     if (count == 0) return w;
-    if (host.dtype == DType::BF16) {
-        IS_CUDA_CHECK(cudaMemcpyAsync(w.tensor.data, host.data, count * 2,
+    if (blocks && host.rank == 2) {
+        IS_RETURN_IF_ERROR(reserve_block_weight_scratch(host.shape[0], host.shape[1]));
+    }
+    if (host.dtype == dtype) {
+        IS_CUDA_CHECK(cudaMemcpyAsync(w.tensor.data, host.data, host.nbytes(),
                                       cudaMemcpyHostToDevice, stream_));
         synchronize();  // `host` is only borrowed for the call
         return w;
     }
-    // GGUF blocks (every block type) are widened on the host with the reference's exact f32
-    // dequantization (tensor/quantized.h), then narrowed to bf16 like an f32 checkpoint: one
-    // dequantizer for both backends, and bf16 is what every CUDA op reads anyway.
-    const DType staged = blocks ? DType::F32 : host.dtype;
-    const std::size_t elem = tensor::dtype_size(staged);
-    std::size_t chunk = std::min(count, kStagingBytes / elem);
-    if (blocks) {  // whole blocks; count is a multiple
-        chunk -= chunk % static_cast<std::size_t>(tensor::dtype_block_elems(host.dtype));
-    }
+    const std::size_t elem = tensor::dtype_size(host.dtype);
+    const std::size_t chunk = std::min(count, kStagingBytes / elem);
     tensor::Buffer staging = IS_TRY(allocate(chunk * elem));
-    std::vector<float> widened(blocks ? chunk : 0);
-    // Stream order keeps the next chunk's copy behind this chunk's conversion; a copy from
-    // pageable memory has taken its bytes when it returns, so `widened` can be refilled.
+    // Stream order keeps the next chunk's copy behind this chunk's conversion.
     for (std::size_t first = 0; first < count; first += chunk) {
         const std::size_t n = std::min(chunk, count - first);
-        const void* src = static_cast<const char*>(host.data) + first * elem;
-        if (blocks) {
-            tensor::dequantize_blocks(
-                host.dtype,
-                static_cast<const char*>(host.data) +
-                    tensor::dtype_row_bytes(host.dtype, static_cast<std::int64_t>(first)),
-                widened.data(), n);
-            src = widened.data();
-        }
-        IS_CUDA_CHECK(
-            cudaMemcpyAsync(staging.data(), src, n * elem, cudaMemcpyHostToDevice, stream_));
-        launch_convert(staging.data(), staged, static_cast<char*>(w.tensor.data) + first * 2,
+        IS_CUDA_CHECK(cudaMemcpyAsync(staging.data(),
+                                      static_cast<const char*>(host.data) + first * elem,
+                                      n * elem, cudaMemcpyHostToDevice, stream_));
+        launch_convert(staging.data(), host.dtype, static_cast<char*>(w.tensor.data) + first * 2,
                        DType::BF16, static_cast<std::int64_t>(n), stream_);
     }
     synchronize();  // before `staging` is freed; `host` is only borrowed for the call
     return w;
+}
+
+namespace {
+
+// Grows the device buffer `p` of `bytes` to at least `want` bytes (its contents are lost).
+Status grow(void*& p, std::size_t& bytes, std::size_t want, const char* what) {
+    if (want <= bytes) return {};
+    if (p != nullptr) IS_CUDA_CHECK(cudaFree(p));
+    p = nullptr;
+    bytes = 0;
+    const cudaError_t err = cudaMalloc(&p, want);
+    if (err != cudaSuccess) {
+        cudaGetLastError();
+        p = nullptr;
+        return cuda_error("allocating " + std::to_string(want) + " bytes for " + what, err);
+    }
+    bytes = want;
+    return {};
+}
+
+// Bytes of the int8 activations of n tokens of `in`, then their scales, 16-byte aligned.
+std::size_t quant_activation_bytes(std::int64_t n, std::int64_t in) {
+    const auto quants = static_cast<std::size_t>(n * in + 15) / 16 * 16;
+    return quants + static_cast<std::size_t>(n * (in / 32)) * sizeof(float);
+}
+
+}  // namespace
+
+Status CudaBackend::reserve_block_weight_scratch(std::int64_t out, std::int64_t in) {
+    const auto dequant = static_cast<std::size_t>(out * in) * 2;
+    const std::size_t activations = quant_activation_bytes(kQuantGemvMaxRows, in);
+    if (dequant <= dequant_scratch_bytes_ && activations <= quant_activations_bytes_) return {};
+    activate();
+    synchronize();  // the old buffers may still be read
+    IS_RETURN_IF_ERROR(grow(dequant_scratch_, dequant_scratch_bytes_, dequant,
+                            "the dequantized copy of a block weight"));
+    return grow(quant_activations_, quant_activations_bytes_, activations,
+                "the int8 activations of block weights");
+}
+
+QuantActivations CudaBackend::quant_activations(std::int64_t n, std::int64_t in) const {
+    IS_CHECK(quant_activation_bytes(n, in) <= quant_activations_bytes_)
+        << n << " x " << in << " activations past the block weights' scratch";
+    auto* base = static_cast<char*>(quant_activations_);
+    const auto quants = static_cast<std::size_t>(n * in + 15) / 16 * 16;
+    return {reinterpret_cast<std::int8_t*>(base), reinterpret_cast<float*>(base + quants)};
 }
 
 // ---- simple ops -----------------------------------------------------------------------------
@@ -294,6 +340,12 @@ void CudaBackend::embedding(const Tensor& table, const Tensor& ids, Tensor out) 
     check_activation(out, "embedding out");
     IS_CHECK(out.shape[0] == ids.shape[0] && out.shape[1] == table.shape[1]) << "embedding shape";
     activate();
+    if (tensor::is_block_quantized(table.dtype)) {
+        launch_dequantize_rows(table.data, table.dtype, table.shape[1], ids.shape[0],
+                               ids.as<std::int32_t>(), table.shape[0], out.data, out.dtype,
+                               stream_);
+        return;
+    }
     launch_embedding(table.data, table.dtype, table.shape[0], table.shape[1],
                      ids.as<std::int32_t>(), ids.shape[0], out.data, out.dtype, stream_);
 }

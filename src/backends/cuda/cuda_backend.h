@@ -307,6 +307,22 @@ class CudaBackend final : public tensor::Backend {
                            std::span<const tensor::LinearTarget> targets);
     // One target through cuBLASLt (the bias fused in its epilogue when it can be).
     void lt_linear(const tensor::Tensor& x, const tensor::LinearTarget& target, GemmLane lane);
+    // linear_group where a weight is block-quantized (linear_quantized.cpp): up to
+    // kQuantGemvMaxRows tokens, x quantized once into quant_activations_ and the quantized
+    // GEMV per target; past it each weight dequantized into dequant_scratch_ for the bf16
+    // paths.
+    void quantized_linear_group(const tensor::Tensor& x,
+                                std::span<const tensor::LinearTarget> targets);
+    // Grows the scratch of block weights to serve a weight of this shape [out, in] (a bf16 copy
+    // of it, int8 activations of kQuantGemvMaxRows tokens of `in`); weights get it as they are
+    // made (upload_weight, fill_random), never while a step runs.
+    Status reserve_block_weight_scratch(std::int64_t out, std::int64_t in);
+    // quant_activations_'s two arrays for n tokens of `in` (within what was reserved).
+    QuantActivations quant_activations(std::int64_t n, std::int64_t in) const;
+    void* dequant_scratch_ = nullptr;
+    std::size_t dequant_scratch_bytes_ = 0;
+    void* quant_activations_ = nullptr;
+    std::size_t quant_activations_bytes_ = 0;
 
     static constexpr int kSmallLinearCounters = 16384;
     float* linear_partials_ = nullptr;  // options_.small_linear_scratch_bytes

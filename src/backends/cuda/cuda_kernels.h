@@ -26,6 +26,40 @@ void launch_convert(const void* src, DType from, void* dst, DType to, std::int64
 void launch_fill_random(void* out, DType dtype, std::int64_t count, std::uint64_t seed,
                         float scale, float offset, cudaStream_t stream);
 
+// Bytes of a block-quantized tensor: tensor::random_block_byte (random quants, every scale
+// field `scale_bits`).
+void launch_fill_random_blocks(void* out, DType dtype, std::int64_t bytes, std::uint64_t seed,
+                               std::uint16_t scale_bits, cudaStream_t stream);
+
+// ---- quant_linear.cu ----
+// Weights of a ggml block type (tensor/quantized.h) as the file's blocks, rows back to back.
+// Up to kQuantGemvMaxRows tokens a linear over them runs on int8 activations: x [n, in] bf16
+// quantized per 32 elements into `quants` [n, in] with f32 `scales` [n, in / 32] (in a
+// multiple of 32; quants 8-byte aligned), then y[n, out] = x W^T (+ bias) with the blocks
+// dequantized in registers: y bf16 or f32 (y_f32), bias bf16 or f32 (bias_f32) or null.
+inline constexpr std::int64_t kQuantGemvMaxRows = 8;
+struct QuantActivations {
+    std::int8_t* quants = nullptr;
+    float* scales = nullptr;
+};
+struct QuantLinearTarget {
+    const void* w = nullptr;
+    DType dtype = DType::Q8_0;
+    const void* bias = nullptr;
+    bool bias_f32 = false;
+    void* y = nullptr;
+    std::int64_t out = 0;
+};
+void launch_quantize_activations(const void* x, std::int64_t n, std::int64_t in,
+                                 const QuantActivations& out, cudaStream_t stream);
+void launch_quant_gemv(const QuantActivations& x, std::int64_t n, std::int64_t in,
+                       const QuantLinearTarget& target, bool y_f32, cudaStream_t stream);
+// out[r, :] = row row_ids[r] (r itself when row_ids is null) of the block weight w [.., in],
+// dequantized into out_dtype (BF16 or F32); row ids outside [0, id_limit) trap.
+void launch_dequantize_rows(const void* w, DType dtype, std::int64_t in, std::int64_t num_rows,
+                            const std::int32_t* row_ids, std::int64_t id_limit, void* out,
+                            DType out_dtype, cudaStream_t stream);
+
 // ---- gather.cu ----
 // out[i, :] = table[ids[i], :] converted to out's dtype.  table [vocab, hidden], out [n, hidden]
 void launch_embedding(const void* table, DType table_dtype, std::int64_t vocab,

@@ -26,8 +26,19 @@ namespace {
 using tensor::DType;
 using tensor::Tensor;
 
+bool has_block_weights(std::span<const tensor::LinearTarget> targets) {
+    for (const tensor::LinearTarget& t : targets) {
+        if (tensor::is_block_quantized(t.w.dtype)) return true;
+    }
+    return false;
+}
+
 void check_target(const Tensor& x, const tensor::LinearTarget& t) {
-    check_device(t.w, DType::BF16, 2, "linear w");
+    if (tensor::is_block_quantized(t.w.dtype)) {
+        check_device(t.w, 2, "linear w");
+    } else {
+        check_device(t.w, DType::BF16, 2, "linear w");
+    }
     check_device(t.y, 2, "linear y");
     check_activation(t.y, "linear y");
     const std::int64_t n = x.shape[0], in = x.shape[1], out = t.w.shape[0];
@@ -64,6 +75,10 @@ void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTa
     check_linear_group(x, targets);
     if (x.shape[0] == 0 || targets.empty()) return;
     activate();
+    if (has_block_weights(targets)) {
+        quantized_linear_group(x, targets);
+        return;
+    }
     switch (choose_linear_path(x, targets)) {
         case LinearPath::SmallKernel:
             if (small_linear(x, targets)) return;
@@ -76,6 +91,7 @@ void CudaBackend::linear_group(const Tensor& x, std::span<const tensor::LinearTa
 
 LinearPath CudaBackend::choose_linear_path(const Tensor& x,
                                            std::span<const tensor::LinearTarget> targets) {
+    if (has_block_weights(targets)) return LinearPath::PerTarget;  // quantized_linear_group
     const LinearPathOptions& o = options_.linear_paths;
     const bool small_ok = x.shape[0] <= o.small_max_rows;
     const bool stacked_ok = o.stacked && stackable(x, targets);
@@ -217,7 +233,7 @@ bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTa
 bool CudaBackend::gated_gemv(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
     check_linear_group(x, gate_up);
     const std::int64_t n = x.shape[0];
-    if (n < 1 || linear_kernel(n) != LinearKernel::Gemv || !options_.linear_paths.gemv) {
+    if (n < 1 || has_block_weights(gate_up) || linear_kernel(n) != LinearKernel::Gemv || !options_.linear_paths.gemv) {
         return false;
     }
     SmallLinearTarget small[kSmallLinearMaxTargets];

@@ -32,7 +32,24 @@ __global__ void fill_random_kernel(T* out, std::int64_t count, std::uint64_t see
     }
 }
 
+__global__ void fill_random_blocks_kernel(std::uint8_t* out, std::int64_t bytes, DType dtype,
+                                          std::uint64_t seed, std::uint16_t scale_bits) {
+    const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+    for (std::int64_t i = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+         i < bytes; i += stride) {
+        out[i] = tensor::random_block_byte(seed, static_cast<std::uint64_t>(i), dtype, scale_bits);
+    }
+}
+
 }  // namespace
+
+void launch_fill_random_blocks(void* out, DType dtype, std::int64_t bytes, std::uint64_t seed,
+                               std::uint16_t scale_bits, cudaStream_t stream) {
+    if (bytes == 0) return;
+    fill_random_blocks_kernel<<<grid_for(bytes, kThreads), kThreads, 0, stream>>>(
+        static_cast<std::uint8_t*>(out), bytes, dtype, seed, scale_bits);
+    IS_CUDA_CHECK_LAUNCH();
+}
 
 void launch_fill_random(void* out, DType dtype, std::int64_t count, std::uint64_t seed,
                         float scale, float offset, cudaStream_t stream) {

@@ -32,6 +32,20 @@ void expect_close(const decode_test::DecodeComparison& r, const char* what) {
 
 class CudaDecodeGraphTest : public CudaTest {};
 
+// head_dim 128: the tensor-core prefill, the split-KV decode and its merge.
+model::ModelConfig random_config() {
+    model::ModelConfig c;
+    c.vocab_size = 1000;
+    c.hidden_size = 512;
+    c.intermediate_size = 1024;
+    c.num_layers = 2;
+    c.num_heads = 4;
+    c.num_kv_heads = 2;
+    c.head_dim = 128;
+    c.max_position_embeddings = 2048;
+    return c;
+}
+
 TEST_F(CudaDecodeGraphTest, GoldenModelReplayMatchesEager) {
     const std::string dir = golden_dir("llama_gqa");
     auto files = model::load_model_files(dir);
@@ -43,19 +57,21 @@ TEST_F(CudaDecodeGraphTest, GoldenModelReplayMatchesEager) {
 }
 
 TEST_F(CudaDecodeGraphTest, RandomModelReplayMatchesEager) {
-    model::ModelConfig c;
-    c.vocab_size = 1000;
-    c.hidden_size = 512;
-    c.intermediate_size = 1024;
-    c.num_layers = 2;
-    c.num_heads = 4;
-    c.num_kv_heads = 2;
-    c.head_dim = 128;
-    c.max_position_embeddings = 2048;
+    const model::ModelConfig c = random_config();
     auto m = model::LlamaModel::create_random(*gpu_, c, 5);
     ASSERT_TRUE(m.ok()) << m.error().message;
     // Prompts long enough (several hundred tokens) that decode splits the KV.
     expect_close(decode_test::compare_decode(*m, {600, 300, 45}, 6, 16), "random d=128");
+}
+
+TEST_F(CudaDecodeGraphTest, RandomQ4KMModelReplayMatchesEager) {
+    const model::ModelConfig c = random_config();
+    auto m = model::LlamaModel::create_random(
+        *gpu_, c, 5, {.random_quant = model::WeightQuant::Q4_K_M});
+    ASSERT_TRUE(m.ok()) << m.error().message;
+    // Block weights: the prefill dequantizes them for cuBLASLt, the replayed decode steps run
+    // the quantized GEMV.
+    expect_close(decode_test::compare_decode(*m, {300, 45}, 6, 16), "random q4_k_m");
 }
 
 }  // namespace

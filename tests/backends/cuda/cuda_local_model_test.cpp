@@ -1,12 +1,14 @@
-// The bundled real model (models/SmolLM2-135M-Instruct.Q4_1.gguf; skipped when absent) through
+// Real GGUF models (models/<file>; each skipped when absent: the bundled SmolLM2-135M Q4_1 and
+// the Qwen2.5-Coder checkpoints of scripts/fetch_model.sh, Q4_K/Q6_K/Q5_0/Q8_0 mixes) through
 // engine::LocalModel on the CUDA backend against the CPU backend, each driven through an
 // engine::Engine: greedy continuations of 40 tokens on 5 prompts.
 //
-// The two backends do not compute the same function. The CPU multiplies the Q4_1 blocks with
-// Q8-quantized activations (as llama.cpp does) in f32; the GPU widens the weights to bf16 and
-// keeps activations and KV in bf16 (8 significant bits, 2^-9 relative rounding per stored
-// value, through 30 layers). So the continuations may part where the CPU's top two logits are
-// nearly tied, and only there. Tolerance: the golden-model CUDA test allows bf16 logits a
+// The two backends do not compute the same function. The CPU multiplies the blocks with
+// Q8-quantized activations (as llama.cpp does) in f32; the GPU dequantizes the blocks exactly
+// (in registers for a few tokens, into bf16 for a prefill's tensor cores) and keeps activations
+// and KV in bf16 (8 significant bits, 2^-9 relative rounding per stored value, through every
+// layer). So the continuations may part where the CPU's top two logits are nearly tied, and
+// only there. Tolerance: the golden-model CUDA test allows bf16 logits a
 // relative error of 5e-2 through a whole network; a logit off by up to 5e-2 x rms(row) can
 // close a gap of twice that, so a disagreement is accepted only where the CPU's top-2 margin
 // is below kMarginTolerance = 0.1 x rms(row): at the step where the free-running continuations
@@ -16,6 +18,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -36,14 +39,14 @@ constexpr double kMarginTolerance = 0.1;  // x rms(row); see the top of the file
 // A broken weight upload or kernel puts the logits off by ~1; bf16 noise by a few percent.
 constexpr double kMaxLogitsError = 0.15;
 
-std::string model_path() {
+std::string model_path(const std::string& file) {
     const char* env = std::getenv("INFERSCALE_MODELS");
-    return std::string(env != nullptr ? env : "models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+    return std::string(env != nullptr ? env : "models") + "/" + file;
 }
 
-std::unique_ptr<engine::LocalModel> load(tensor::Device device) {
+std::unique_ptr<engine::LocalModel> load(const std::string& path, tensor::Device device) {
     engine::LocalModelOptions o;
-    o.model_path = model_path();
+    o.model_path = path;
     o.device = device;
     o.max_context = 512;
     o.kv_tokens = 1024;
@@ -62,7 +65,7 @@ sampling::SamplingParams greedy(int tokens) {
 // A model with an engine on it; prefix caching off, so every request prefills its whole
 // prompt.
 struct Runner {
-    explicit Runner(tensor::Device device) : lm(load(device)) {
+    Runner(const std::string& path, tensor::Device device) : lm(load(path, device)) {
         engine::EngineOptions o;
         o.prefix_caching = false;
         auto started = engine::Engine::start(*lm, nullptr, nullptr, o);
@@ -109,26 +112,28 @@ RowStats row_stats(const std::vector<float>& row) {
     return s;
 }
 
-class CudaLocalModelTest : public CudaTest {
+class CudaLocalModelTest : public CudaTest, public ::testing::WithParamInterface<const char*> {
   protected:
     void SetUp() override {
         CudaTest::SetUp();
         if (IsSkipped()) return;
-        if (!std::filesystem::exists(model_path())) GTEST_SKIP() << "no " << model_path();
+        path_ = model_path(GetParam());
+        if (!std::filesystem::exists(path_)) GTEST_SKIP() << "no " << path_;
     }
+    std::string path_;
 };
 
-TEST_F(CudaLocalModelTest, LoadsOnTheGpuWithBf16Kv) {
-    auto lm = load(tensor::Device::Cuda);
+TEST_P(CudaLocalModelTest, LoadsOnTheGpuWithBf16Kv) {
+    auto lm = load(path_, tensor::Device::Cuda);
     EXPECT_EQ(lm->backend().name(), "cuda");
     EXPECT_EQ(lm->kv().dtype(), DType::BF16);
     EXPECT_NE(lm->model_name().find("@cuda"), std::string::npos);  // chunks differ from the CPU's
     std::printf("device: %s\n", lm->device_description().c_str());
 }
 
-TEST_F(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
-    Runner cpu(tensor::Device::Cpu);
-    Runner gpu(tensor::Device::Cuda);
+TEST_P(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
+    Runner cpu(path_, tensor::Device::Cpu);
+    Runner gpu(path_, tensor::Device::Cuda);
     const std::vector<std::string> prompts = {
         "The capital of France is",
         "Once upon a time, in a small village by the sea,",
@@ -182,6 +187,18 @@ TEST_F(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
     std::printf("%d of %zu prompts: all %d greedy tokens identical\n", identical, prompts.size(),
                 kTokens);
 }
+
+INSTANTIATE_TEST_SUITE_P(RealModels, CudaLocalModelTest,
+                         ::testing::Values("SmolLM2-135M-Instruct.Q4_1.gguf",
+                                           "qwen2.5-coder-0.5b.gguf", "qwen2.5-coder-1.5b.gguf"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                             std::string name = info.param;
+                             name = name.substr(0, name.find(".gguf"));
+                             for (char& c : name) {
+                                 if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                             }
+                             return name;
+                         });
 
 }  // namespace
 }  // namespace inferscale::cuda_test

@@ -1,15 +1,13 @@
-// CUDA weight upload (f32/f16/bf16 and GGUF blocks), element-wise, norm, RoPE, gather, linear,
-// KV write and argmax ops against the CPU backend fed the same bf16-rounded inputs; fused ops
-// against their parts.
+// CUDA weight upload (f32/f16/bf16; GGUF blocks: cuda_quant_linear_test), element-wise, norm,
+// RoPE, gather, linear, KV write and argmax ops against the CPU backend fed the same bf16-rounded
+// inputs; fused ops against their parts.
 
 #include <algorithm>
-#include <cstring>
 #include <numeric>
 #include <tuple>
 #include <utility>
 
 #include "cuda_test_util.h"
-#include "tensor/quantized.h"
 
 namespace inferscale::cuda_test {
 namespace {
@@ -39,40 +37,6 @@ TEST_F(CudaOpsTest, UploadWeightConvertsToBf16) {
         EXPECT_EQ(dw->tensor.dtype, DType::BF16);
         EXPECT_EQ(dw->tensor.device, tensor::Device::Cuda);
         EXPECT_LT(rel_error(download(*gpu_, dw->tensor), w), from == DType::F16 ? 1e-2 : 1e-7);
-    }
-}
-
-// GGUF blocks come up as bf16 of the reference's exact f32 dequantization. The Q8_0 weight is
-// larger than one 64 MiB f32 staging chunk, so the chunk loop and its block-aligned offsets
-// run too. Scales are set to finite f16 values; the quants are random bytes.
-TEST_F(CudaOpsTest, UploadWeightDequantizesGgufBlocks) {
-    for (auto [type, rows] : {std::pair{DType::Q8_0, std::int64_t{4100}}, {DType::Q4_0, 37},
-                              {DType::Q4_1, 37}}) {
-        const std::int64_t cols = 4096;
-        const std::size_t row_bytes = tensor::dtype_row_bytes(type, cols);
-        std::vector<std::uint8_t> blocks(row_bytes * rows);
-        std::uniform_int_distribution<int> byte(0, 255);
-        for (auto& b : blocks) b = static_cast<std::uint8_t>(byte(rng_));
-        std::uniform_real_distribution<float> scale(1e-3f, 1e-2f), min(-5e-2f, 5e-2f);
-        const std::size_t block_bytes = tensor::dtype_block_bytes(type);
-        for (std::size_t at = 0; at < blocks.size(); at += block_bytes) {
-            const std::uint16_t d = tensor::f32_to_f16(scale(rng_));
-            std::memcpy(&blocks[at], &d, 2);
-            if (type == DType::Q4_1) {
-                const std::uint16_t m = tensor::f32_to_f16(min(rng_));
-                std::memcpy(&blocks[at + 2], &m, 2);
-            }
-        }
-        std::vector<float> want(static_cast<std::size_t>(rows * cols));
-        tensor::dequantize_blocks(type, blocks.data(), want.data(), want.size());
-        want = round_bf16(std::move(want));
-
-        auto dw = gpu_->upload_weight(Tensor(blocks.data(), type, {rows, cols}));
-        ASSERT_TRUE(dw.ok()) << dw.error().message;
-        EXPECT_EQ(dw->tensor.dtype, DType::BF16);
-        EXPECT_EQ(dw->tensor.shape[0], rows);
-        EXPECT_EQ(dw->tensor.shape[1], cols);
-        EXPECT_TRUE(download(*gpu_, dw->tensor) == want) << tensor::dtype_name(type);
     }
 }
 
