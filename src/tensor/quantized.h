@@ -55,7 +55,7 @@
 namespace inferscale::tensor {
 
 constexpr std::int64_t kQuantBlock = 32;      // elements per block of the non-K types
-constexpr std::int64_t kSuperBlock = 256;     // elements per block of the K-quants
+constexpr std::int64_t kSuperBlock = 256;     // elements per super-block (K-quants, IQ4_XS)
 constexpr std::size_t kQ8_1BlockBytes = 36;   // activation-only type; not a DType
 constexpr std::size_t kQ8_KBlockBytes = 292;  // activation-only type; not a DType
 

@@ -47,7 +47,7 @@ TEST_F(CudaOpsTest, UploadWeightConvertsToBf16) {
 // run too. Scales are set to finite f16 values; the quants are random bytes.
 TEST_F(CudaOpsTest, UploadWeightDequantizesGgufBlocks) {
     for (auto [type, rows] : {std::pair{DType::Q8_0, std::int64_t{4100}}, {DType::Q4_0, 37},
-                              {DType::Q4_1, 37}}) {
+                              {DType::Q4_1, 37}, {DType::IQ4_NL, 37}, {DType::IQ4_XS, 37}}) {
         const std::int64_t cols = 4096;
         const std::size_t row_bytes = tensor::dtype_row_bytes(type, cols);
         std::vector<std::uint8_t> blocks(row_bytes * rows);
