@@ -25,19 +25,21 @@ tests/fixtures/quant/quant_types.bin: the other types we load. Layout (little-en
 i32 cols (a multiple of 256), then
   f32  x[rows * cols]
   u8   q8_k[rows * cols / 256 * 292]    ggml's quantize_row_q8_K_ref of x (numpy below)
-and for each of Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K, in that order:
+and for each of Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K, IQ4_NL, IQ4_XS, in that order:
   u8   blocks[rows * cols / block * type_size]
   f32  deq[rows * cols]                 gguf.quants.dequantize(blocks)
-Q5_0 and Q5_1 blocks are gguf.quants.quantize(x); gguf.quants cannot quantize the K-quants, so
-their blocks are random bytes with finite, moderate f16 scales (every bit pattern of the quants
-and packed sub-block scales is a valid block).
+Q5_0 and Q5_1 blocks are gguf.quants.quantize(x); gguf.quants cannot quantize the K-quants or
+the IQ4 types, so their blocks are random bytes with finite, moderate f16 scales (every bit
+pattern of the quants, grid indices and packed sub-block scales is a valid block).
 
 tests/fixtures/quant/quant_dots.bin: llama.cpp's own dot products of those blocks with the rows x,
 from the ggml CPU library that llama-cpp-python ships, called through ctypes (quantize_row_q8_*
 on x, then ggml_vec_dot_<type>_q8_*), once from the AVX-512 build (pip's native build on an
 AVX-512 host) and once from the AVX2 build (tools/llama_cpp_avx2_peer.sh). Layout: i32 rows,
 i32 cols, then for each type as above: f32 avx512[rows * rows], f32 avx2[rows * rows], entry
-[t * rows + o] the dot of x row t with weight row o.
+[t * rows + o] the dot of x row t with weight row o. Then the same two matrices once more for
+IQ4_NL over the first cols - 32 columns only: an odd number of blocks, which ggml's AVX2 kernel
+sums in pairs and finishes with one block on its own.
 
 Usage: python3 tools/make_quant_fixtures.py  (needs the AVX2 peer built: llama_cpp_avx2_peer.sh
 --build; each build runs in its own process, as the two libraries share their sonames)
@@ -62,7 +64,11 @@ GGML_DOT = {QT.Q5_0: ("ggml_vec_dot_q5_0_q8_0", "quantize_row_q8_0", 34, 32),
             QT.Q5_K: ("ggml_vec_dot_q5_K_q8_K", "quantize_row_q8_K", 292, 256),
             QT.Q6_K: ("ggml_vec_dot_q6_K_q8_K", "quantize_row_q8_K", 292, 256),
             QT.Q3_K: ("ggml_vec_dot_q3_K_q8_K", "quantize_row_q8_K", 292, 256),
-            QT.Q2_K: ("ggml_vec_dot_q2_K_q8_K", "quantize_row_q8_K", 292, 256)}
+            QT.Q2_K: ("ggml_vec_dot_q2_K_q8_K", "quantize_row_q8_K", 292, 256),
+            QT.IQ4_NL: ("ggml_vec_dot_iq4_nl_q8_0", "quantize_row_q8_0", 34, 32),
+            QT.IQ4_XS: ("ggml_vec_dot_iq4_xs_q8_K", "quantize_row_q8_K", 292, 256)}
+# The type whose dots are also taken over an odd number of blocks (the last section of the dots).
+ODD_BLOCKS_TYPE = QT.IQ4_NL
 ROWS, COLS = 6, 128
 TYPES_ROWS, TYPES_COLS = 4, 512
 SEED = 20261202
@@ -100,10 +106,12 @@ def random_f16(rng: np.random.Generator, n: int, lo: float, hi: float) -> np.nda
     return rng.uniform(lo, hi, n).astype(np.float16).view(np.uint8).reshape(n, 2)
 
 
-def random_k_blocks(rng: np.random.Generator, qtype, n_blocks: int) -> np.ndarray:
+def random_blocks(rng: np.random.Generator, qtype, n_blocks: int) -> np.ndarray:
     size = quants.GGML_QUANT_SIZES[qtype][1]
     blocks = rng.integers(0, 256, (n_blocks, size), dtype=np.uint8)
-    if qtype == QT.Q6_K:
+    if qtype in (QT.IQ4_NL, QT.IQ4_XS):
+        blocks[:, 0:2] = random_f16(rng, n_blocks, -0.01, 0.01)  # d (the grid is signed)
+    elif qtype == QT.Q6_K:
         blocks[:, 208:210] = random_f16(rng, n_blocks, -0.01, 0.01)  # d (scales are signed)
     elif qtype == QT.Q3_K:
         blocks[:, 108:110] = random_f16(rng, n_blocks, -0.01, 0.01)  # d
@@ -126,26 +134,34 @@ def ggml_dots(lib_dir: str) -> bytes:
     off = 8
     x = np.frombuffer(raw[off:off + 4 * rows * cols], dtype="<f4").reshape(rows, cols).copy()
     off += 4 * rows * cols + rows * cols // 256 * 292
-    out = []
-    for qtype, (dot_name, quant_name, act_bytes, act_block) in GGML_DOT.items():
+    weights = {}
+    for qtype in GGML_DOT:
         block, size = quants.GGML_QUANT_SIZES[qtype]
         nbytes = rows * cols // block * size
-        w = np.frombuffer(raw[off:off + nbytes], dtype=np.uint8).reshape(rows, -1).copy()
+        weights[qtype] = np.frombuffer(raw[off:off + nbytes], dtype=np.uint8).reshape(rows, -1)
         off += nbytes + 4 * rows * cols
-        quantize, dot = getattr(cpu, quant_name), getattr(cpu, dot_name)
-        quantize.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
-        dot.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
-                        ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
-        y = np.zeros((rows, rows), dtype=np.float32)
-        for t in range(rows):
-            act = np.zeros(cols // act_block * act_bytes, dtype=np.uint8)
-            quantize(x[t].ctypes.data, act.ctypes.data, cols)
-            for o in range(rows):
-                s = np.zeros(1, dtype=np.float32)
-                dot(int(cols), s.ctypes.data, 0, w[o].ctypes.data, 0, act.ctypes.data, 0, 1)
-                y[t, o] = s[0]
-        out.append(y.astype("<f4").tobytes())
+    out = [ggml_dot_matrix(cpu, qtype, x, w, cols) for qtype, w in weights.items()]
+    out.append(ggml_dot_matrix(cpu, ODD_BLOCKS_TYPE, x, weights[ODD_BLOCKS_TYPE], cols - 32))
     return b"".join(out)
+
+
+def ggml_dot_matrix(cpu, qtype, x: np.ndarray, w: np.ndarray, n: int) -> bytes:
+    """ggml's dots of each row x[t, :n] with each weight row w[o] (its blocks over n columns)."""
+    dot_name, quant_name, act_bytes, act_block = GGML_DOT[qtype]
+    quantize, dot = getattr(cpu, quant_name), getattr(cpu, dot_name)
+    quantize.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64]
+    dot.argtypes = [ctypes.c_int, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_void_p,
+                    ctypes.c_size_t, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int]
+    rows = x.shape[0]
+    y = np.zeros((rows, w.shape[0]), dtype=np.float32)
+    for t in range(rows):
+        act = np.zeros(n // act_block * act_bytes, dtype=np.uint8)
+        quantize(np.ascontiguousarray(x[t, :n]).ctypes.data, act.ctypes.data, n)
+        for o in range(w.shape[0]):
+            s = np.zeros(1, dtype=np.float32)
+            dot(int(n), s.ctypes.data, 0, w[o].ctypes.data, 0, act.ctypes.data, 0, 1)
+            y[t, o] = s[0]
+    return y.astype("<f4").tobytes()
 
 
 def write_dots() -> None:
@@ -156,10 +172,10 @@ def write_dots() -> None:
     for lib_dir in (native, os.path.join(peer, "llama_cpp", "lib")):
         legs.append(subprocess.run([sys.executable, __file__, "--dots", lib_dir], check=True,
                                    capture_output=True).stdout)
-    per_type = len(legs[0]) // len(GGML_DOT)
+    per_section = 4 * TYPES_ROWS * TYPES_ROWS
     parts = [np.array([TYPES_ROWS, TYPES_COLS], dtype="<i4").tobytes()]
-    for i in range(len(GGML_DOT)):
-        parts += [legs[0][i * per_type:(i + 1) * per_type], legs[1][i * per_type:(i + 1) * per_type]]
+    for i in range(len(legs[0]) // per_section):
+        parts += [leg[i * per_section:(i + 1) * per_section] for leg in legs]
     with open(OUT_DOTS, "wb") as f:
         f.write(b"".join(parts))
     print(f"wrote {OUT_DOTS}; the AVX-512 and AVX2 builds agree: {legs[0] == legs[1]}")
@@ -178,7 +194,7 @@ def write_types(rng: np.random.Generator) -> None:
             blocks = quants.quantize(x, qtype)
         else:
             n_blocks = x.size // quants.GGML_QUANT_SIZES[qtype][0]
-            blocks = random_k_blocks(rng, qtype, n_blocks).reshape(TYPES_ROWS, -1)
+            blocks = random_blocks(rng, qtype, n_blocks).reshape(TYPES_ROWS, -1)
         deq = quants.dequantize(blocks, qtype).reshape(x.shape).astype(np.float32)
         assert np.isfinite(deq).all()
         parts += [blocks.tobytes(), deq.astype("<f4").tobytes()]

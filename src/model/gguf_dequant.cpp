@@ -49,6 +49,8 @@ std::optional<tensor::DType> block_layout(std::uint32_t type) {
         case GgmlType::Q4_K: return tensor::DType::Q4_K;
         case GgmlType::Q5_K: return tensor::DType::Q5_K;
         case GgmlType::Q6_K: return tensor::DType::Q6_K;
+        case GgmlType::IQ4_NL: return tensor::DType::IQ4_NL;
+        case GgmlType::IQ4_XS: return tensor::DType::IQ4_XS;
         default: return std::nullopt;
     }
 }

@@ -1,8 +1,8 @@
 #pragma once
 // ggml tensor types: their block geometry, and conversion to f32 for the types we load
-// (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K). Dequantization
-// is the exact f32 arithmetic of the reference (gguf-py's quants.py), so results match it bit for
-// bit; the block formats themselves live in tensor/quantized.h.
+// (F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS).
+// Dequantization is the exact f32 arithmetic of the reference (gguf-py's quants.py), so results
+// match it bit for bit; the block formats themselves live in tensor/quantized.h.
 
 #include <cstddef>
 #include <cstdint>
@@ -15,7 +15,7 @@ namespace inferscale::model {
 
 enum class GgmlType : std::uint32_t {
     F32 = 0, F16 = 1, Q4_0 = 2, Q4_1 = 3, Q5_0 = 6, Q5_1 = 7, Q8_0 = 8,
-    Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, BF16 = 30,
+    Q2_K = 10, Q3_K = 11, Q4_K = 12, Q5_K = 13, Q6_K = 14, IQ4_NL = 20, IQ4_XS = 23, BF16 = 30,
 };
 
 struct GgmlTypeSize {

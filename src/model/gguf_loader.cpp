@@ -217,7 +217,7 @@ Status load_tensor(const GgufTensorInfo& info, const std::uint8_t* src, const Mo
         return make_error("tensor '" + info.name + "' has unsupported type " +
                           ggml_type_name(info.type) +
                           " (supported: F32, F16, BF16, Q8_0, Q4_0, Q4_1, Q5_0, "
-                          "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K)");
+                          "Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL, IQ4_XS)");
     tensor::Tensor t;
     t.dtype = tensor::DType::F32;
     t.rank = static_cast<int>(info.ne.size());

@@ -21,6 +21,8 @@ std::string_view dtype_name(DType t) {
         case DType::Q4_K: return "q4_k";
         case DType::Q5_K: return "q5_k";
         case DType::Q6_K: return "q6_k";
+        case DType::IQ4_NL: return "iq4_nl";
+        case DType::IQ4_XS: return "iq4_xs";
     }
     return "?";
 }

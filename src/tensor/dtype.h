@@ -2,8 +2,9 @@
 // Element types and scalar conversions between them. bf16 and f16 are stored as raw uint16_t so
 // host code never depends on compiler half-precision extensions. The Q types are ggml's
 // block-quantized types (layouts in quantized.h): 32 consecutive elements of a row share one
-// block (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1), or 256 for the K-quants (Q2_K ... Q6_K), so a tensor
-// of them has a last dimension that is a multiple of its block.
+// block (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), or 256 for the super-block types (the K-quants
+// Q2_K ... Q6_K, and IQ4_XS), so a tensor of them has a last dimension that is a multiple of its
+// block.
 
 #include <cstddef>
 #include <cstdint>
@@ -13,7 +14,8 @@
 namespace inferscale::tensor {
 
 enum class DType : std::uint8_t {
-    F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K
+    F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
+    IQ4_XS
 };
 
 constexpr bool is_k_quant(DType t) {
@@ -21,14 +23,17 @@ constexpr bool is_k_quant(DType t) {
            t == DType::Q6_K;
 }
 
+// Types in super-blocks of 256 elements, whose activations ggml quantizes to Q8_K.
+constexpr bool is_super_block(DType t) { return is_k_quant(t) || t == DType::IQ4_XS; }
+
 constexpr bool is_block_quantized(DType t) {
     return t == DType::Q8_0 || t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 ||
-           t == DType::Q5_1 || is_k_quant(t);
+           t == DType::Q5_1 || t == DType::IQ4_NL || is_super_block(t);
 }
 
-// Elements per block: 256 for the K-quants, 32 for the other block types, 1 otherwise.
+// Elements per block: 256 for the super-block types, 32 for the other block types, 1 otherwise.
 constexpr std::int64_t dtype_block_elems(DType t) {
-    return is_k_quant(t) ? 256 : (is_block_quantized(t) ? 32 : 1);
+    return is_super_block(t) ? 256 : (is_block_quantized(t) ? 32 : 1);
 }
 
 // Bytes per block (per element for plain types): the fp16 scales plus the quants.
@@ -48,6 +53,8 @@ constexpr std::size_t dtype_block_bytes(DType t) {
         case DType::Q4_K: return 144;
         case DType::Q5_K: return 176;
         case DType::Q6_K: return 210;
+        case DType::IQ4_NL: return 18;
+        case DType::IQ4_XS: return 136;
     }
     return 0;
 }

@@ -126,6 +126,8 @@ void dequantize_blocks(DType type, const void* src, float* dst, std::size_t n) {
         case DType::Q4_K:
         case DType::Q5_K:
         case DType::Q6_K: dequantize_k_blocks(type, s, dst, blocks); return;
+        case DType::IQ4_NL:
+        case DType::IQ4_XS: dequantize_iq4_blocks(type, s, dst, blocks); return;
         default: break;
     }
     IS_CHECK(false) << "dequantize_blocks: not a block type: " << dtype_name(type);

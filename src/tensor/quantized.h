@@ -37,6 +37,15 @@
 //         for c < 2, high for c >= 2) and its top 2 bits from bits 2c..2c+1 of qh[32h + l].
 //   Q8_K  [d f32][256 x i8][bsums 16 x i16]                       292 bytes  activations only:
 //         x = q * d; bsums[k] = sum of the quants 16k..16k+15.
+//
+// The IQ4 types store 4-bit indices into kIq4NlValues, a non-uniform grid, instead of quants:
+//   IQ4_NL [d f16][16 x u8 nibbles]                               18 bytes (32 elements)
+//         x = d * kIq4NlValues[nibble]; nibbles as Q4_0's.
+//   IQ4_XS [d f16][scales_h u16][scales_l 4][128 x nibbles]       136 bytes (256 elements)
+//         8 sub-blocks of 32; x = d * (sc - 32) * kIq4NlValues[nibble], sc 6 bits: its low 4
+//         bits are the low (s even) or high (s odd) nibble of scales_l[s / 2], its top 2 bits
+//         bits 2s..2s+1 of scales_h. Sub-block s has nibble bytes 16s..16s+15, element j of it
+//         in the low half of byte j and element j + 16 in the high half.
 
 #include <cstddef>
 #include <cstdint>
@@ -46,9 +55,13 @@
 namespace inferscale::tensor {
 
 constexpr std::int64_t kQuantBlock = 32;      // elements per block of the non-K types
-constexpr std::int64_t kSuperBlock = 256;     // elements per block of the K-quants
+constexpr std::int64_t kSuperBlock = 256;     // elements per super-block (K-quants, IQ4_XS)
 constexpr std::size_t kQ8_1BlockBytes = 36;   // activation-only type; not a DType
 constexpr std::size_t kQ8_KBlockBytes = 292;  // activation-only type; not a DType
+
+// The values an IQ4_NL or IQ4_XS index stands for (ggml's kvalues_iq4nl).
+inline constexpr std::int8_t kIq4NlValues[16] = {-127, -104, -83, -65, -49, -35, -22, -10,
+                                                 1,    13,   25,  38,  53,  69,  89,  113};
 
 // Dequantizes `n` elements (a whole number of blocks) of a block type at `src` into f32 `dst`,
 // with the f32 arithmetic of the reference (gguf-py's quants.py, ggml's dequantize_row_*):
@@ -78,5 +91,11 @@ void unpack_q3_k_scales(const std::uint8_t* packed, int* sc);
 
 // The K-quant part of dequantize_blocks (quantized_k.cpp): `blocks` super-blocks of a K-quant.
 void dequantize_k_blocks(DType type, const std::uint8_t* src, float* dst, std::size_t blocks);
+
+// The 6-bit sub-block scales of an IQ4_XS super-block `blk`, minus 32.
+void unpack_iq4_xs_scales(const std::uint8_t* blk, int* sc);
+
+// The IQ4 part of dequantize_blocks (quantized_iq4.cpp): `blocks` blocks of IQ4_NL or IQ4_XS.
+void dequantize_iq4_blocks(DType type, const std::uint8_t* src, float* dst, std::size_t blocks);
 
 }  // namespace inferscale::tensor

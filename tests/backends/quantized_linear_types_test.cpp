@@ -1,7 +1,7 @@
-// CpuBackend::linear on Q5_0, Q5_1 and Q2_K ... Q6_K weights against llama.cpp itself: the
-// fixture (tools/make_quant_fixtures.py) holds ggml's own dot products of the same blocks and
-// rows, from the AVX-512 and the AVX2 build of the ggml CPU library llama-cpp-python ships, and
-// the result must equal both bit for bit. Plus a check that needs no llama.cpp: the value in
+// CpuBackend::linear on Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL and IQ4_XS weights against llama.cpp
+// itself: the fixture (tools/make_quant_fixtures.py) holds ggml's own dot products of the same
+// blocks and rows, from the AVX-512 and the AVX2 build of the ggml CPU library llama-cpp-python
+// ships, and the result must equal both bit for bit. Plus a check that needs no llama.cpp: the value in
 // double of the gguf package's dequantized weights times our dequantized activations (for Q5_1,
 // ggml's minimum term m * s with s, the sum of the activation block, rounded to f16 as Q8_1
 // stores it).
@@ -30,8 +30,10 @@ using tensor::test::QuantTypesFixture;
 
 constexpr int kLegs = 2;  // AVX-512, AVX2
 constexpr int kTypeCount = static_cast<int>(std::size(QuantTypesFixture::kTypes));
+// One section per type, then IQ4_NL over an odd number of blocks.
+constexpr int kSections = kTypeCount + 1;
 
-// quant_dots.bin: per type, per build, [rows x, rows w] f32.
+// quant_dots.bin: per section, per build, [rows x, rows w] f32.
 std::vector<float> load_dots() {
     const char* env = std::getenv("INFERSCALE_FIXTURES");
     const std::string path = std::string(env != nullptr && *env != '\0' ? env : "tests/fixtures") +
@@ -60,7 +62,7 @@ float half(const std::uint8_t* p) {
 std::vector<double> activation_values(DType wt, const float* x, std::int64_t in,
                                       std::vector<double>* sums) {
     std::vector<double> a(static_cast<std::size_t>(in));
-    if (tensor::is_k_quant(wt)) {
+    if (tensor::is_super_block(wt)) {
         std::vector<std::uint8_t> q(static_cast<std::size_t>(in / 256) * tensor::kQ8_KBlockBytes);
         tensor::quantize_row_q8_K(x, q.data(), in);
         for (std::int64_t b = 0; b < in / 256; ++b) {
@@ -97,7 +99,7 @@ TEST_P(QuantizedLinearTypes, EqualsLlamaCppOnBothBuilds) {
     const std::vector<float> dots = load_dots();
     ASSERT_FALSE(f.x.empty());
     const std::int64_t n = f.rows, out = f.rows, in = f.cols;
-    ASSERT_EQ(dots.size(), static_cast<std::size_t>(kTypeCount * kLegs * n * out));
+    ASSERT_EQ(dots.size(), static_cast<std::size_t>(kSections * kLegs * n * out));
     std::vector<std::uint8_t> blocks = f.types.at(wt).bytes;
 
     CpuBackend be({.num_threads = 2});
@@ -150,10 +152,43 @@ TEST_P(QuantizedLinearTypes, EqualsLlamaCppOnBothBuilds) {
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantizedLinearTypes,
                          ::testing::Values(DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
-                                           DType::Q4_K, DType::Q5_K, DType::Q6_K),
+                                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL,
+                                           DType::IQ4_XS),
                          [](const auto& info) {
                              return std::string(tensor::dtype_name(info.param));
                          });
+
+// ggml sums IQ4_NL's blocks in pairs and an odd last block on its own: the fixture's weights and
+// rows cut to their first cols - 32 columns (15 blocks).
+TEST(QuantizedLinearTypes, Iq4NlOddBlockCountEqualsLlamaCpp) {
+    const QuantTypesFixture f = QuantTypesFixture::load();
+    const std::vector<float> dots = load_dots();
+    ASSERT_FALSE(f.x.empty());
+    const std::int64_t n = f.rows, out = f.rows, in = f.cols - 32;
+    ASSERT_EQ(dots.size(), static_cast<std::size_t>(kSections * kLegs * n * out));
+    const std::vector<std::uint8_t>& full = f.types.at(DType::IQ4_NL).bytes;
+    const std::size_t full_row = tensor::dtype_row_bytes(DType::IQ4_NL, f.cols);
+    const std::size_t cut_row = tensor::dtype_row_bytes(DType::IQ4_NL, in);
+    std::vector<std::uint8_t> blocks(static_cast<std::size_t>(out) * cut_row);
+    std::vector<float> x(static_cast<std::size_t>(n * in)), y(static_cast<std::size_t>(n * out));
+    for (std::int64_t r = 0; r < n; ++r) {
+        std::memcpy(blocks.data() + r * cut_row, full.data() + r * full_row, cut_row);
+        std::memcpy(x.data() + r * in, f.x.data() + r * f.cols, 4 * in);
+    }
+    CpuBackend be({.num_threads = 2});
+    auto w = be.upload_weight(Tensor(blocks.data(), DType::IQ4_NL, {out, in}));
+    ASSERT_TRUE(w.ok()) << w.error().message;
+    be.linear(Tensor(x.data(), DType::F32, {n, in}), w->tensor, Tensor(),
+              Tensor(y.data(), DType::F32, {n, out}));
+    for (int leg = 0; leg < kLegs; ++leg) {
+        const float* want = dots.data() + (kTypeCount * kLegs + leg) * n * out;
+        for (std::int64_t i = 0; i < n * out; ++i) {
+            EXPECT_EQ(std::memcmp(&y[i], &want[i], 4), 0)
+                << (leg == 0 ? "avx512" : "avx2") << " row " << i / out << " feature " << i % out
+                << ": got " << y[i] << " llama.cpp " << want[i];
+        }
+    }
+}
 
 }  // namespace
 }  // namespace inferscale

@@ -143,10 +143,10 @@ TEST(GgufBadInput, OffsetsAndAlignment) {
 
 TEST(GgufBadInput, TensorTypes) {
     GgufBuilder b = minimal_llama();
-    b.tensors[2].type = 23;                       // IQ4_XS: 256-element blocks of 136 bytes
+    b.tensors[2].type = 21;                       // IQ3_S: 256-element blocks of 110 bytes
     b.tensors[2].ne = {256, 32};
-    b.tensors[2].data.assign(32 * 136, '\0');
-    expect_error(b.build(), "unsupported type IQ4_XS");
+    b.tensors[2].data.assign(32 * 110, '\0');
+    expect_error(b.build(), "unsupported type IQ3_S");
 
     b = minimal_llama();
     b.tensors[2].type = 99;

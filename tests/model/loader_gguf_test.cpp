@@ -92,8 +92,8 @@ TEST(GgufTinyLlama, DequantizedValuesMatchReferenceBitForBit) {
     EXPECT_EQ(types, (std::set<std::string>{"F32", "F16", "BF16", "Q8_0", "Q4_0", "Q4_1"}));
 }
 
-// The remaining supported types (Q5_0, Q5_1, Q2_K ... Q6_K), by ggml type id, against the
-// `gguf` package's dequantization (tests/fixtures/quant/quant_types.bin).
+// The remaining supported types (Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL, IQ4_XS), by ggml type id,
+// against the `gguf` package's dequantization (tests/fixtures/quant/quant_types.bin).
 TEST(GgufTypes, MoreBlockTypesDequantizeLikeTheReference) {
     const auto f = tensor::test::QuantTypesFixture::load();
     ASSERT_FALSE(f.x.empty());
@@ -103,7 +103,9 @@ TEST(GgufTypes, MoreBlockTypesDequantizeLikeTheReference) {
                                                            {13, tensor::DType::Q5_K},
                                                            {11, tensor::DType::Q3_K},
                                                            {10, tensor::DType::Q2_K},
-                                                           {14, tensor::DType::Q6_K}};
+                                                           {14, tensor::DType::Q6_K},
+                                                           {20, tensor::DType::IQ4_NL},
+                                                           {23, tensor::DType::IQ4_XS}};
     for (const auto& [id, dtype] : ids) {
         SCOPED_TRACE(ggml_type_name(id));
         EXPECT_TRUE(ggml_type_supported(id));
@@ -115,7 +117,7 @@ TEST(GgufTypes, MoreBlockTypesDequantizeLikeTheReference) {
         dequantize_to_f32(id, blocks.bytes.data(), got.data(), got.size());
         EXPECT_EQ(std::memcmp(got.data(), blocks.deq.data(), 4 * got.size()), 0);
     }
-    EXPECT_FALSE(ggml_type_supported(20));  // IQ4_NL
+    EXPECT_FALSE(ggml_type_supported(21));  // IQ3_S
 }
 
 TEST(GgufTinyLlama, ConfigVocabAndTemplate) {

@@ -1,8 +1,8 @@
 #pragma once
 // Reads tests/fixtures/quant/quant_types.bin, written by tools/make_quant_fixtures.py with the
 // `gguf` package's quants module (layout documented there): f32 rows, their Q8_K activation
-// blocks, and blocks of Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q3_K and Q2_K with gguf.quants'
-// dequantizations.
+// blocks, and blocks of Q5_0, Q5_1, Q4_K, Q5_K, Q6_K, Q3_K, Q2_K, IQ4_NL and IQ4_XS with
+// gguf.quants' dequantizations.
 
 #include <gtest/gtest.h>
 
@@ -30,8 +30,9 @@ struct QuantTypesFixture {
     std::vector<std::uint8_t> q8_k;  // [rows, cols / 256] Q8_K blocks of x
     std::map<DType, Blocks> types;
 
-    static constexpr DType kTypes[] = {DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K,
-                                       DType::Q6_K, DType::Q3_K, DType::Q2_K};
+    static constexpr DType kTypes[] = {DType::Q5_0, DType::Q5_1, DType::Q4_K,
+                                       DType::Q5_K, DType::Q6_K, DType::Q3_K,
+                                       DType::Q2_K, DType::IQ4_NL, DType::IQ4_XS};
 
     static QuantTypesFixture load() {
         const char* env = std::getenv("INFERSCALE_FIXTURES");

@@ -1,4 +1,4 @@
-// Q5_0, Q5_1 and the K-quants (Q2_K ... Q6_K) against the `gguf` package
+// Q5_0, Q5_1, the K-quants (Q2_K ... Q6_K), IQ4_NL and IQ4_XS against the `gguf` package
 // (tools/make_quant_fixtures.py): dequantization bit for bit, and the Q8_K activation quantizer
 // byte for byte against a numpy transcription of ggml's quantize_row_q8_K_ref.
 
@@ -25,6 +25,15 @@ TEST(QuantizedTypes, Geometry) {
     EXPECT_EQ(dtype_block_bytes(DType::Q6_K), 210u);
     EXPECT_EQ(dtype_block_bytes(DType::Q3_K), 110u);
     EXPECT_EQ(dtype_block_bytes(DType::Q2_K), 84u);
+    EXPECT_EQ(dtype_block_bytes(DType::IQ4_NL), 18u);
+    EXPECT_EQ(dtype_block_bytes(DType::IQ4_XS), 136u);
+    EXPECT_EQ(dtype_block_elems(DType::IQ4_NL), 32);
+    EXPECT_EQ(dtype_block_elems(DType::IQ4_XS), 256);
+    EXPECT_TRUE(is_super_block(DType::IQ4_XS));
+    EXPECT_FALSE(is_k_quant(DType::IQ4_XS));
+    EXPECT_FALSE(is_super_block(DType::IQ4_NL));
+    EXPECT_TRUE(is_block_quantized(DType::IQ4_NL));
+    EXPECT_EQ(dtype_name(DType::IQ4_XS), "iq4_xs");
     EXPECT_EQ(dtype_block_elems(DType::Q5_1), 32);
     EXPECT_EQ(dtype_block_elems(DType::Q4_K), 256);
     EXPECT_EQ(dtype_block_elems(DType::Q6_K), 256);
@@ -55,7 +64,8 @@ TEST_P(QuantizedTypesDequant, MatchesGguf) {
 
 INSTANTIATE_TEST_SUITE_P(Types, QuantizedTypesDequant,
                          ::testing::Values(DType::Q5_0, DType::Q5_1, DType::Q2_K, DType::Q3_K,
-                                           DType::Q4_K, DType::Q5_K, DType::Q6_K));
+                                           DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL,
+                                           DType::IQ4_XS));
 
 TEST(QuantizedTypes, Q8KMatchesGgmlReference) {
     const QuantTypesFixture f = QuantTypesFixture::load();
@@ -75,6 +85,17 @@ TEST(QuantizedTypes, Q8KAllZeroBlock) {
     std::vector<std::uint8_t> q(kQ8_KBlockBytes, 0xcd);
     quantize_row_q8_K(x.data(), q.data(), 256);
     for (std::uint8_t byte : q) EXPECT_EQ(byte, 0);
+}
+
+TEST(QuantizedTypes, Iq4XsScalesUnpack) {
+    // Sub-block s: low nibble of scales_l[s / 2] (s even) or its high nibble (s odd), top two
+    // bits from bits 2s..2s+1 of scales_h; minus 32.
+    const std::uint8_t blk[8] = {0, 0, 0xe4, 0x1b, 0x21, 0x43, 0xf0, 0x0f};
+    int sc[8];
+    unpack_iq4_xs_scales(blk, sc);
+    const int want[8] = {0x01 - 32, 0x12 - 32, 0x23 - 32, 0x34 - 32,
+                         0x30 - 32, 0x2f - 32, 0x1f - 32, 0x00 - 32};
+    for (int s = 0; s < 8; ++s) EXPECT_EQ(sc[s], want[s]) << s;
 }
 
 TEST(QuantizedTypes, KScalesUnpack) {

@@ -1,9 +1,9 @@
 #pragma once
 // CpuBackend: the Backend on host memory. Activations and KV pages are f32; matrix weights keep
 // the precision their checkpoint stored (f32, bf16 or f16: widening is exact, and 16-bit
-// weights halve the bandwidth of memory-bound decode; ggml blocks (Q8_0 ... Q6_K) stay blocks
-// and multiply as llama.cpp's CPU backend does, see matmul_quantized.cpp); vectors (norms,
-// biases) become f32.
+// weights halve the bandwidth of memory-bound decode; ggml blocks (Q8_0 ... Q6_K, IQ4_NL,
+// IQ4_XS) stay blocks and multiply as llama.cpp's CPU backend does, see matmul_quantized.cpp);
+// vectors (norms, biases) become f32.
 // Ops run eagerly on the calling thread plus an OpenMP team; `synchronize` is a no-op.
 
 #include <cstdint>
@@ -20,7 +20,7 @@ namespace inferscale::backends::cpu {
 // ggml's exp approximation in softmax and SiLU, its reduction orders in attention; see
 // ggml_arith.h) in the build of llama.cpp `ggml_isa` names (AVX-512 or AVX2; by default the
 // host's), so a GGUF model greedy-decodes exactly as llama.cpp does. Auto: Reference
-// until the first block-quantized matrix (a GGUF Q8_0 ... Q6_K weight) is uploaded, Ggml from
+// until the first block-quantized matrix (a GGUF Q8_0 ... IQ4_XS weight) is uploaded, Ggml from
 // then on; block-quantized matmuls always follow ggml (matmul_quantized.cpp, matmul_kquant.cpp).
 enum class Arithmetic { Auto, Reference, Ggml };
 

@@ -1,7 +1,7 @@
 #pragma once
 // Plain-pointer CPU kernels behind CpuBackend, one file per op family. All activations are f32
 // row-major; matrix weights are f32, bf16 or f16 (the dtype their checkpoint stored) or
-// ggml block-quantized (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K). Kernels
+// ggml block-quantized (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K ... Q6_K, IQ4_NL, IQ4_XS). Kernels
 // parallelize with OpenMP internally and must not be called from inside a parallel region.
 
 #include <cstdint>
@@ -22,14 +22,14 @@ void linear(const float* x, std::int64_t n, std::int64_t in, const void* w, tens
 // ---- matmul_quantized.cpp ----
 // y[n, out] = x[n, in] * w[out, in]^T (+ bias[out]) for a block-quantized w (any block DType;
 // in a multiple of its block), computed as ggml's CPU backend does: x quantized per block to
-// Q8_1 (Q4_1, Q5_1 weights), Q8_K (K-quants) or Q8_0 into `scratch`, then integer block dot
-// products scaled in f32.
+// Q8_1 (Q4_1, Q5_1 weights), Q8_K (super-block types) or Q8_0 into `scratch`, then integer block
+// dot products scaled in f32.
 void linear_quantized(const float* x, std::int64_t n, std::int64_t in, const void* w,
                       tensor::DType w_dtype, std::int64_t out, const float* bias, float* y,
                       std::vector<std::uint8_t>& scratch);
 
 // ---- matmul_kquant.cpp ----
-// linear_quantized for K-quant weights (Q2_K ... Q6_K; in a multiple of 256).
+// linear_quantized for super-block weights (Q2_K ... Q6_K, IQ4_XS; in a multiple of 256).
 void linear_kquant(const float* x, std::int64_t n, std::int64_t in, const void* w,
                    tensor::DType w_dtype, std::int64_t out, const float* bias, float* y,
                    std::vector<std::uint8_t>& scratch);

@@ -1,6 +1,7 @@
-// Linear layers on K-quant weights (Q2_K ... Q6_K) with the f32 arithmetic of ggml's x86
-// kernels (ggml_vec_dot_q{2,3,4,5,6}_K_q8_K, AVX2 branch, which the AVX-512 build of llama.cpp runs
-// too: these kernels have no AVX-512 variant). Per super-block of 256:
+// Linear layers on super-block weights (Q2_K ... Q6_K, IQ4_XS) with the f32 arithmetic of ggml's
+// x86 kernels (ggml_vec_dot_q{2,3,4,5,6}_K_q8_K and ggml_vec_dot_iq4_xs_q8_K, AVX2 branch, which
+// the AVX-512 build of llama.cpp runs too: these kernels have no AVX-512 variant). Per
+// super-block of 256:
 //   1. activations are Q8_K (tensor/quantized.h); d = d_a * d_w, dmin = -d_a * dmin_w;
 //   2. the weight-by-activation products are summed exactly in integers into 8 lanes, lane l
 //      holding elements 4l..4l+3 of every 32 (each 4-element sum times its sub-block scale);
@@ -14,9 +15,9 @@
 //      does, 32 * (sc[2l] * s[2l] + sc[2l + 1] * s[2l + 1]) with s[j] the activation quants'
 //      sum over 16-element sub-block j. The integer total is the same either way, but not the
 //      lanes, and so not the f32 rounding. Q3_K has none either: its -4 offsets stay with their
-//      elements (signed quants). Q2_K's minimums go into the same 8 lanes, before step 2's
-//      multiply-add: lane l = fma(dmin, m[2l] * s[2l] + m[2l + 1] * s[2l + 1], lane), s[j]
-//      over 16-element sub-blocks.
+//      elements (signed quants), nor has IQ4_XS (its grid values are signed). Q2_K's minimums
+//      go into the same 8 lanes, before step 2's multiply-add: lane l = fma(dmin, m[2l] * s[2l]
+//      + m[2l + 1] * s[2l + 1], lane), s[j] over 16-element sub-blocks.
 // The integer sums are exact, so the same f32 steps in the same order give identical bits; they
 // are computed with AVX2 integer instructions or, without AVX2, element by element; the f32 steps
 // are plain lane-by-lane code either way. Built with -ffp-contract=off.
@@ -48,12 +49,19 @@ float load_half(const std::uint8_t* p) {
     return tensor::f16_to_f32(static_cast<std::uint16_t>(p[0] | (p[1] << 8)));
 }
 
-// One weight super-block unpacked: the quants as integers (unsigned, except Q3_K's), and the
+// Weights whose unpacked quants are signed (the others' are unsigned).
+constexpr bool signed_quants(DType w) { return w == DType::Q3_K || w == DType::IQ4_XS; }
+// Weights with 8 sub-blocks of 32 (the others have 16 of 16).
+constexpr bool subblocks_of_32(DType w) {
+    return w == DType::Q4_K || w == DType::Q5_K || w == DType::IQ4_XS;
+}
+
+// One weight super-block unpacked: the quants as integers (IQ4_XS: its grid values), and the
 // scales.
 struct WeightBlock {
     float d = 0.0f, dmin = 0.0f;
     std::int8_t q[kSuper];
-    int sc[16];  // Q4_K/Q5_K: 8 sub-blocks of 32; Q2_K/Q3_K/Q6_K: 16 sub-blocks of 16
+    int sc[16];  // Q4_K/Q5_K/IQ4_XS: 8 sub-blocks of 32; Q2_K/Q3_K/Q6_K: 16 sub-blocks of 16
     int m[16];   // Q4_K/Q5_K (8) and Q2_K (16) minimums
 };
 
@@ -90,6 +98,14 @@ void unpack(const std::uint8_t* blk, WeightBlock& wb) {
         }
         for (int j = 0; j < 16; ++j) wb.sc[j] = static_cast<std::int8_t>(blk[192 + j]);
         wb.d = load_half(blk + 208);
+    } else if constexpr (W == DType::IQ4_XS) {
+        const std::uint8_t* qs = blk + 8;
+        for (int e = 0; e < kSuper; ++e) {
+            const std::uint8_t byte = qs[16 * (e / 32) + e % 16];
+            wb.q[e] = tensor::kIq4NlValues[e % 32 < 16 ? (byte & 0x0f) : (byte >> 4)];
+        }
+        tensor::unpack_iq4_xs_scales(blk, wb.sc);
+        wb.d = load_half(blk);
     } else {
         wb.d = load_half(blk);
         wb.dmin = load_half(blk + 2);
@@ -120,17 +136,18 @@ void lane_sums(const WeightBlock& wb, const std::int8_t* a, const std::int16_t* 
     for (int c = 0; c < 8; ++c) {
         const __m256i q = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(wb.q + 32 * c));
         const __m256i y = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(a + 32 * c));
-        // Unsigned weights (at most 63) times signed activations: pairs fit in 16 bits. Q3_K's
-        // signed weights move their sign onto the activations first (exact: |q| <= 4).
+        // Unsigned weights (at most 63) times signed activations: pairs fit in 16 bits. Signed
+        // weights move their sign onto the activations first (exact: |q| <= 127, and a pair of
+        // products at most 2 * 127 * 127 fits too).
         const __m256i pairs =
-            W == DType::Q3_K
+            signed_quants(W)
                 ? _mm256_maddubs_epi16(_mm256_sign_epi8(q, q), _mm256_sign_epi8(y, q))
                 : _mm256_maddubs_epi16(q, y);
         const __m256i scale =
-            W == DType::Q6_K || W == DType::Q3_K || W == DType::Q2_K
-                ? _mm256_setr_m128i(_mm_set1_epi16(static_cast<std::int16_t>(wb.sc[2 * c])),
-                                    _mm_set1_epi16(static_cast<std::int16_t>(wb.sc[2 * c + 1])))
-                : _mm256_set1_epi16(static_cast<std::int16_t>(wb.sc[c]));
+            subblocks_of_32(W)
+                ? _mm256_set1_epi16(static_cast<std::int16_t>(wb.sc[c]))
+                : _mm256_setr_m128i(_mm_set1_epi16(static_cast<std::int16_t>(wb.sc[2 * c])),
+                                    _mm_set1_epi16(static_cast<std::int16_t>(wb.sc[2 * c + 1])));
         sum = _mm256_add_epi32(sum, _mm256_madd_epi16(scale, pairs));
     }
     _mm256_storeu_si256(reinterpret_cast<__m256i*>(lanes), sum);
@@ -151,8 +168,7 @@ void lane_sums(const WeightBlock& wb, const std::int8_t* a, const std::int16_t* 
         int s = 0;
         for (int c = 0; c < 8; ++c) {
             // quad 8c + l covers elements 32c + 4l..: sub-block c of 32, or 2c + l / 4 of 16.
-            const int scale =
-                W == DType::Q4_K || W == DType::Q5_K ? wb.sc[c] : wb.sc[2 * c + l / 4];
+            const int scale = subblocks_of_32(W) ? wb.sc[c] : wb.sc[2 * c + l / 4];
             s += scale * quad[8 * c + l];
         }
         if constexpr (W == DType::Q6_K) s -= q6_offset(wb, bsums, l);
@@ -217,7 +233,7 @@ void dot_tile(const std::uint8_t* w, const std::uint8_t* const* act, int rows, s
             out[t] = lanes + ((m[0] + m[2]) + (m[1] + m[3]));
         } else if constexpr (W == DType::Q5_K) {
             out[t] = lanes + summs[t];
-        } else {  // Q2_K, Q3_K, Q6_K
+        } else {  // Q2_K, Q3_K, Q6_K, IQ4_XS
             out[t] = lanes;
         }
     }
@@ -261,6 +277,9 @@ void linear_kquant(const float* x, std::int64_t n, std::int64_t in, const void* 
             return;
         case DType::Q6_K:
             gemm_rows<DType::Q6_K>(act, n, in, wb, out, bias, y);
+            return;
+        case DType::IQ4_XS:
+            gemm_rows<DType::IQ4_XS>(act, n, in, wb, out, bias, y);
             return;
         default:
             break;
