@@ -49,6 +49,8 @@ constexpr BlockScaleFields block_scale_fields(DType t) {
         case DType::Q4_K: return {2, {0, 2}, 945.0f};
         case DType::Q5_K: return {2, {0, 2}, 1953.0f};
         case DType::Q6_K: return {1, {208, 0}, 4096.0f};
+        case DType::IQ4_NL: return {1, {0, 0}, 127.0f};
+        case DType::IQ4_XS: return {1, {0, 0}, 4064.0f};
         default: return {};
     }
 }

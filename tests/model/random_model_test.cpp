@@ -97,7 +97,8 @@ TEST(RandomModel, FiniteAndRepeatable) {
 TEST(FillRandom, BlocksKeepTheirScaleAndSpan) {
     backends::cpu::CpuBackend be;
     for (const DType t : {DType::Q8_0, DType::Q4_1, DType::Q5_0, DType::Q2_K, DType::Q3_K,
-                          DType::Q4_K, DType::Q5_K, DType::Q6_K}) {
+                          DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::IQ4_NL,
+                          DType::IQ4_XS}) {
         SCOPED_TRACE(std::string(tensor::dtype_name(t)));
         const std::int64_t n = 4096;
         std::vector<std::uint8_t> a(tensor::dtype_row_bytes(t, n)), b(a.size());

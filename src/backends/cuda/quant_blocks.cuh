@@ -15,7 +15,7 @@
 //     dx * (scale * dp4a(q, p) + offset * sum_j p_j).
 //
 // Blocks sit back to back in a row, so a block's alignment is its size's: 16 bytes for Q4_K
-// and Q5_K, 8 for Q5_1, 4 for Q4_1 and Q2_K, 2 for the rest. Loads never assume more.
+// and Q5_K, 8 for Q5_1 and IQ4_XS, 4 for Q4_1 and Q2_K, 2 for the rest. Loads never assume more.
 
 #include <cuda_fp16.h>
 
@@ -86,6 +86,19 @@ __device__ __forceinline__ void nibbles32(const std::uint8_t* qs, int o, QuantPi
     std::uint32_t lo, hi;
     bytes8<Align>(qs + (o & 15), lo, hi);
     nibbles(lo, hi, o < 16 ? 0 : 4, q);
+}
+
+// Each byte j of w (an index 0..15) replaced by kIq4NlValues[index], through byte permutes of
+// the table held in four words (no per-thread table lookups).
+__device__ __forceinline__ std::uint32_t iq4_values(std::uint32_t w) {
+    constexpr std::uint32_t kLow0 = 0xbfad9881u, kLow1 = 0xf6eaddcfu;   // values 0..7
+    constexpr std::uint32_t kHigh0 = 0x26190d01u, kHigh1 = 0x71594535u;  // values 8..15
+    const std::uint32_t select =
+        (w & 7u) | ((w >> 4) & 0x70u) | ((w >> 8) & 0x700u) | ((w >> 12) & 0x7000u);
+    const std::uint32_t low = __byte_perm(kLow0, kLow1, select);
+    const std::uint32_t high = __byte_perm(kHigh0, kHigh1, select);
+    const std::uint32_t take_high = ((w >> 3) & 0x01010101u) * 0xffu;
+    return (low & ~take_high) | (high & take_high);
 }
 
 // Q4_K/Q5_K: the 6-bit scale and minimum of sub-block s from the 12 packed bytes.
@@ -268,6 +281,36 @@ struct BlockCodec<tensor::DType::Q6_K> {
     }
 };
 
+// The IQ4 types: 4-bit indices into kIq4NlValues, nibbles laid out as Q4_0's.
+template <>
+struct BlockCodec<tensor::DType::IQ4_NL> {
+    static constexpr int kElems = 32, kBytes = 18;
+    __device__ static QuantPiece piece(const std::uint8_t* b, int o) {
+        QuantPiece q;
+        quant_detail::nibbles32<2>(b + 2, o, q);
+        q.lo = quant_detail::iq4_values(q.lo);
+        q.hi = quant_detail::iq4_values(q.hi);
+        q.scale = quant_detail::half_at(b);
+        return q;
+    }
+};
+
+template <>
+struct BlockCodec<tensor::DType::IQ4_XS> {
+    static constexpr int kElems = 256, kBytes = 136;
+    __device__ static QuantPiece piece(const std::uint8_t* b, int o) {
+        QuantPiece q;
+        const int s = o / 32;
+        quant_detail::nibbles32<8>(b + 8 + 16 * s, o % 32, q);
+        q.lo = quant_detail::iq4_values(q.lo);
+        q.hi = quant_detail::iq4_values(q.hi);
+        const int low = (b[4 + s / 2] >> (4 * (s % 2))) & 15;
+        const int high = (*reinterpret_cast<const std::uint16_t*>(b + 2) >> (2 * s)) & 3;
+        q.scale = __fmul_rn(quant_detail::half_at(b), static_cast<float>((low | high << 4) - 32));
+        return q;
+    }
+};
+
 // Element j (0..7) of a piece as the reference computes it: scale * q_j + offset, each step
 // rounded.
 __device__ __forceinline__ float piece_value(const QuantPiece& q, int j) {
@@ -291,6 +334,8 @@ bool with_block_codec(tensor::DType t, F&& f) {
         case DType::Q4_K: f(BlockCodec<DType::Q4_K>{}); return true;
         case DType::Q5_K: f(BlockCodec<DType::Q5_K>{}); return true;
         case DType::Q6_K: f(BlockCodec<DType::Q6_K>{}); return true;
+        case DType::IQ4_NL: f(BlockCodec<DType::IQ4_NL>{}); return true;
+        case DType::IQ4_XS: f(BlockCodec<DType::IQ4_XS>{}); return true;
         default: return false;
     }
 }

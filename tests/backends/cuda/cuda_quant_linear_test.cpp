@@ -25,9 +25,9 @@
 namespace inferscale::cuda_test {
 namespace {
 
-constexpr DType kBlockTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                                 DType::Q5_1, DType::Q2_K, DType::Q3_K, DType::Q4_K,
-                                 DType::Q5_K, DType::Q6_K};
+constexpr DType kBlockTypes[] = {DType::Q8_0, DType::Q4_0, DType::Q4_1,   DType::Q5_0,
+                                 DType::Q5_1, DType::Q2_K, DType::Q3_K,   DType::Q4_K,
+                                 DType::Q5_K, DType::Q6_K, DType::IQ4_NL, DType::IQ4_XS};
 
 struct QuantCase {
     DType dtype;
