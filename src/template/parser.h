@@ -1,0 +1,15 @@
+#pragma once
+// The template parser: tokens (lexer.h) to statements (ast.h). Filters and tests are resolved
+// here, so an unknown filter, test or statement fails when the template is parsed.
+
+#include <vector>
+
+#include "template/ast.h"
+#include "template/lexer.h"
+
+namespace inferscale::jinja {
+
+// Throws TemplateError with the line of the first construct it cannot parse or does not support.
+Body parse(const std::vector<Token>& tokens);
+
+}  // namespace inferscale::jinja

@@ -1,0 +1,46 @@
+#pragma once
+// Renderer: runs a parsed template (ast.h) over a context of variables, with Jinja's scoping:
+// a for loop or a macro call opens a scope, `set` writes to the innermost one, a namespace is
+// the way to carry a value out of a loop. One Renderer serves one render call.
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "template/ast.h"
+
+namespace inferscale::jinja {
+
+class Renderer {
+  public:
+    explicit Renderer(const ValueDict& context) : context_(context) {}
+
+    // Appends the output to `out`; throws TemplateError with the failing statement's line.
+    void render(const Body& body, std::string& out);
+
+  private:
+    struct Scope {
+        Scope* parent = nullptr;
+        std::vector<std::pair<std::string, Value>> vars;
+        void set(const std::string& name, Value value);
+    };
+    enum class Flow { Normal, Break, Continue };
+
+    Flow run(const Body& body, std::string& out);
+    Flow run(const Stmt& s, std::string& out);
+    Flow run_for(const Stmt& s, std::string& out);
+    void run_set(const Stmt& s, Value value);
+    Value make_macro(const Stmt& s);
+
+    Value eval(const Expr& e);
+    Value lookup(const std::string& name) const;
+    Value eval_binary(const Expr& e);
+    Value eval_call(const Expr& e);
+    CallArgs eval_arguments(const Expr& e, std::size_t first_child);
+
+    const ValueDict& context_;
+    Scope root_;
+    Scope* scope_ = &root_;
+};
+
+}  // namespace inferscale::jinja
