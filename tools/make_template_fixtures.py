@@ -110,6 +110,7 @@ SNIPPETS = [
     "{{ 'a' if items|length > 2 else 'b' }} {{ items|first }} {{ items|last }} {{ items|sum }} {{ items|max }} {{ ['b','A','c']|sort }} {{ undefined_var is defined }} {{ none is none }} {{ 3 is divisibleby 3 }} {{ 'x' is string }}",
     "{% for x in items %}{% if x == 2 %}{% continue %}{% endif %}{% if x == 4 %}{% break %}{% endif %}{{ x }}{% else %}empty{% endfor %}{% for x in [] %}{% else %}empty{% endfor %}",
     "{% set t %}inner {{ items|length }}{% endset %}[{{ t }}] {{ \"it's\" }} {{ {'k': \"it's\"} }} {{ range(3)|list }} {{ dict(a=1) }}",
+    "{{ ' \u3000x é\u00a0'|trim }}|{{ 'a\u3000b  ü\u2003c'.split() }}|{{ 'a b c'.split(' ', 1) }}|{{ 'x'.rstrip() ~ 'xyx'.strip('x') }}",
     "{% generation %}gen {{ 1 }}{% endgeneration %} {{ 'é'|tojson }} {{ 'é'|tojson(ensure_ascii=true) }} {{ 'a\"b\\n'|tojson }}",
 ]
 SNIPPET_CONTEXT = {

@@ -16,20 +16,20 @@ struct Expr;
 using ExprPtr = std::unique_ptr<Expr>;
 
 enum class ExprKind {
-    Literal,    // literal
-    Name,       // name
-    Attribute,  // children[0].name
-    Item,       // children[0][children[1]]
-    Slice,      // children[0][children[1]:children[2]:children[3]] (null children are omitted)
-    Call,       // children[0](children[1..], kwargs)
-    Filter,     // children[0] | name(children[1..], kwargs)
-    Test,       // children[0] is [not] name(children[1..])
-    Unary,      // name children[0]: "not", "-", "+"
-    Binary,     // children[0] name children[1]
+    Literal,      // literal
+    Name,         // name
+    Attribute,    // children[0].name
+    Item,         // children[0][children[1]]
+    Slice,        // children[0][children[1]:children[2]:children[3]] (null children are omitted)
+    Call,         // children[0](children[1..], kwargs)
+    Filter,       // children[0] | name(children[1..], kwargs)
+    Test,         // children[0] is [not] name(children[1..])
+    Unary,        // name children[0]: "not", "-", "+"
+    Binary,       // children[0] name children[1]
     Conditional,  // children[0] if children[1] else children[2] (children[2] may be null)
-    List,       // [children...]
-    Tuple,      // (children...), a list at run time
-    Dict,       // {kwargs...} with keys as expressions in children (key, value pairs)
+    List,         // [children...]
+    Tuple,        // (children...), a list at run time
+    Dict,         // {kwargs...} with keys as expressions in children (key, value pairs)
 };
 
 struct Expr {
@@ -39,7 +39,7 @@ struct Expr {
     std::string name;  // name, attribute, filter, test or operator
     std::vector<ExprPtr> children;
     std::vector<std::pair<std::string, ExprPtr>> kwargs;
-    bool negated = false;  // Test: `is not`
+    bool negated = false;       // Test: `is not`
     FilterFn filter = nullptr;  // Filter: resolved when parsed
     TestFn test = nullptr;      // Test: resolved when parsed
 };

@@ -8,7 +8,8 @@ namespace inferscale::jinja {
 namespace {
 
 Value tool_call_value(const ToolCall& call) {
-    auto arguments = nlohmann::ordered_json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
+    auto arguments =
+        nlohmann::ordered_json::parse(call.arguments, nullptr, /*allow_exceptions=*/false);
     ValueDict function;
     function.set("name", call.name);
     function.set("arguments", arguments.is_object() ? from_json(arguments) : Value(call.arguments));
@@ -39,7 +40,8 @@ Value message_value(const ChatMessage& m) {
 
 Result<ChatTemplate> ChatTemplate::parse(std::string_view source, SpecialTokens tokens) {
     auto parsed = Template::parse(source);
-    if (!parsed.ok()) return make_error(ErrorKind::InvalidArgument, "chat template " + parsed.error().message);
+    if (!parsed.ok())
+        return make_error(ErrorKind::InvalidArgument, "chat template " + parsed.error().message);
     ChatTemplate t;
     t.template_ = std::move(parsed).value();
     t.tokens_ = std::move(tokens);
@@ -62,7 +64,8 @@ Result<std::string> ChatTemplate::render(std::span<const ChatMessage> messages,
     if (extra != nullptr)
         for (const auto& [k, v] : extra->entries()) context.set(k, v);
     auto rendered = template_.render(context);
-    if (!rendered.ok()) return make_error(ErrorKind::InvalidArgument, "chat template " + rendered.error().message);
+    if (!rendered.ok())
+        return make_error(ErrorKind::InvalidArgument, "chat template " + rendered.error().message);
     return rendered;
 }
 

@@ -18,7 +18,8 @@ namespace inferscale::jinja {
 struct ToolCall {
     std::string id;
     std::string name;
-    std::string arguments;  // JSON text; an object is rendered as a mapping, as transformers expects
+    std::string
+        arguments;  // JSON text; an object is rendered as a mapping, as transformers expects
 };
 
 struct ChatMessage {
@@ -26,7 +27,7 @@ struct ChatMessage {
     ChatMessage(std::string role_, std::string content_)
         : role(std::move(role_)), content(std::move(content_)) {}
 
-    std::string role;  // "system", "user", "assistant", "tool", ...
+    std::string role;     // "system", "user", "assistant", "tool", ...
     std::string content;  // None to the template for an assistant turn of tool calls only
     std::vector<ToolCall> tool_calls;
     std::string tool_call_id;  // role "tool": the call this result answers

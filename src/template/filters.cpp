@@ -14,7 +14,8 @@
 namespace inferscale::jinja {
 namespace {
 
-std::string string_arg(const CallArgs& args, std::size_t i, std::string_view name, std::string fallback) {
+std::string string_arg(const CallArgs& args, std::size_t i, std::string_view name,
+                       std::string fallback) {
     const Value* v = args.get(i, name);
     return v == nullptr ? fallback : to_str(*v);
 }
@@ -30,9 +31,15 @@ Value attribute_path(const Value& item, std::string_view path) {
     std::size_t start = 0;
     while (true) {
         const std::size_t dot = path.find('.', start);
-        const std::string part(path.substr(start, dot == std::string_view::npos ? dot : dot - start));
-        const bool index = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) { return c >= '0' && c <= '9'; });
-        v = v.is_undefined() ? v : get_item(v, index ? Value(static_cast<std::int64_t>(std::stoll(part))) : Value(part));
+        const std::string part(
+            path.substr(start, dot == std::string_view::npos ? dot : dot - start));
+        const bool index = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
+            return c >= '0' && c <= '9';
+        });
+        v = v.is_undefined()
+                ? v
+                : get_item(
+                      v, index ? Value(static_cast<std::int64_t>(std::stoll(part))) : Value(part));
         if (dot == std::string_view::npos) return v;
         start = dot + 1;
     }
@@ -41,8 +48,10 @@ Value attribute_path(const Value& item, std::string_view path) {
 Value f_trim(const Value& in, CallArgs& args) {
     const Value* chars = args.get(0, "chars");
     const std::string set = chars && !chars->is_none() ? to_str(*chars) : "";
-    return python_strip(to_str(in), chars && !chars->is_none() ? std::optional<std::string_view>(set) : std::nullopt,
-                        StripSide::Both);
+    return python_strip(
+        to_str(in),
+        chars && !chars->is_none() ? std::optional<std::string_view>(set) : std::nullopt,
+        StripSide::Both);
 }
 
 Value f_length(const Value& in, CallArgs&) {
@@ -119,7 +128,8 @@ Value f_safe(const Value& in, CallArgs&) { return in; }
 
 Value f_replace(const Value& in, CallArgs& args) {
     const Value* count = args.get(2, "count");
-    return python_replace(to_str(in), string_arg(args, 0, "old", ""), string_arg(args, 1, "new", ""),
+    return python_replace(to_str(in), string_arg(args, 0, "old", ""),
+                          string_arg(args, 1, "new", ""),
                           count && !count->is_none() ? static_cast<long>(count->as_int()) : -1);
 }
 
@@ -155,7 +165,9 @@ Value f_round(const Value& in, CallArgs& args) {
     const double scale = std::pow(10.0, precision ? precision->as_number() : 0.0);
     const std::string method = string_arg(args, 1, "method", "common");
     const double x = in.as_number() * scale;
-    const double r = method == "floor" ? std::floor(x) : method == "ceil" ? std::ceil(x) : std::round(x);
+    const double r = method == "floor"  ? std::floor(x)
+                     : method == "ceil" ? std::ceil(x)
+                                        : std::round(x);
     return r / scale;
 }
 
@@ -274,8 +286,10 @@ Value f_max(const Value& in, CallArgs&) { return extreme(in, true); }
 
 Value f_indent(const Value& in, CallArgs& args) {
     const Value* width = args.get(0, "width");
-    const std::string pad = width && width->is_string() ? width->as_string()
-                                                        : std::string(width ? static_cast<std::size_t>(width->as_int()) : 4, ' ');
+    const std::string pad =
+        width && width->is_string()
+            ? width->as_string()
+            : std::string(width ? static_cast<std::size_t>(width->as_int()) : 4, ' ');
     const bool first = bool_arg(args, 1, "first");
     const bool blank = bool_arg(args, 2, "blank");
     const std::string text = to_str(in);
@@ -283,7 +297,8 @@ Value f_indent(const Value& in, CallArgs& args) {
     std::size_t start = 0;
     for (std::size_t line = 0;; ++line) {
         const std::size_t nl = text.find('\n', start);
-        const std::string_view piece = std::string_view(text).substr(start, nl == std::string::npos ? nl : nl - start);
+        const std::string_view piece =
+            std::string_view(text).substr(start, nl == std::string::npos ? nl : nl - start);
         if ((line > 0 || first) && (blank || !piece.empty())) out += pad;
         out += piece;
         if (nl == std::string::npos) break;
@@ -294,18 +309,41 @@ Value f_indent(const Value& in, CallArgs& args) {
 }
 
 constexpr std::pair<std::string_view, FilterFn> kFilters[] = {
-    {"abs", f_abs},         {"capitalize", f_capitalize}, {"count", f_length},
-    {"d", f_default},       {"default", f_default},       {"dictsort", f_dictsort},
-    {"first", f_first},     {"float", f_float},           {"indent", f_indent},
-    {"int", f_int},         {"items", f_items},           {"join", f_join},
-    {"last", f_last},       {"length", f_length},         {"list", f_list},
-    {"lower", f_lower},     {"map", f_map},               {"max", f_max},
-    {"min", f_min},         {"reject", f_reject},         {"rejectattr", f_rejectattr},
-    {"replace", f_replace}, {"reverse", f_reverse},       {"round", f_round},
-    {"safe", f_safe},       {"select", f_select},         {"selectattr", f_selectattr},
-    {"sort", f_sort},       {"string", f_string},         {"sum", f_sum},
-    {"title", f_title},     {"tojson", f_tojson},         {"trim", f_trim},
-    {"unique", f_unique},   {"upper", f_upper},
+    {"abs", f_abs},
+    {"capitalize", f_capitalize},
+    {"count", f_length},
+    {"d", f_default},
+    {"default", f_default},
+    {"dictsort", f_dictsort},
+    {"first", f_first},
+    {"float", f_float},
+    {"indent", f_indent},
+    {"int", f_int},
+    {"items", f_items},
+    {"join", f_join},
+    {"last", f_last},
+    {"length", f_length},
+    {"list", f_list},
+    {"lower", f_lower},
+    {"map", f_map},
+    {"max", f_max},
+    {"min", f_min},
+    {"reject", f_reject},
+    {"rejectattr", f_rejectattr},
+    {"replace", f_replace},
+    {"reverse", f_reverse},
+    {"round", f_round},
+    {"safe", f_safe},
+    {"select", f_select},
+    {"selectattr", f_selectattr},
+    {"sort", f_sort},
+    {"string", f_string},
+    {"sum", f_sum},
+    {"title", f_title},
+    {"tojson", f_tojson},
+    {"trim", f_trim},
+    {"unique", f_unique},
+    {"upper", f_upper},
 };
 
 }  // namespace

@@ -52,7 +52,8 @@ Value strftime_now(CallArgs& args) {
     std::tm local{};
     localtime_r(&now, &local);
     char buf[256];
-    const std::size_t n = std::strftime(buf, sizeof buf, to_str(args.positional[0]).c_str(), &local);
+    const std::size_t n =
+        std::strftime(buf, sizeof buf, to_str(args.positional[0]).c_str(), &local);
     return std::string(buf, n);
 }
 

@@ -19,7 +19,8 @@ std::uint32_t decode_utf8(std::string_view s, std::size_t& i) {
     const auto c = static_cast<unsigned char>(s[i]);
     const int n = c >= 0xF0 ? 4 : c >= 0xE0 ? 3 : c >= 0xC0 ? 2 : 1;
     std::uint32_t cp = n == 1 ? c : c & (0x3F >> (n - 1));
-    for (int k = 1; k < n && i + k < s.size(); ++k) cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
+    for (int k = 1; k < n && i + k < s.size(); ++k)
+        cp = (cp << 6) | (static_cast<unsigned char>(s[i + k]) & 0x3F);
     i += n;
     return cp;
 }
@@ -40,13 +41,27 @@ void append_json_string(std::string& out, std::string_view s, bool ensure_ascii)
         }
         ++i;
         switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
-            case '\b': out += "\\b"; break;
-            case '\f': out += "\\f"; break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
+            case '\b':
+                out += "\\b";
+                break;
+            case '\f':
+                out += "\\f";
+                break;
             default:
                 if (c < 0x20 || (c == 0x7f && ensure_ascii)) {
                     append_escape(out, c);
@@ -78,7 +93,8 @@ void append_json(std::string& out, const Value& v, const JsonFormat& f, int leve
             return;
         }
         std::string inner_break;
-        if (f.indent >= 0) inner_break = "\n" + std::string(static_cast<std::size_t>(f.indent * (level + 1)), ' ');
+        if (f.indent >= 0)
+            inner_break = "\n" + std::string(static_cast<std::size_t>(f.indent * (level + 1)), ' ');
         out += list ? '[' : '{';
         out += inner_break;
         const std::string separator = f.item_separator + inner_break;
@@ -100,7 +116,8 @@ void append_json(std::string& out, const Value& v, const JsonFormat& f, int leve
                 append_json(out, entries[i]->second, f, level + 1);
             }
         }
-        if (f.indent >= 0) out += "\n" + std::string(static_cast<std::size_t>(f.indent * level), ' ');
+        if (f.indent >= 0)
+            out += "\n" + std::string(static_cast<std::size_t>(f.indent * level), ' ');
         out += list ? ']' : '}';
     } else {
         fail("Object of type " + v.type_name() + " is not JSON serializable");
@@ -117,12 +134,17 @@ std::string to_json(const Value& v, const JsonFormat& format) {
 
 Value from_json(const nlohmann::ordered_json& json) {
     switch (json.type()) {
-        case nlohmann::ordered_json::value_t::null: return None{};
-        case nlohmann::ordered_json::value_t::boolean: return json.get<bool>();
+        case nlohmann::ordered_json::value_t::null:
+            return None{};
+        case nlohmann::ordered_json::value_t::boolean:
+            return json.get<bool>();
         case nlohmann::ordered_json::value_t::number_integer:
-        case nlohmann::ordered_json::value_t::number_unsigned: return json.get<std::int64_t>();
-        case nlohmann::ordered_json::value_t::number_float: return json.get<double>();
-        case nlohmann::ordered_json::value_t::string: return json.get<std::string>();
+        case nlohmann::ordered_json::value_t::number_unsigned:
+            return json.get<std::int64_t>();
+        case nlohmann::ordered_json::value_t::number_float:
+            return json.get<double>();
+        case nlohmann::ordered_json::value_t::string:
+            return json.get<std::string>();
         case nlohmann::ordered_json::value_t::array: {
             ValueList items;
             items.reserve(json.size());
@@ -134,7 +156,8 @@ Value from_json(const nlohmann::ordered_json& json) {
             for (const auto& [k, item] : json.items()) d.set(k, from_json(item));
             return d;
         }
-        default: return Value::undefined("json");
+        default:
+            return Value::undefined("json");
     }
 }
 

@@ -2,10 +2,9 @@
 // Values to and from JSON: transformers' tojson filter (Python's json.dumps) and the JSON a
 // request carries (tools, tool-call arguments), with object keys kept in their order.
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json.hpp>
 
 #include "template/value.h"
 
@@ -13,7 +12,7 @@ namespace inferscale::jinja {
 
 struct JsonFormat {
     bool ensure_ascii = false;
-    int indent = -1;  // < 0: one line
+    int indent = -1;                    // < 0: one line
     std::string item_separator = ", ";  // json.dumps' defaults: "," when indented
     std::string key_separator = ": ";
     bool sort_keys = false;

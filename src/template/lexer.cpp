@@ -11,9 +11,7 @@ namespace {
 bool is_space(char c) {
     return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v';
 }
-bool is_name_start(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_';
-}
+bool is_name_start(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || c == '_'; }
 bool is_digit(char c) { return c >= '0' && c <= '9'; }
 
 void append_utf8(std::string& out, std::uint32_t cp) {
@@ -124,7 +122,8 @@ class Lexer {
         const std::size_t end = src_.find("#}", pos_);
         if (end == std::string_view::npos) fail("unclosed comment", line_);
         count_lines(pos_, end);
-        const char sign = end > pos_ && (src_[end - 1] == '-' || src_[end - 1] == '+') ? src_[end - 1] : '\0';
+        const char sign =
+            end > pos_ && (src_[end - 1] == '-' || src_[end - 1] == '+') ? src_[end - 1] : '\0';
         pos_ = end + 2;
         after_close(sign, true);
     }
@@ -171,9 +170,9 @@ class Lexer {
         } else if (c == '\'' || c == '"') {
             lex_string(c);
         } else {
-            static constexpr const char* kOps[] = {"**", "//", "==", "!=", "<=", ">=", "+", "-",
-                                                   "*",  "/",  "%",  "~",  "<",  ">",  "=", ".",
-                                                   ",",  ":",  "|",  "(",  ")",  "[",  "]", "{", "}"};
+            static constexpr const char* kOps[] = {
+                "**", "//", "==", "!=", "<=", ">=", "+", "-", "*", "/", "%", "~", "<",
+                ">",  "=",  ".",  ",",  ":",  "|",  "(", ")", "[", "]", "{", "}"};
             for (const char* op : kOps) {
                 const std::size_t n = std::strlen(op);
                 if (src_.substr(pos_, n) == op) {
@@ -236,18 +235,42 @@ class Lexer {
             const char e = src_[i + 1];
             i += 2;
             switch (e) {
-                case 'n': out += '\n'; break;
-                case 't': out += '\t'; break;
-                case 'r': out += '\r'; break;
-                case 'b': out += '\b'; break;
-                case 'f': out += '\f'; break;
-                case 'v': out += '\v'; break;
-                case 'a': out += '\a'; break;
-                case '0': out += '\0'; break;
-                case '\\': out += '\\'; break;
-                case '\'': out += '\''; break;
-                case '"': out += '"'; break;
-                case '\n': ++line_; break;
+                case 'n':
+                    out += '\n';
+                    break;
+                case 't':
+                    out += '\t';
+                    break;
+                case 'r':
+                    out += '\r';
+                    break;
+                case 'b':
+                    out += '\b';
+                    break;
+                case 'f':
+                    out += '\f';
+                    break;
+                case 'v':
+                    out += '\v';
+                    break;
+                case 'a':
+                    out += '\a';
+                    break;
+                case '0':
+                    out += '\0';
+                    break;
+                case '\\':
+                    out += '\\';
+                    break;
+                case '\'':
+                    out += '\'';
+                    break;
+                case '"':
+                    out += '"';
+                    break;
+                case '\n':
+                    ++line_;
+                    break;
                 case 'x':
                 case 'u':
                 case 'U': {

@@ -11,7 +11,19 @@
 namespace inferscale::jinja {
 
 struct Token {
-    enum class Type { Text, VarBegin, VarEnd, BlockBegin, BlockEnd, Name, String, Int, Float, Op, End };
+    enum class Type {
+        Text,
+        VarBegin,
+        VarEnd,
+        BlockBegin,
+        BlockEnd,
+        Name,
+        String,
+        Int,
+        Float,
+        Op,
+        End
+    };
     Type type;
     std::string text;  // Text: the text; Name/String/Op: the name, unescaped string or operator
     int line = 1;

@@ -11,7 +11,8 @@
 namespace inferscale::jinja {
 namespace {
 
-std::optional<std::string> optional_string(const CallArgs& args, std::size_t i, std::string_view name) {
+std::optional<std::string> optional_string(const CallArgs& args, std::size_t i,
+                                           std::string_view name) {
     const Value* v = args.get(i, name);
     if (v == nullptr || v->is_none()) return std::nullopt;
     return to_str(*v);
@@ -35,7 +36,8 @@ bool affix_matches(const std::string& s, const Value& affix, bool prefix) {
     }
     const std::string a = to_str(affix);
     if (a.size() > s.size()) return false;
-    return prefix ? s.compare(0, a.size(), a) == 0 : s.compare(s.size() - a.size(), a.size(), a) == 0;
+    return prefix ? s.compare(0, a.size(), a) == 0
+                  : s.compare(s.size() - a.size(), a.size(), a) == 0;
 }
 
 Value split_result(std::vector<std::string> parts) {
@@ -55,7 +57,8 @@ Value string_method(const std::string& s, std::string_view name, CallArgs& args)
     if (name == "capitalize") return python_capitalize(s);
     if (name == "split") {
         const auto sep = optional_string(args, 0, "sep");
-        return split_result(python_split(s, sep ? std::optional<std::string_view>(*sep) : std::nullopt,
+        return split_result(python_split(s,
+                                         sep ? std::optional<std::string_view>(*sep) : std::nullopt,
                                          long_arg(args, 1, "maxsplit", -1)));
     }
     if (name == "splitlines") {
@@ -76,7 +79,9 @@ Value string_method(const std::string& s, std::string_view name, CallArgs& args)
         const std::string needle = to_str(args.positional.at(0));
         if (name == "find") {
             const std::size_t at = s.find(needle);
-            return at == std::string::npos ? std::int64_t{-1} : static_cast<std::int64_t>(utf8_length(s.substr(0, at)));
+            return at == std::string::npos
+                       ? std::int64_t{-1}
+                       : static_cast<std::int64_t>(utf8_length(s.substr(0, at)));
         }
         return static_cast<std::int64_t>(python_split(s, needle, -1).size() - 1);
     }
@@ -100,7 +105,10 @@ Value string_method(const std::string& s, std::string_view name, CallArgs& args)
     if (name == "isdigit" || name == "isspace") {
         if (s.empty()) return false;
         for (char c : s) {
-            const bool ok = name == "isdigit" ? (c >= '0' && c <= '9') : python_strip(std::string(1, c), std::nullopt, StripSide::Both).empty();
+            const bool ok =
+                name == "isdigit"
+                    ? (c >= '0' && c <= '9')
+                    : python_strip(std::string(1, c), std::nullopt, StripSide::Both).empty();
             if (!ok) return false;
         }
         return true;
@@ -127,9 +135,9 @@ Value dict_method(const Value& d, std::string_view name, CallArgs& args) {
 }
 
 constexpr std::string_view kStringMethods[] = {
-    "capitalize", "count",        "endswith",     "find",       "isdigit", "isspace", "join",
-    "lower",      "lstrip",       "removeprefix", "removesuffix", "replace", "rstrip",  "split",
-    "splitlines", "startswith",   "strip",        "title",      "upper"};
+    "capitalize", "count",      "endswith",     "find",         "isdigit", "isspace", "join",
+    "lower",      "lstrip",     "removeprefix", "removesuffix", "replace", "rstrip",  "split",
+    "splitlines", "startswith", "strip",        "title",        "upper"};
 constexpr std::string_view kDictMethods[] = {"get", "items", "keys", "values"};
 
 // The table's own copy of `name` (static, so a callable may keep it), or empty.
@@ -151,8 +159,9 @@ Value find_method(const Value& object, std::string_view name) {
     }
     if (object.is_dict()) {
         if (const std::string_view method = listed(kDictMethods, name); !method.empty())
-            return Callable{std::string(method),
-                            [object, method](CallArgs& args) { return dict_method(object, method, args); }};
+            return Callable{std::string(method), [object, method](CallArgs& args) {
+                                return dict_method(object, method, args);
+                            }};
     }
     return Value::undefined(std::string(name));
 }

@@ -20,7 +20,9 @@ namespace {
 }
 
 bool integral(const Value& v) { return v.is_int() || v.is_bool(); }
-std::int64_t integer(const Value& v) { return v.is_bool() ? std::int64_t{v.as_bool()} : v.as_int(); }
+std::int64_t integer(const Value& v) {
+    return v.is_bool() ? std::int64_t{v.as_bool()} : v.as_int();
+}
 bool numeric(const Value& v) { return v.is_number() || v.is_bool(); }
 
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {
@@ -170,7 +172,8 @@ Value get_item(const Value& object, const Value& key) {
         return get_attribute(object, key.as_string());
     }
     if (integral(key) && (object.is_list() || object.is_string())) {
-        const ValueList chars = object.is_string() ? utf8_characters(object.as_string()) : ValueList{};
+        const ValueList chars =
+            object.is_string() ? utf8_characters(object.as_string()) : ValueList{};
         const ValueList& items = object.is_list() ? object.as_list() : chars;
         const auto size = static_cast<std::int64_t>(items.size());
         std::int64_t i = integer(key);
@@ -183,7 +186,8 @@ Value get_item(const Value& object, const Value& key) {
 Value get_slice(const Value& object, std::optional<std::int64_t> start,
                 std::optional<std::int64_t> stop, std::optional<std::int64_t> step) {
     if (object.is_undefined()) undefined_error(object);
-    if (!object.is_list() && !object.is_string()) fail("'" + object.type_name() + "' cannot be sliced");
+    if (!object.is_list() && !object.is_string())
+        fail("'" + object.type_name() + "' cannot be sliced");
     const ValueList chars = object.is_string() ? utf8_characters(object.as_string()) : ValueList{};
     const ValueList& items = object.is_list() ? object.as_list() : chars;
     const auto size = static_cast<std::int64_t>(items.size());

@@ -10,8 +10,8 @@
 namespace inferscale::jinja {
 
 Value binary_op(std::string_view op, const Value& a, const Value& b);  // + - * / // % ** ~ < ...
-bool contains(const Value& container, const Value& item);             // Python's `in`
-bool less_than(const Value& a, const Value& b);                       // Python's <
+bool contains(const Value& container, const Value& item);              // Python's `in`
+bool less_than(const Value& a, const Value& b);                        // Python's <
 
 // Jinja's `object.name` (a method, a dict key, a namespace attribute) and `object[key]`;
 // undefined when there is none. Both throw when object itself is undefined.

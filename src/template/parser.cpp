@@ -1,5 +1,6 @@
 #include "template/parser.h"
 
+#include <algorithm>
 #include <initializer_list>
 #include <string_view>
 
@@ -72,7 +73,8 @@ class Parser {
         while (true) {
             const Token& t = peek();
             if (t.type == Type::End) {
-                if (ends.size() != 0) fail("missing {% " + std::string(*(ends.end() - 1)) + " %}", t.line);
+                if (ends.size() != 0)
+                    fail("missing {% " + std::string(*(ends.end() - 1)) + " %}", t.line);
                 return body;
             }
             if (t.type == Type::Text) {
@@ -250,23 +252,22 @@ class Parser {
         return e;
     }
 
-    ExprPtr parse_or() {
-        ExprPtr e = parse_and();
-        while (is_name("or")) {
-            const int line = next().line;
-            e = binary("or", std::move(e), parse_and(), line);
+    // One left-associative level: `operand (op operand)*`, op one of `ops` (operators or the
+    // keywords and/or).
+    ExprPtr parse_level(std::initializer_list<std::string_view> ops, ExprPtr (Parser::*operand)()) {
+        ExprPtr e = (this->*operand)();
+        while (true) {
+            const Token& t = peek();
+            const bool matched = (t.type == Type::Op || t.type == Type::Name) &&
+                                 std::find(ops.begin(), ops.end(), t.text) != ops.end();
+            if (!matched) return e;
+            next();
+            e = binary(t.text, std::move(e), (this->*operand)(), t.line);
         }
-        return e;
     }
 
-    ExprPtr parse_and() {
-        ExprPtr e = parse_not();
-        while (is_name("and")) {
-            const int line = next().line;
-            e = binary("and", std::move(e), parse_not(), line);
-        }
-        return e;
-    }
+    ExprPtr parse_or() { return parse_level({"or"}, &Parser::parse_and); }
+    ExprPtr parse_and() { return parse_level({"and"}, &Parser::parse_not); }
 
     ExprPtr parse_not() {
         if (is_name("not")) {
@@ -301,41 +302,12 @@ class Parser {
         }
     }
 
-    ExprPtr parse_math1() {
-        ExprPtr e = parse_concat();
-        while (is_op("+") || is_op("-")) {
-            const Token& op = next();
-            e = binary(op.text, std::move(e), parse_concat(), op.line);
-        }
-        return e;
-    }
-
-    ExprPtr parse_concat() {
-        ExprPtr e = parse_math2();
-        while (is_op("~")) {
-            const int line = next().line;
-            e = binary("~", std::move(e), parse_math2(), line);
-        }
-        return e;
-    }
-
-    ExprPtr parse_math2() {
-        ExprPtr e = parse_pow();
-        while (is_op("*") || is_op("/") || is_op("//") || is_op("%")) {
-            const Token& op = next();
-            e = binary(op.text, std::move(e), parse_pow(), op.line);
-        }
-        return e;
-    }
-
-    ExprPtr parse_pow() {
-        ExprPtr e = parse_unary(true);
-        while (is_op("**")) {
-            const int line = next().line;
-            e = binary("**", std::move(e), parse_unary(true), line);
-        }
-        return e;
-    }
+    // Jinja's precedence, loosest first: + -, then ~, then * / // %, then **.
+    ExprPtr parse_math1() { return parse_level({"+", "-"}, &Parser::parse_concat); }
+    ExprPtr parse_concat() { return parse_level({"~"}, &Parser::parse_math2); }
+    ExprPtr parse_math2() { return parse_level({"*", "/", "//", "%"}, &Parser::parse_pow); }
+    ExprPtr parse_pow() { return parse_level({"**"}, &Parser::parse_filtered_unary); }
+    ExprPtr parse_filtered_unary() { return parse_unary(true); }
 
     ExprPtr parse_unary(bool with_filters) {
         ExprPtr e;
@@ -373,9 +345,14 @@ class Parser {
                 e->literal = std::move(s);
                 return e;
             }
-            case Type::Int: e->literal = next().int_value; return e;
-            case Type::Float: e->literal = next().float_value; return e;
-            default: break;
+            case Type::Int:
+                e->literal = next().int_value;
+                return e;
+            case Type::Float:
+                e->literal = next().float_value;
+                return e;
+            default:
+                break;
         }
         if (accept_op("(")) {
             if (accept_op(")")) {

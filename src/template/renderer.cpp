@@ -37,22 +37,34 @@ Renderer::Flow Renderer::run(const Body& body, std::string& out) {
 Renderer::Flow Renderer::run(const Stmt& s, std::string& out) {
     try {
         switch (s.kind) {
-            case StmtKind::Text: out += s.text; break;
-            case StmtKind::Output: append_str(out, eval(*s.expr)); break;
+            case StmtKind::Text:
+                out += s.text;
+                break;
+            case StmtKind::Output:
+                append_str(out, eval(*s.expr));
+                break;
             case StmtKind::If:
                 return run(eval(*s.expr).truthy() ? s.body : s.else_body, out);
-            case StmtKind::For: return run_for(s, out);
-            case StmtKind::Set: run_set(s, eval(*s.expr)); break;
+            case StmtKind::For:
+                return run_for(s, out);
+            case StmtKind::Set:
+                run_set(s, eval(*s.expr));
+                break;
             case StmtKind::SetBlock: {
                 std::string captured;
                 run(s.body, captured);
                 run_set(s, std::move(captured));
                 break;
             }
-            case StmtKind::Macro: scope_->set(s.text, make_macro(s)); break;
-            case StmtKind::Block: return run(s.body, out);
-            case StmtKind::Break: return Flow::Break;
-            case StmtKind::Continue: return Flow::Continue;
+            case StmtKind::Macro:
+                scope_->set(s.text, make_macro(s));
+                break;
+            case StmtKind::Block:
+                return run(s.body, out);
+            case StmtKind::Break:
+                return Flow::Break;
+            case StmtKind::Continue:
+                return Flow::Continue;
         }
     } catch (TemplateError& e) {
         if (e.line == 0) e.line = s.line;
@@ -64,7 +76,8 @@ Renderer::Flow Renderer::run(const Stmt& s, std::string& out) {
 void Renderer::run_set(const Stmt& s, Value value) {
     if (s.attribute_target) {
         const Value ns = lookup(s.targets[0]);
-        if (!ns.is_namespace()) fail("can only assign attributes of a namespace, not of '" + s.targets[0] + "'");
+        if (!ns.is_namespace())
+            fail("can only assign attributes of a namespace, not of '" + s.targets[0] + "'");
         ns.namespace_attributes().set(s.targets[1], std::move(value));
         return;
     }
@@ -94,7 +107,8 @@ Renderer::Flow Renderer::run_for(const Stmt& s, std::string& out) {
         }
         const auto parts = iterate(item);
         if (parts->size() != s.targets.size()) fail("wrong number of values to unpack in for loop");
-        for (std::size_t i = 0; i < s.targets.size(); ++i) loop_scope.set(s.targets[i], (*parts)[i]);
+        for (std::size_t i = 0; i < s.targets.size(); ++i)
+            loop_scope.set(s.targets[i], (*parts)[i]);
     };
     std::shared_ptr<const ValueList> items = all;
     if (s.filter) {
@@ -119,12 +133,17 @@ Renderer::Flow Renderer::run_for(const Stmt& s, std::string& out) {
         loop.set("length", n);
         loop.set("depth", 1);
         loop.set("depth0", 0);
-        loop.set("previtem", i > 0 ? (*items)[static_cast<std::size_t>(i - 1)] : Value::undefined("previtem"));
-        loop.set("nextitem", i + 1 < n ? (*items)[static_cast<std::size_t>(i + 1)] : Value::undefined("nextitem"));
-        loop.set("cycle", Callable{"cycle", [i](CallArgs& args) -> Value {
-                                      if (args.positional.empty()) fail("no items for cycling given");
-                                      return args.positional[static_cast<std::size_t>(i) % args.positional.size()];
-                                  }});
+        loop.set("previtem",
+                 i > 0 ? (*items)[static_cast<std::size_t>(i - 1)] : Value::undefined("previtem"));
+        loop.set("nextitem", i + 1 < n ? (*items)[static_cast<std::size_t>(i + 1)]
+                                       : Value::undefined("nextitem"));
+        loop.set(
+            "cycle",
+            Callable{
+                "cycle", [i](CallArgs& args) -> Value {
+                    if (args.positional.empty()) fail("no items for cycling given");
+                    return args.positional[static_cast<std::size_t>(i) % args.positional.size()];
+                }});
         loop_scope.set("loop", std::move(loop));
         if (run(s.body, out) == Flow::Break) break;
     }
@@ -137,14 +156,16 @@ Value Renderer::make_macro(const Stmt& s) {
     return Callable{s.text, [this, &s, defined_in](CallArgs& args) -> Value {
                         Scope call_scope{defined_in, {}};
                         if (args.positional.size() > s.targets.size())
-                            fail("macro '" + s.text + "' takes " + std::to_string(s.targets.size()) + " arguments");
+                            fail("macro '" + s.text + "' takes " +
+                                 std::to_string(s.targets.size()) + " arguments");
                         for (std::size_t i = 0; i < s.targets.size(); ++i) {
                             const Value* given = args.get(i, s.targets[i]);
                             if (given != nullptr) {
                                 call_scope.set(s.targets[i], *given);
                             } else {
-                                call_scope.set(s.targets[i], s.defaults[i] ? eval(*s.defaults[i])
-                                                                           : Value::undefined(s.targets[i]));
+                                call_scope.set(s.targets[i], s.defaults[i]
+                                                                 ? eval(*s.defaults[i])
+                                                                 : Value::undefined(s.targets[i]));
                             }
                         }
                         Scope* caller = scope_;
@@ -172,7 +193,8 @@ Value Renderer::lookup(const std::string& name) const {
 
 CallArgs Renderer::eval_arguments(const Expr& e, std::size_t first_child) {
     CallArgs args;
-    for (std::size_t i = first_child; i < e.children.size(); ++i) args.positional.push_back(eval(*e.children[i]));
+    for (std::size_t i = first_child; i < e.children.size(); ++i)
+        args.positional.push_back(eval(*e.children[i]));
     for (const auto& [name, value] : e.kwargs) args.named.emplace_back(name, eval(*value));
     return args;
 }
@@ -194,18 +216,24 @@ Value Renderer::eval_binary(const Expr& e) {
 
 Value Renderer::eval(const Expr& e) {
     switch (e.kind) {
-        case ExprKind::Literal: return e.literal;
-        case ExprKind::Name: return lookup(e.name);
-        case ExprKind::Attribute: return get_attribute(eval(*e.children[0]), e.name);
-        case ExprKind::Item: return get_item(eval(*e.children[0]), eval(*e.children[1]));
+        case ExprKind::Literal:
+            return e.literal;
+        case ExprKind::Name:
+            return lookup(e.name);
+        case ExprKind::Attribute:
+            return get_attribute(eval(*e.children[0]), e.name);
+        case ExprKind::Item:
+            return get_item(eval(*e.children[0]), eval(*e.children[1]));
         case ExprKind::Slice: {
             const Value object = eval(*e.children[0]);
             Value bounds[3];
             for (int i = 0; i < 3; ++i)
                 if (e.children[i + 1]) bounds[i] = eval(*e.children[i + 1]);
-            return get_slice(object, slice_bound(bounds[0]), slice_bound(bounds[1]), slice_bound(bounds[2]));
+            return get_slice(object, slice_bound(bounds[0]), slice_bound(bounds[1]),
+                             slice_bound(bounds[2]));
         }
-        case ExprKind::Call: return eval_call(e);
+        case ExprKind::Call:
+            return eval_call(e);
         case ExprKind::Filter: {
             const Value input = eval(*e.children[0]);
             CallArgs args = eval_arguments(e, 1);
@@ -222,7 +250,8 @@ Value Renderer::eval(const Expr& e) {
             if (e.name == "-") return binary_op("-", Value(0), v);
             return binary_op("+", Value(0), v);
         }
-        case ExprKind::Binary: return eval_binary(e);
+        case ExprKind::Binary:
+            return eval_binary(e);
         case ExprKind::Conditional:
             if (eval(*e.children[1]).truthy()) return eval(*e.children[0]);
             return e.children[2] ? eval(*e.children[2]) : Value::undefined("else");

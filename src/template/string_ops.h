@@ -11,7 +11,7 @@ namespace inferscale::jinja {
 
 enum class StripSide { Both, Left, Right };
 
-// str.strip(chars): Python whitespace when chars is empty.
+// str.strip(chars): Python's (Unicode) whitespace when chars is nullopt; chars are bytes.
 std::string python_strip(std::string_view s, std::optional<std::string_view> chars, StripSide side);
 std::string ascii_lower(std::string_view s);
 std::string ascii_upper(std::string_view s);
@@ -20,6 +20,7 @@ std::string python_capitalize(std::string_view s);
 // str.split(sep, maxsplit): on whitespace runs when sep is empty; maxsplit < 0 splits all.
 std::vector<std::string> python_split(std::string_view s, std::optional<std::string_view> sep,
                                       long maxsplit);
-std::string python_replace(std::string_view s, std::string_view from, std::string_view to, long count);
+std::string python_replace(std::string_view s, std::string_view from, std::string_view to,
+                           long count);
 
 }  // namespace inferscale::jinja

@@ -8,7 +8,8 @@ namespace inferscale::jinja {
 namespace {
 
 Error located(const TemplateError& e) {
-    return make_error(ErrorKind::InvalidArgument, "line " + std::to_string(e.line) + ": " + e.message);
+    return make_error(ErrorKind::InvalidArgument,
+                      "line " + std::to_string(e.line) + ": " + e.message);
 }
 
 }  // namespace

@@ -37,20 +37,28 @@ double Value::as_number() const {
 bool Value::truthy() const {
     switch (v_.index()) {
         case 0:
-        case 1: return false;
-        case 2: return as_bool();
-        case 3: return as_int() != 0;
-        case 4: return as_float() != 0.0;
-        case 5: return !as_string().empty();
-        case 6: return !as_list().empty();
-        case 7: return as_dict().size() != 0;
-        default: return true;
+        case 1:
+            return false;
+        case 2:
+            return as_bool();
+        case 3:
+            return as_int() != 0;
+        case 4:
+            return as_float() != 0.0;
+        case 5:
+            return !as_string().empty();
+        case 6:
+            return !as_list().empty();
+        case 7:
+            return as_dict().size() != 0;
+        default:
+            return true;
     }
 }
 
 std::string Value::type_name() const {
-    static constexpr const char* kNames[] = {"undefined", "NoneType", "bool",      "int",
-                                             "float",     "str",      "list",      "dict",
+    static constexpr const char* kNames[] = {"undefined", "NoneType", "bool", "int",
+                                             "float",     "str",      "list", "dict",
                                              "Namespace", "function"};
     return kNames[v_.index()];
 }
@@ -59,15 +67,20 @@ bool Value::operator==(const Value& other) const {
     const bool numeric = (is_number() || is_bool()) && (other.is_number() || other.is_bool());
     if (numeric) {
         if (is_float() || other.is_float()) return as_number() == other.as_number();
-        const auto as_i = [](const Value& v) { return v.is_bool() ? std::int64_t{v.as_bool()} : v.as_int(); };
+        const auto as_i = [](const Value& v) {
+            return v.is_bool() ? std::int64_t{v.as_bool()} : v.as_int();
+        };
         return as_i(*this) == as_i(other);
     }
     if (v_.index() != other.v_.index()) return false;
     switch (v_.index()) {
         case 0:
-        case 1: return true;
-        case 5: return as_string() == other.as_string();
-        case 6: return as_list() == other.as_list();
+        case 1:
+            return true;
+        case 5:
+            return as_string() == other.as_string();
+        case 6:
+            return as_list() == other.as_list();
         case 7: {
             const auto& a = as_dict().entries();
             const auto& b = other.as_dict();
@@ -78,9 +91,12 @@ bool Value::operator==(const Value& other) const {
             }
             return true;
         }
-        case 8: return std::get<Namespace>(v_).attributes == std::get<Namespace>(other.v_).attributes;
-        case 9: return std::get<9>(v_) == std::get<9>(other.v_);
-        default: return false;
+        case 8:
+            return std::get<Namespace>(v_).attributes == std::get<Namespace>(other.v_).attributes;
+        case 9:
+            return std::get<9>(v_) == std::get<9>(other.v_);
+        default:
+            return false;
     }
 }
 
@@ -109,7 +125,8 @@ std::string float_repr(double d) {
     }
     if (exponent < 0) return sign + "0." + std::string(-exponent - 1, '0') + digits;
     const auto int_digits = static_cast<std::size_t>(exponent) + 1;
-    if (digits.size() <= int_digits) return sign + digits + std::string(int_digits - digits.size(), '0') + ".0";
+    if (digits.size() <= int_digits)
+        return sign + digits + std::string(int_digits - digits.size(), '0') + ".0";
     return sign + digits.substr(0, int_digits) + "." + digits.substr(int_digits);
 }
 

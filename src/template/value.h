@@ -58,18 +58,22 @@ class Value {
                                  Namespace, std::shared_ptr<const Callable>>;
 
     Value() : v_(Undefined{}) {}
-    Value(None) : v_(None{}) {}                          // NOLINT: implicit by design
-    Value(bool b) : v_(b) {}                             // NOLINT
-    Value(std::int64_t i) : v_(i) {}                     // NOLINT
+    Value(None) : v_(None{}) {}                         // NOLINT: implicit by design
+    Value(bool b) : v_(b) {}                            // NOLINT
+    Value(std::int64_t i) : v_(i) {}                    // NOLINT
     Value(int i) : v_(static_cast<std::int64_t>(i)) {}  // NOLINT
-    Value(double d) : v_(d) {}                           // NOLINT
-    Value(std::string s) : v_(std::move(s)) {}           // NOLINT
-    Value(const char* s) : v_(std::string(s)) {}         // NOLINT
+    Value(double d) : v_(d) {}                          // NOLINT
+    Value(std::string s) : v_(std::move(s)) {}          // NOLINT
+    Value(const char* s) : v_(std::string(s)) {}        // NOLINT
     Value(ValueList list) : v_(std::make_shared<const ValueList>(std::move(list))) {}  // NOLINT
     Value(ValueDict dict) : v_(std::make_shared<const ValueDict>(std::move(dict))) {}  // NOLINT
-    Value(Namespace ns) : v_(std::move(ns)) {}           // NOLINT
-    Value(Callable fn) : v_(std::make_shared<const Callable>(std::move(fn))) {}  // NOLINT
-    static Value undefined(std::string name) { Value v; v.v_ = Undefined{std::move(name)}; return v; }
+    Value(Namespace ns) : v_(std::move(ns)) {}                                         // NOLINT
+    Value(Callable fn) : v_(std::make_shared<const Callable>(std::move(fn))) {}        // NOLINT
+    static Value undefined(std::string name) {
+        Value v;
+        v.v_ = Undefined{std::move(name)};
+        return v;
+    }
 
     bool is_undefined() const { return v_.index() == 0; }
     bool is_none() const { return v_.index() == 1; }
@@ -95,8 +99,8 @@ class Value {
     const Callable& as_callable() const { return *std::get<9>(v_); }
     const std::string& undefined_name() const { return std::get<Undefined>(v_).name; }
 
-    bool truthy() const;           // Python's bool()
-    std::string type_name() const;  // Python's type name, for error messages
+    bool truthy() const;                        // Python's bool()
+    std::string type_name() const;              // Python's type name, for error messages
     bool operator==(const Value& other) const;  // Python's ==
 
   private:

@@ -3,14 +3,15 @@
 // Gemma 3 over a corpus of conversations: system prompts, multi-turn, tools, tool calls, tool
 // results (tools/make_template_fixtures.py), and fails where transformers fails.
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include "template/chat_template.h"
 
 #include <gtest/gtest.h>
-#include <nlohmann/json.hpp>
 
-#include "template/chat_template.h"
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
 #include "template/json_value.h"
 
 namespace inferscale::jinja {
@@ -20,7 +21,8 @@ using Json = nlohmann::ordered_json;
 
 std::string fixture_text(const std::string& name) {
     const char* root = std::getenv("INFERSCALE_FIXTURES");
-    std::ifstream in(std::string(root ? root : "tests/fixtures") + "/templates/" + name, std::ios::binary);
+    std::ifstream in(std::string(root ? root : "tests/fixtures") + "/templates/" + name,
+                     std::ios::binary);
     std::ostringstream buffer;
     buffer << in.rdbuf();
     return buffer.str();
@@ -37,7 +39,8 @@ std::vector<ChatMessage> messages_of(const Json& conversation) {
         ChatMessage message{m.at("role"), string_or_empty(m, "content")};
         for (const Json& call : m.value("tool_calls", Json::array())) {
             const Json& function = call.at("function");
-            message.tool_calls.push_back({call.at("id"), function.at("name"), function.at("arguments").dump()});
+            message.tool_calls.push_back(
+                {call.at("id"), function.at("name"), function.at("arguments").dump()});
         }
         message.tool_call_id = string_or_empty(m, "tool_call_id");
         message.name = string_or_empty(m, "name");
@@ -56,13 +59,15 @@ TEST(ChatTemplate, MatchesTransformers) {
         SCOPED_TRACE(name + " / " + conversation + (c.at("tools").get<bool>() ? " +tools" : "") +
                      (c.at("add_generation_prompt").get<bool>() ? " +gen" : ""));
         const Json& special = expected.at("special_tokens").at(name);
-        auto tmpl = ChatTemplate::parse(fixture_text(name + ".jinja"),
-                                        {string_or_empty(special, "bos_token"), special.at("eos_token")});
+        auto tmpl =
+            ChatTemplate::parse(fixture_text(name + ".jinja"),
+                                {string_or_empty(special, "bos_token"), special.at("eos_token")});
         ASSERT_TRUE(tmpl.ok()) << tmpl.error().message;
         const Value extra_value = from_json(c.at("extra"));
-        const auto out = tmpl->render(messages_of(expected.at("conversations").at(conversation)),
-                                      c.at("add_generation_prompt"),
-                                      c.at("tools").get<bool>() ? tools : Value(None{}), &extra_value.as_dict());
+        const auto out =
+            tmpl->render(messages_of(expected.at("conversations").at(conversation)),
+                         c.at("add_generation_prompt"),
+                         c.at("tools").get<bool>() ? tools : Value(None{}), &extra_value.as_dict());
         if (c.contains("error")) {
             EXPECT_FALSE(out.ok()) << *out;
             ++rejected;
@@ -83,7 +88,8 @@ TEST(ChatTemplate, RaisedExceptionNamesTheTemplateLine) {
     const auto out = tmpl->render(messages, true);
     ASSERT_FALSE(out.ok());
     EXPECT_EQ(out.error().message,
-              "chat template line 15: Conversation roles must alternate user/assistant/user/assistant/...");
+              "chat template line 15: Conversation roles must alternate "
+              "user/assistant/user/assistant/...");
 }
 
 }  // namespace

@@ -2,15 +2,16 @@
 // transformers' environment does, and rejects what it does not support when parsed, naming
 // the line.
 
-#include <cstdlib>
-#include <fstream>
-#include <sstream>
+#include "template/template.h"
 
 #include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "template/json_value.h"
-#include "template/template.h"
 
 namespace inferscale::jinja {
 namespace {
@@ -42,13 +43,15 @@ TEST(Template, SnippetsMatchJinja2) {
         EXPECT_EQ(*out, s.at("rendered").get<std::string>());
         ++checked;
     }
-    EXPECT_EQ(checked, 13);
+    EXPECT_EQ(checked, 14);
 }
 
 TEST(Template, UnsupportedConstructsFailWhenParsed) {
     EXPECT_EQ(parse_error("a\n{{ x | bogus }}"), "line 2: unsupported filter 'bogus'");
-    EXPECT_EQ(parse_error("{% if x is frobnicated %}{% endif %}"), "line 1: unsupported test 'frobnicated'");
-    EXPECT_EQ(parse_error("\n\n{% include 'other.jinja' %}"), "line 3: unsupported statement 'include'");
+    EXPECT_EQ(parse_error("{% if x is frobnicated %}{% endif %}"),
+              "line 1: unsupported test 'frobnicated'");
+    EXPECT_EQ(parse_error("\n\n{% include 'other.jinja' %}"),
+              "line 3: unsupported statement 'include'");
     EXPECT_EQ(parse_error("{% for x in y %}\n{{ x }}"), "line 2: missing {% endfor %}");
     EXPECT_EQ(parse_error("{{ 'open }}"), "line 1: unclosed string literal");
     EXPECT_EQ(parse_error("{{ x + }}"), "line 1: expected an expression, got '}}'");
