@@ -29,7 +29,7 @@ enum class ExprKind {
     Conditional,  // children[0] if children[1] else children[2] (children[2] may be null)
     List,         // [children...]
     Tuple,        // (children...), a list at run time
-    Dict,         // {kwargs...} with keys as expressions in children (key, value pairs)
+    Dict,         // {children[0]: children[1], children[2]: children[3], ...}
 };
 
 struct Expr {

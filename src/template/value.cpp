@@ -210,12 +210,6 @@ std::string to_str(const Value& v) {
     return out;
 }
 
-std::string to_repr(const Value& v) {
-    std::string out;
-    append(out, v, true);
-    return out;
-}
-
 std::size_t utf8_length(std::string_view text) {
     std::size_t n = 0;
     for (unsigned char c : text)

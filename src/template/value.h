@@ -107,9 +107,8 @@ class Value {
     Storage v_;
 };
 
-// Python's str() and repr() of a value (an undefined value prints as nothing).
+// Python's str() of a value (an undefined value prints as nothing; list items as repr()).
 std::string to_str(const Value& v);
-std::string to_repr(const Value& v);
 void append_str(std::string& out, const Value& v);
 
 // Python's repr of a float: the shortest text that reads back the same number.
