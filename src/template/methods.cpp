@@ -150,6 +150,11 @@ std::string_view listed(const std::string_view (&names)[N], std::string_view nam
 
 }  // namespace
 
+bool is_method_name(std::string_view name) {
+    return name == "cycle" || !listed(kStringMethods, name).empty() ||
+           !listed(kDictMethods, name).empty();
+}
+
 Value find_method(const Value& object, std::string_view name) {
     if (object.is_string()) {
         if (const std::string_view method = listed(kStringMethods, name); !method.empty())

@@ -18,10 +18,28 @@ class Parser {
     Body parse_template() {
         std::string end;
         Body body = parse_body({}, end);
+        check_called_names();
         return body;
     }
 
   private:
+    // A called name must be a global function or a name the template binds (a macro, a
+    // variable, a parameter), so that a template calling anything else fails when parsed.
+    void check_called_names() const {
+        for (const auto& [name, line] : called_names_) {
+            if (global_functions().find(name) != nullptr) continue;
+            if (std::find(bound_names_.begin(), bound_names_.end(), name) != bound_names_.end())
+                continue;
+            fail("unsupported function '" + name + "'", line);
+        }
+    }
+
+    std::string bind_name() {
+        std::string name = expect_name();
+        bound_names_.push_back(name);
+        return name;
+    }
+
     const Token& peek(std::size_t ahead = 0) const {
         const std::size_t i = std::min(pos_ + ahead, t_.size() - 1);
         return t_[i];
@@ -156,7 +174,7 @@ class Parser {
     StmtPtr parse_for(int line) {
         auto s = stmt(StmtKind::For, line);
         do {
-            s->targets.push_back(expect_name());
+            s->targets.push_back(bind_name());
         } while (accept_op(","));
         if (!accept_name("in")) unexpected("'in'");
         s->expr = parse_expression(/*with_conditional=*/false);
@@ -175,12 +193,12 @@ class Parser {
 
     StmtPtr parse_set(int line) {
         auto s = stmt(StmtKind::Set, line);
-        s->targets.push_back(expect_name());
+        s->targets.push_back(bind_name());
         if (accept_op(".")) {
             s->attribute_target = true;
             s->targets.push_back(expect_name());
         } else {
-            while (accept_op(",")) s->targets.push_back(expect_name());
+            while (accept_op(",")) s->targets.push_back(bind_name());
         }
         if (peek().type == Type::BlockEnd) {
             if (s->attribute_target || s->targets.size() != 1)
@@ -200,11 +218,11 @@ class Parser {
 
     StmtPtr parse_macro(int line) {
         auto s = stmt(StmtKind::Macro, line);
-        s->text = expect_name();
+        s->text = bind_name();
         expect_op("(");
         while (!accept_op(")")) {
             if (!s->targets.empty()) expect_op(",");
-            s->targets.push_back(expect_name());
+            s->targets.push_back(bind_name());
             s->defaults.push_back(accept_op("=") ? parse_expression() : nullptr);
         }
         expect_block_end();
@@ -458,7 +476,11 @@ class Parser {
         }
     }
 
+    // Calls are checked here (methods) and when the whole template is parsed (names).
     ExprPtr parse_call(ExprPtr callee) {
+        if (callee->kind == ExprKind::Name) called_names_.emplace_back(callee->name, callee->line);
+        if (callee->kind == ExprKind::Attribute && !is_method_name(callee->name))
+            fail("unsupported method '" + callee->name + "'", callee->line);
         auto e = node(ExprKind::Call, peek().line);
         e->children.push_back(std::move(callee));
         parse_arguments(*e);
@@ -509,6 +531,8 @@ class Parser {
 
     const std::vector<Token>& t_;
     std::size_t pos_ = 0;
+    std::vector<std::string> bound_names_;
+    std::vector<std::pair<std::string, int>> called_names_;
 };
 
 }  // namespace

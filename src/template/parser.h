@@ -1,6 +1,7 @@
 #pragma once
 // The template parser: tokens (lexer.h) to statements (ast.h). Filters and tests are resolved
-// here, so an unknown filter, test or statement fails when the template is parsed.
+// here and calls checked, so an unknown statement, filter, test, method or function fails when
+// the template is parsed, not when a request renders it.
 
 #include <vector>
 

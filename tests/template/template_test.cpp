@@ -55,6 +55,11 @@ TEST(Template, UnsupportedConstructsFailWhenParsed) {
     EXPECT_EQ(parse_error("{% for x in y %}\n{{ x }}"), "line 2: missing {% endfor %}");
     EXPECT_EQ(parse_error("{{ 'open }}"), "line 1: unclosed string literal");
     EXPECT_EQ(parse_error("{{ x + }}"), "line 1: expected an expression, got '}}'");
+    EXPECT_EQ(parse_error("{{ 'a {}'.format(1) }}"), "line 1: unsupported method 'format'");
+    EXPECT_EQ(parse_error("{% set c = cycler('a') %}\n{{ joiner(',') }}"),
+              "line 1: unsupported function 'cycler'");
+    EXPECT_TRUE(
+        parse_error("{% macro m(f) %}{{ f() }}{% endmacro %}{{ m(raise_exception) }}").empty());
 }
 
 TEST(Template, RenderErrorsNameTheLine) {
