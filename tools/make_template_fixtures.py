@@ -2,7 +2,7 @@
 """Expected chat-template renderings for tests/template: transformers' own renderer.
 
 For every template in tests/fixtures/templates/*.jinja (the models' original Hugging Face
-templates) and every conversation below, renders with add_generation_prompt false and true
+templates, plus two written to exercise more constructs) and every conversation below, renders with add_generation_prompt false and true
 through transformers.utils.chat_template_utils.render_jinja_template, the function behind
 apply_chat_template(tokenize=False), and writes tests/fixtures/templates/expected.json.
 Short snippets of the constructs templates use (loops, namespaces, macros, filters, tests,
@@ -34,6 +34,11 @@ TEMPLATES = {
     "qwen2_5_coder": ({"bos_token": None, "eos_token": "<|im_end|>"}, {}),
     "smollm2": ({"bos_token": "<|im_start|>", "eos_token": "<|im_end|>"}, {}),
     "gemma3": ({"bos_token": "<bos>", "eos_token": "<eos>"}, {}),
+    # Not a model's: written for these tests, one for the whitespace rules (trim_blocks,
+    # lstrip_blocks, -/+ modifiers, comments), one in the style of newer tool-calling templates
+    # (reverse scans with a namespace, str methods, selectattr/map, loop.cycle).
+    "constructs_whitespace": ({"bos_token": "<s>", "eos_token": "</s>"}, {}),
+    "constructs_reasoning_tools": ({"bos_token": "<s>", "eos_token": "</s>"}, {}),
 }
 
 GGUF_TEMPLATES = {
