@@ -13,6 +13,30 @@ std::optional<std::int64_t> slice_bound(const Value& v) {
     return v.as_int();
 }
 
+// Jinja's `loop` inside a for loop at item i of items.
+Value loop_variable(const ValueList& items, std::size_t index) {
+    const auto i = static_cast<std::int64_t>(index);
+    const auto n = static_cast<std::int64_t>(items.size());
+    ValueDict loop;
+    loop.set("index", i + 1);
+    loop.set("index0", i);
+    loop.set("revindex", n - i);
+    loop.set("revindex0", n - i - 1);
+    loop.set("first", i == 0);
+    loop.set("last", i == n - 1);
+    loop.set("length", n);
+    loop.set("depth", 1);
+    loop.set("depth0", 0);
+    loop.set("previtem", index > 0 ? items[index - 1] : Value::undefined("previtem"));
+    loop.set("nextitem",
+             index + 1 < items.size() ? items[index + 1] : Value::undefined("nextitem"));
+    loop.set("cycle", Callable{"cycle", [index](CallArgs& args) -> Value {
+                                   if (args.positional.empty()) fail("no items for cycling given");
+                                   return args.positional[index % args.positional.size()];
+                               }});
+    return loop;
+}
+
 }  // namespace
 
 void Renderer::Scope::set(const std::string& name, Value value) {
@@ -93,13 +117,7 @@ void Renderer::run_set(const Stmt& s, Value value) {
 Renderer::Flow Renderer::run_for(const Stmt& s, std::string& out) {
     const auto all = iterate(eval(*s.expr));
     Scope loop_scope{scope_, {}};
-    scope_ = &loop_scope;
-    struct Restore {
-        Renderer* r;
-        Scope* parent;
-        ~Restore() { r->scope_ = parent; }
-    } restore{this, loop_scope.parent};
-
+    const EnterScope enter(*this, loop_scope);
     const auto bind = [&](const Value& item) {
         if (s.targets.size() == 1) {
             loop_scope.set(s.targets[0], item);
@@ -119,67 +137,38 @@ Renderer::Flow Renderer::run_for(const Stmt& s, std::string& out) {
         }
         items = std::make_shared<const ValueList>(std::move(kept));
     }
-    const auto n = static_cast<std::int64_t>(items->size());
-    for (std::int64_t i = 0; i < n; ++i) {
-        const Value& item = (*items)[static_cast<std::size_t>(i)];
-        bind(item);
-        ValueDict loop;
-        loop.set("index", i + 1);
-        loop.set("index0", i);
-        loop.set("revindex", n - i);
-        loop.set("revindex0", n - i - 1);
-        loop.set("first", i == 0);
-        loop.set("last", i == n - 1);
-        loop.set("length", n);
-        loop.set("depth", 1);
-        loop.set("depth0", 0);
-        loop.set("previtem",
-                 i > 0 ? (*items)[static_cast<std::size_t>(i - 1)] : Value::undefined("previtem"));
-        loop.set("nextitem", i + 1 < n ? (*items)[static_cast<std::size_t>(i + 1)]
-                                       : Value::undefined("nextitem"));
-        loop.set(
-            "cycle",
-            Callable{
-                "cycle", [i](CallArgs& args) -> Value {
-                    if (args.positional.empty()) fail("no items for cycling given");
-                    return args.positional[static_cast<std::size_t>(i) % args.positional.size()];
-                }});
-        loop_scope.set("loop", std::move(loop));
+    for (std::size_t i = 0; i < items->size(); ++i) {
+        bind((*items)[i]);
+        loop_scope.set("loop", loop_variable(*items, i));
         if (run(s.body, out) == Flow::Break) break;
     }
-    if (n == 0) run(s.else_body, out);
+    if (items->empty()) run(s.else_body, out);
     return Flow::Normal;
 }
 
 Value Renderer::make_macro(const Stmt& s) {
     Scope* defined_in = scope_;
-    return Callable{s.text, [this, &s, defined_in](CallArgs& args) -> Value {
-                        Scope call_scope{defined_in, {}};
-                        if (args.positional.size() > s.targets.size())
-                            fail("macro '" + s.text + "' takes " +
-                                 std::to_string(s.targets.size()) + " arguments");
-                        for (std::size_t i = 0; i < s.targets.size(); ++i) {
-                            const Value* given = args.get(i, s.targets[i]);
-                            if (given != nullptr) {
-                                call_scope.set(s.targets[i], *given);
-                            } else {
-                                call_scope.set(s.targets[i], s.defaults[i]
-                                                                 ? eval(*s.defaults[i])
-                                                                 : Value::undefined(s.targets[i]));
-                            }
-                        }
-                        Scope* caller = scope_;
-                        scope_ = &call_scope;
-                        std::string out;
-                        try {
-                            run(s.body, out);
-                        } catch (...) {
-                            scope_ = caller;
-                            throw;
-                        }
-                        scope_ = caller;
-                        return out;
-                    }};
+    return Callable{
+        s.text, [this, &s, defined_in](CallArgs& args) { return call_macro(s, defined_in, args); }};
+}
+
+Value Renderer::call_macro(const Stmt& s, Scope* defined_in, CallArgs& args) {
+    if (args.positional.size() > s.targets.size())
+        fail("macro '" + s.text + "' takes " + std::to_string(s.targets.size()) + " arguments");
+    Scope call_scope{defined_in, {}};
+    for (std::size_t i = 0; i < s.targets.size(); ++i) {
+        const Value* given = args.get(i, s.targets[i]);
+        if (given != nullptr) {
+            call_scope.set(s.targets[i], *given);
+        } else {
+            call_scope.set(s.targets[i],
+                           s.defaults[i] ? eval(*s.defaults[i]) : Value::undefined(s.targets[i]));
+        }
+    }
+    const EnterScope enter(*this, call_scope);
+    std::string out;
+    run(s.body, out);
+    return out;
 }
 
 Value Renderer::lookup(const std::string& name) const {

@@ -25,12 +25,25 @@ class Renderer {
         void set(const std::string& name, Value value);
     };
     enum class Flow { Normal, Break, Continue };
+    // Makes `scope` the innermost scope until it goes out of scope itself.
+    class EnterScope {
+      public:
+        EnterScope(Renderer& r, Scope& scope) : r_(r), outer_(r.scope_) { r.scope_ = &scope; }
+        ~EnterScope() { r_.scope_ = outer_; }
+        EnterScope(const EnterScope&) = delete;
+        EnterScope& operator=(const EnterScope&) = delete;
+
+      private:
+        Renderer& r_;
+        Scope* outer_;
+    };
 
     Flow run(const Body& body, std::string& out);
     Flow run(const Stmt& s, std::string& out);
     Flow run_for(const Stmt& s, std::string& out);
     void run_set(const Stmt& s, Value value);
     Value make_macro(const Stmt& s);
+    Value call_macro(const Stmt& s, Scope* defined_in, CallArgs& args);
 
     Value eval(const Expr& e);
     Value lookup(const std::string& name) const;
