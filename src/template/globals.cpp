@@ -1,6 +1,7 @@
 // The functions every template sees: Jinja's namespace, range and dict, and transformers'
 // raise_exception and strftime_now.
 
+#include <cstdlib>
 #include <ctime>
 
 #include "template/builtins.h"
@@ -37,6 +38,11 @@ Value range(CallArgs& args) {
     const std::int64_t stop = p.size() > 1 ? p[1].as_int() : p[0].as_int();
     const std::int64_t step = p.size() > 2 ? p[2].as_int() : 1;
     if (step == 0) fail("range() step must not be zero");
+    // Jinja's sandbox caps range() at 100000 items.
+    constexpr std::int64_t kMaxItems = 100000;
+    const std::int64_t span = step > 0 ? stop - start : start - stop;
+    if (span > 0 && (span + std::abs(step) - 1) / std::abs(step) > kMaxItems)
+        fail("range() is limited to " + std::to_string(kMaxItems) + " items");
     ValueList out;
     for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
     return out;

@@ -153,6 +153,8 @@ Value Renderer::make_macro(const Stmt& s) {
 }
 
 Value Renderer::call_macro(const Stmt& s, Scope* defined_in, CallArgs& args) {
+    if (macro_depth_ >= kMaxMacroDepth)
+        fail("macro calls nest deeper than " + std::to_string(kMaxMacroDepth));
     if (args.positional.size() > s.targets.size())
         fail("macro '" + s.text + "' takes " + std::to_string(s.targets.size()) + " arguments");
     Scope call_scope{defined_in, {}};
@@ -166,8 +168,15 @@ Value Renderer::call_macro(const Stmt& s, Scope* defined_in, CallArgs& args) {
         }
     }
     const EnterScope enter(*this, call_scope);
+    ++macro_depth_;
     std::string out;
-    run(s.body, out);
+    try {
+        run(s.body, out);
+    } catch (...) {
+        --macro_depth_;
+        throw;
+    }
+    --macro_depth_;
     return out;
 }
 

@@ -51,8 +51,12 @@ class Renderer {
     Value eval_call(const Expr& e);
     CallArgs eval_arguments(const Expr& e, std::size_t first_child);
 
+    // Python's recursion limit, in effect: a template's runaway recursion fails the render.
+    static constexpr int kMaxMacroDepth = 200;
+
     const ValueDict& context_;
     Scope root_;
+    int macro_depth_ = 0;
     Scope* scope_ = &root_;
 };
 

@@ -62,6 +62,17 @@ TEST(Template, UnsupportedConstructsFailWhenParsed) {
         parse_error("{% macro m(f) %}{{ f() }}{% endmacro %}{{ m(raise_exception) }}").empty());
 }
 
+TEST(Template, RunawayTemplatesFail) {
+    auto recursive = Template::parse("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}\n{{ f(0) }}");
+    ASSERT_TRUE(recursive.ok());
+    const auto deep = recursive->render(ValueDict{});
+    ASSERT_FALSE(deep.ok());
+    EXPECT_EQ(deep.error().message, "line 1: macro calls nest deeper than 200");
+    auto huge = Template::parse("{{ range(1000000)|length }}");
+    ASSERT_TRUE(huge.ok());
+    EXPECT_FALSE(huge->render(ValueDict{}).ok());
+}
+
 TEST(Template, RenderErrorsNameTheLine) {
     auto t = Template::parse("ok\n{{ x.y.z }}");
     ASSERT_TRUE(t.ok());
