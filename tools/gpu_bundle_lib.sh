@@ -103,6 +103,6 @@ random_weights_model_dir() {
     model=$(mktemp -d)
     cp tests/fixtures/golden/llama_gqa/config.json tests/fixtures/golden/llama_gqa/model.safetensors "$model/"
     cp tests/fixtures/tokenizer/smollm_tokenizer.json "$model/tokenizer.json"
-    cp tests/fixtures/tokenizer/chat_templates/smollm2.jinja "$model/chat_template.jinja"
+    cp tests/fixtures/templates/smollm2.jinja "$model/chat_template.jinja"
     echo "$model"
 }

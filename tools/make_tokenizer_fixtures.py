@@ -4,8 +4,8 @@
 Trains small Hugging Face `tokenizers` models (byte-level BPE with the Llama-3, Qwen2 and
 GPT-2/SmolLM2 splits; SentencePiece-style BPE with byte fallback, in both the Metaspace and the
 legacy normalizer form), records HF's ids for a list of hard texts and the decode of every id,
-dumps the SmolLM2 GGUF vocabulary as plain JSON with HF's ids for the same texts, and renders the
-real chat templates with transformers' own Jinja renderer.
+and dumps the SmolLM2 GGUF vocabulary as plain JSON with HF's ids for the same texts. (Chat
+template renderings: tools/make_template_fixtures.py.)
 
 Usage: python3 tools/make_tokenizer_fixtures.py  (from the repository root; deterministic)
 """
@@ -302,7 +302,6 @@ def make_gguf_fixtures():
         "add_space_prefix": bool(gguf_field(reader, "tokenizer.ggml.add_space_prefix")),
     }
     write_json("smollm2_vocab.json", vocab)
-    chat_template = gguf_field(reader, "tokenizer.chat_template")
 
     # HF's own view of the same vocabulary: SmolLM2's tokenizer.json is a byte-level BPE with a
     # Digits(individual) + ByteLevel(regex) pre-tokenizer and its 17 control tokens as specials.
@@ -331,51 +330,6 @@ def make_gguf_fixtures():
     except Exception as e:  # noqa: BLE001 - the cross-check is optional
         print("transformers GGUF cross-check skipped:", e)
     write_json("smollm2_expected.json", expected)
-    return chat_template
-
-
-CONVERSATIONS = {
-    "single_user": [{"role": "user", "content": "Hello!"}],
-    "with_system": [{"role": "system", "content": "You are a terse assistant."},
-                    {"role": "user", "content": "What is 2+2?"}],
-    "multi_turn": [{"role": "user", "content": "Hi, I'm Caroline."},
-                   {"role": "assistant", "content": "Hello Caroline! How can I help?"},
-                   {"role": "user", "content": "  What did I say my name was?  "}],
-    "system_multi_turn": [{"role": "system", "content": "  Remember facts about the user.\n"},
-                          {"role": "user", "content": "I love hiking."},
-                          {"role": "assistant", "content": " Noted: you love hiking. "},
-                          {"role": "user", "content": "中文？ 😀"}],
-}
-
-TEMPLATE_META = {
-    # name -> (expected Kind, special tokens the template may reference)
-    "llama3_1": ("Llama3", {"bos_token": "<|begin_of_text|>", "eos_token": "<|eot_id|>"}),
-    "mistral_v0_3": ("Mistral", {"bos_token": "<s>", "eos_token": "</s>"}),
-    "qwen2_5": ("ChatML", {"bos_token": None, "eos_token": "<|im_end|>"}),
-    "smollm2": ("ChatML", {"bos_token": "<|im_start|>", "eos_token": "<|im_end|>"}),
-}
-
-
-def make_chat_fixtures(smollm2_template):
-    from transformers.utils.chat_template_utils import render_jinja_template
-
-    tdir = os.path.join(OUT, "chat_templates")
-    os.makedirs(tdir, exist_ok=True)
-    with open(os.path.join(tdir, "smollm2.jinja"), "w") as f:
-        f.write(smollm2_template)
-    results = []
-    for name, (kind, special) in TEMPLATE_META.items():
-        with open(os.path.join(tdir, name + ".jinja")) as f:
-            source = f.read()
-        for conv_name, conv in CONVERSATIONS.items():
-            for gen in (False, True):
-                rendered = render_jinja_template(conversations=[conv], chat_template=source,
-                                                 add_generation_prompt=gen, **special)
-                text = rendered[0][0] if isinstance(rendered, tuple) else rendered[0]
-                results.append({"template": name, "kind": kind, "conversation": conv_name,
-                                "add_generation_prompt": gen, "rendered": text})
-    write_json("chat_templates_expected.json",
-               {"conversations": CONVERSATIONS, "cases": results}, indent=1)
 
 
 def main():
@@ -387,8 +341,7 @@ def main():
         tok.save(path)
         print(f"wrote {path} ({os.path.getsize(path)} bytes)")
         write_json(f"{name}_expected.json", golden(tok))
-    template = make_gguf_fixtures()
-    make_chat_fixtures(template)
+    make_gguf_fixtures()
     return 0
 
 

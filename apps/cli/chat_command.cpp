@@ -65,6 +65,7 @@ Command add_chat_command(CLI::App& app) {
     CLI::App* cmd = app.add_subcommand(
         "chat", "chat through the model's chat template (interactive without --message)");
     add_model_flags(*cmd, args->model);
+    add_chat_template_flag(*cmd, args->model);
     cmd->add_option("--message", args->message, "send one message, print the reply and exit");
     cmd->add_option("--system", args->system, "system prompt");
     add_sampling_flags(*cmd, args->sampling, "--sampling-top-k");
@@ -96,7 +97,7 @@ Command add_chat_command(CLI::App& app) {
                             "' (add memories with `inferscale memory add`)");
         }
         engine::Engine& engine = (*local)->engine();
-        std::vector<tokenizer::ChatMessage>& messages = request.messages;
+        std::vector<jinja::ChatMessage>& messages = request.messages;
         if (!args->system.empty()) messages.push_back({"system", args->system});
         // Sends the conversation, streaming the reply to stdout, and keeps the reply in it.
         const auto reply = [&]() -> Status {

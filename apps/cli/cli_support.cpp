@@ -53,6 +53,12 @@ void add_model_flags(CLI::App& cmd, ModelArgs& args) {
         ->check(CLI::Range(16, 1 << 20));
 }
 
+void add_chat_template_flag(CLI::App& cmd, ModelArgs& args) {
+    cmd.add_option("--chat-template", args.chat_template,
+                   "a Jinja chat template file to use instead of the model's own")
+        ->check(CLI::ExistingFile);
+}
+
 Result<std::unique_ptr<engine::LocalModel>> load_model(
     const ModelArgs& args, const std::function<void(engine::LocalModelOptions&)>& tune) {
     engine::LocalModelOptions options;
@@ -66,6 +72,7 @@ Result<std::unique_ptr<engine::LocalModel>> load_model(
     options.num_threads = args.threads;
     options.max_context = args.max_context;
     options.kv_tokens = args.max_context;
+    options.chat_template_path = args.chat_template;
     if (tune) tune(options);
     return engine::LocalModel::load(options, progress_bar("loading model"));
 }

@@ -28,9 +28,12 @@ struct ModelArgs {
     std::string quant;               // their block types (model/weight_quant.h)
     int threads = 0;
     std::int64_t max_context = 4096;
+    std::string chat_template;  // a Jinja file replacing the model's chat template
 };
 // --model, --device, --random-weights, --quant, --threads, --max-context.
 void add_model_flags(CLI::App& cmd, ModelArgs& args);
+// --chat-template, for the commands that render conversations (chat, serve).
+void add_chat_template_flag(CLI::App& cmd, ModelArgs& args);
 
 // Loads the model, drawing a progress bar on stderr when it is a terminal. An Error when the
 // device cannot be used (a build without CUDA, no GPU) or the files cannot be loaded.

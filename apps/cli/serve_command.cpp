@@ -43,6 +43,7 @@ Command add_serve_command(CLI::App& app) {
     CLI::App* cmd =
         app.add_subcommand("serve", "serve the OpenAI-compatible API with per-user memory");
     add_model_flags(*cmd, a->model);
+    add_chat_template_flag(*cmd, a->model);
     add_db_flag(*cmd, a->memory.db);
     cmd->add_option("--host", a->server.host, "address to listen on")->capture_default_str();
     cmd->add_option("--port", a->server.port, "port to listen on (0: any free port)")

@@ -107,8 +107,9 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
         if (with_memory && runtime_ && !request.user.empty())
             with_memory = IS_TRY(store_->has_facts(request.user));
         if (!with_memory) {
-            tokens = lm.tokenizer().encode(lm.chat_template()->render(request.messages, true),
-                                           /*add_special=*/false, /*parse_special=*/true);
+            const std::string prompt = IS_TRY(
+                lm.chat_template()->render(request.messages, /*add_generation_prompt=*/true));
+            tokens = lm.tokenizer().encode(prompt, /*add_special=*/false, /*parse_special=*/true);
         }
     }
     if (with_memory) IS_RETURN_IF_ERROR(lay_out_memory(*a, request));

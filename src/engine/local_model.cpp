@@ -4,6 +4,7 @@
 #include <optional>
 
 #include "base/log.h"
+#include "base/mapped_file.h"
 #include "engine/backend_choice.h"
 #include "model/hf_config.h"
 
@@ -15,6 +16,26 @@ Result<tokenizer::Tokenizer> load_tokenizer(const model::ModelFiles& files) {
         return tokenizer::Tokenizer::from_json_file(files.tokenizer_json_path);
     if (!files.gguf_vocab.tokens.empty()) return tokenizer::Tokenizer::from_vocab(files.gguf_vocab);
     return make_error("the model files carry no tokenizer (no tokenizer.json, no GGUF vocab)");
+}
+
+// The template of --chat-template, else the model's own; parsed now, so that one this
+// interpreter cannot run fails the load rather than a request.
+Result<std::optional<jinja::ChatTemplate>> load_chat_template(const LocalModelOptions& options,
+                                                              const model::ModelFiles& files,
+                                                              const tokenizer::Tokenizer& tok) {
+    std::string source = files.chat_template;
+    std::string origin = "the model's chat template";
+    if (!options.chat_template_path.empty()) {
+        source = IS_TRY(read_text_file(options.chat_template_path));
+        origin = options.chat_template_path;
+    }
+    if (source.empty()) return std::optional<jinja::ChatTemplate>();
+    const auto token = [&tok](std::int32_t id) {
+        return id >= 0 ? std::string(tok.token_text(id)) : std::string();
+    };
+    auto parsed = jinja::ChatTemplate::parse(source, {token(tok.bos_id()), token(tok.eos_id())});
+    if (!parsed.ok()) return make_error(origin + ": " + parsed.error().message);
+    return std::optional<jinja::ChatTemplate>(std::move(parsed).value());
 }
 
 std::string weights_identity(const LocalModelOptions& options) {
@@ -109,10 +130,7 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
     local->model_name_ = weights_identity(options);
     local->device_description_ = std::move(opened.description);
     local->eos_ids_ = files.eos_token_ids;
-    if (!files.chat_template.empty()) {
-        auto tmpl = tokenizer::ChatTemplate::detect(files.chat_template);
-        if (tmpl.ok()) local->chat_template_ = std::move(tmpl).value();
-    }
+    local->chat_template_ = IS_TRY(load_chat_template(options, files, local->tokenizer()));
     return local;
 }
 

@@ -21,8 +21,8 @@
 #include "model/forward_workspace.h"
 #include "model/llama_model.h"
 #include "model/model_files.h"
+#include "template/chat_template.h"
 #include "tensor/backend.h"
-#include "tokenizer/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace inferscale::engine {
@@ -41,6 +41,8 @@ struct LocalModelOptions {
     std::uint64_t random_seed = 1;
     model::WeightQuant random_quant = model::WeightQuant::None;  // their block types
     std::int64_t max_context = 4096;  // tokens per sequence; capped by the model's positions
+    // A Jinja file that replaces the model's own chat template; empty: the model's.
+    std::string chat_template_path;
     // KV cache capacity in tokens, all sequences together. 0: on a GPU, what its memory leaves
     // (gpu_memory_plan.h); on the CPU, kDefaultCpuKvTokens.
     std::int64_t kv_tokens = 8192;
@@ -55,7 +57,8 @@ struct LocalModelOptions {
 
 class LocalModel {
   public:
-    // An Error names what failed: the device (CUDA not built, no GPU), the model files or the
+    // An Error names what failed: the device (CUDA not built, no GPU), the model files, the chat
+    // template (with its line, for a construct the interpreter does not support) or the
     // random-weights config, the tokenizer, or memory on the backend.
     static Result<std::unique_ptr<LocalModel>> load(const LocalModelOptions& options,
                                                     const model::LoadProgress& progress = {});
@@ -63,7 +66,7 @@ class LocalModel {
     const model::ModelConfig& config() const { return model_.config(); }
     const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
     // The model's chat template; nullopt when the files carry none we recognise.
-    const std::optional<tokenizer::ChatTemplate>& chat_template() const { return chat_template_; }
+    const std::optional<jinja::ChatTemplate>& chat_template() const { return chat_template_; }
     std::int64_t max_context() const { return max_context_; }
     // What the weights and KV values are (part of memory chunk identities): the model path,
     // plus "@cuda" on the GPU (its bf16 KV differs from the CPU's) and the random-weights
@@ -99,7 +102,7 @@ class LocalModel {
     kv::BlockPool blocks_;
     model::ForwardWorkspace workspace_;
     tokenizer::Tokenizer tokenizer_;
-    std::optional<tokenizer::ChatTemplate> chat_template_;
+    std::optional<jinja::ChatTemplate> chat_template_;
     std::vector<std::int64_t> eos_ids_;
     std::int64_t max_context_ = 0;
     std::string model_name_;

@@ -6,7 +6,7 @@
 namespace inferscale::engine {
 namespace {
 
-const tokenizer::ChatTemplate* template_of(const LocalModel& lm) {
+const jinja::ChatTemplate* template_of(const LocalModel& lm) {
     return lm.chat_template() ? &*lm.chat_template() : nullptr;
 }
 
@@ -110,15 +110,15 @@ Result<std::vector<MemoryFact>> prompt_order(std::span<const MemoryFact> ranked)
 
 Result<MemoryPrompt> memory_prompt(const LocalModel& lm, const inject::MemoryScaffold& scaffold,
                                    std::span<const MemoryFact> facts,
-                                   std::span<const tokenizer::ChatMessage> messages) {
+                                   std::span<const jinja::ChatMessage> messages) {
     MemoryPrompt out;
     out.fact_tokens.reserve(facts.size());
     for (const MemoryFact& f : facts)
         out.fact_tokens.push_back(IS_TRY(inject::fact_token_ids(lm.tokenizer(), f.text)));
     out.tokens = inject::memory_stream(scaffold, out.fact_tokens);
     out.memory_tokens = static_cast<std::int64_t>(out.tokens.size());
-    const std::vector<std::int32_t> conversation = inject::conversation_token_ids(
-        lm.tokenizer(), template_of(lm), {messages.begin(), messages.end()}, out.tokens.front());
+    const std::vector<std::int32_t> conversation = IS_TRY(inject::conversation_token_ids(
+        lm.tokenizer(), template_of(lm), {messages.begin(), messages.end()}, out.tokens.front()));
     out.tokens.insert(out.tokens.end(), conversation.begin(), conversation.end());
     return out;
 }

@@ -18,7 +18,7 @@
 #include "inject/injector.h"
 #include "inject/memory_prompt.h"
 #include "memory/chunk_pool.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace inferscale::engine {
 
@@ -100,6 +100,6 @@ struct MemoryPrompt {
 // nothing.
 Result<MemoryPrompt> memory_prompt(const LocalModel& lm, const inject::MemoryScaffold& scaffold,
                                    std::span<const MemoryFact> facts,
-                                   std::span<const tokenizer::ChatMessage> messages);
+                                   std::span<const jinja::ChatMessage> messages);
 
 }  // namespace inferscale::engine

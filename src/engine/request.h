@@ -18,7 +18,7 @@
 
 #include "base/result.h"
 #include "sampling/sampling_params.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 
 namespace inferscale::engine {
 
@@ -35,7 +35,7 @@ struct RetrievalOptions {
 
 struct EngineRequest {
     // Chat: rendered with the model's chat template and the generation prompt ...
-    std::vector<tokenizer::ChatMessage> messages;
+    std::vector<jinja::ChatMessage> messages;
     // ... or a completion: the raw prompt text (tokenized with the tokenizer's BOS rule) ...
     std::optional<std::string> prompt;
     // ... or a completion of these token ids as they are (used when messages and prompt are

@@ -17,7 +17,7 @@ std::string strip_whitespace(std::string_view text) {
 }
 
 Result<MemoryScaffold> build_memory_scaffold(const tokenizer::Tokenizer& tok,
-                                             const tokenizer::ChatTemplate* tmpl,
+                                             const jinja::ChatTemplate* tmpl,
                                              std::int64_t block_size) {
     if (block_size < 1) return make_error("memory scaffold: block size must be >= 1");
     MemoryScaffold s;
@@ -25,7 +25,8 @@ Result<MemoryScaffold> build_memory_scaffold(const tokenizer::Tokenizer& tok,
     const std::string content = std::string(kMemorySystemPrompt) + std::string(kMemoryPlaceholder);
     std::string rendered;
     if (tmpl != nullptr) {
-        rendered = tmpl->render({{"system", content}}, /*add_generation_prompt=*/false);
+        const std::vector<jinja::ChatMessage> system = {{"system", content}};
+        rendered = IS_TRY(tmpl->render(system, /*add_generation_prompt=*/false));
     } else {
         rendered = "SYSTEM: " + content + "\n";
     }
@@ -80,17 +81,17 @@ std::vector<std::int32_t> memory_stream(const MemoryScaffold& scaffold,
     return m;
 }
 
-std::vector<std::int32_t> query_token_ids(const tokenizer::Tokenizer& tok,
-                                          const tokenizer::ChatTemplate* tmpl,
-                                          std::string_view question,
-                                          std::optional<std::int32_t> memory_first) {
+Result<std::vector<std::int32_t>> query_token_ids(const tokenizer::Tokenizer& tok,
+                                                  const jinja::ChatTemplate* tmpl,
+                                                  std::string_view question,
+                                                  std::optional<std::int32_t> memory_first) {
     return conversation_token_ids(tok, tmpl, {{"user", std::string(question)}}, memory_first);
 }
 
-std::vector<std::int32_t> conversation_token_ids(const tokenizer::Tokenizer& tok,
-                                                 const tokenizer::ChatTemplate* tmpl,
-                                                 std::vector<tokenizer::ChatMessage> messages,
-                                                 std::optional<std::int32_t> memory_first) {
+Result<std::vector<std::int32_t>> conversation_token_ids(const tokenizer::Tokenizer& tok,
+                                                         const jinja::ChatTemplate* tmpl,
+                                                         std::vector<jinja::ChatMessage> messages,
+                                                         std::optional<std::int32_t> memory_first) {
     for (auto it = messages.rbegin(); it != messages.rend(); ++it)
         if (it->role == "user") {
             it->content = std::string(kQueryPrefix) + it->content;
@@ -98,9 +99,9 @@ std::vector<std::int32_t> conversation_token_ids(const tokenizer::Tokenizer& tok
         }
     std::string rendered;
     if (tmpl != nullptr) {
-        rendered = tmpl->render(messages, /*add_generation_prompt=*/true);
+        rendered = IS_TRY(tmpl->render(messages, /*add_generation_prompt=*/true));
     } else {
-        for (const tokenizer::ChatMessage& m : messages)
+        for (const jinja::ChatMessage& m : messages)
             rendered += (m.role == "assistant" ? "ASSISTANT: "
                          : m.role == "system"  ? "SYSTEM: "
                                                : "USER: ") +

@@ -15,7 +15,7 @@
 #include <vector>
 
 #include "base/result.h"
-#include "tokenizer/chat_template.h"
+#include "template/chat_template.h"
 #include "tokenizer/tokenizer.h"
 
 namespace inferscale::inject {
@@ -41,7 +41,7 @@ struct MemoryScaffold {
 // `tmpl` may be null (no chat template: a "SYSTEM: " / "USER: " fallback). An Error when the
 // template drops the placeholder, a piece tokenizes to nothing, or "\n" is not one token.
 Result<MemoryScaffold> build_memory_scaffold(const tokenizer::Tokenizer& tok,
-                                             const tokenizer::ChatTemplate* tmpl,
+                                             const jinja::ChatTemplate* tmpl,
                                              std::int64_t block_size);
 
 // A fact's tokens: encode(strip(text) + "\n"), no BOS, special-token text kept as plain text
@@ -65,16 +65,17 @@ std::vector<std::int32_t> memory_stream(const MemoryScaffold& scaffold,
 
 // The question as its own chat turn with the generation prompt. `memory_first` is M's first
 // token: when it and the query both start with the tokenizer's BOS, the query's is dropped.
-std::vector<std::int32_t> query_token_ids(const tokenizer::Tokenizer& tok,
-                                          const tokenizer::ChatTemplate* tmpl,
-                                          std::string_view question,
-                                          std::optional<std::int32_t> memory_first);
+Result<std::vector<std::int32_t>> query_token_ids(const tokenizer::Tokenizer& tok,
+                                                  const jinja::ChatTemplate* tmpl,
+                                                  std::string_view question,
+                                                  std::optional<std::int32_t> memory_first);
 // A whole conversation after the memory, the same way: the last user message carries the
-// question prefix. A single user message gives exactly query_token_ids.
-std::vector<std::int32_t> conversation_token_ids(const tokenizer::Tokenizer& tok,
-                                                 const tokenizer::ChatTemplate* tmpl,
-                                                 std::vector<tokenizer::ChatMessage> messages,
-                                                 std::optional<std::int32_t> memory_first);
+// question prefix. A single user message gives exactly query_token_ids. An Error when the
+// template rejects the conversation.
+Result<std::vector<std::int32_t>> conversation_token_ids(const tokenizer::Tokenizer& tok,
+                                                         const jinja::ChatTemplate* tmpl,
+                                                         std::vector<jinja::ChatMessage> messages,
+                                                         std::optional<std::int32_t> memory_first);
 
 std::string strip_whitespace(std::string_view text);
 

@@ -54,7 +54,7 @@ const std::vector<MemoryFact> kAliceFacts = {
     {"alice-job", "  Alice works as a nurse in Boston.  ", "", {}, 0},
 };
 constexpr const char* kQuestion = "What is the name of Alice's dog?";
-const std::vector<tokenizer::ChatMessage> kConversation = {{"user", kQuestion}};
+const std::vector<jinja::ChatMessage> kConversation = {{"user", kQuestion}};
 
 class MemoryPromptTest : public ::testing::Test {
   protected:

@@ -54,6 +54,27 @@ def test_chat_interactive_reads_stdin():
 
 
 @needs_model
+def test_chat_template_file_replaces_the_models(tmp_path):
+    fixed = tmp_path / "fixed.jinja"
+    fixed.write_text("{% for m in messages %}{% endfor %}The capital of France is")
+    chat = run("chat", "--model", MODEL, "--chat-template", str(fixed), "--message", "Hi",
+               "--max-tokens", "8", "--temperature", "0")
+    generate = run("generate", "--model", MODEL, "--prompt", "The capital of France is",
+                   "--max-tokens", "8", "--temperature", "0", "--json")
+    assert chat.returncode == 0, chat.stderr
+    assert "Paris" in chat.stdout
+    assert chat.stdout.strip() == json.loads(generate.stdout)["text"].strip()
+
+
+@needs_model
+def test_unsupported_chat_template_fails_at_load(tmp_path):
+    bad = tmp_path / "bad.jinja"
+    bad.write_text("{{ bos_token }}\n{{ messages | frobnicate }}")
+    assert_clean_failure(run("chat", "--model", MODEL, "--chat-template", str(bad), "--message", "Hi"),
+                         "chat template line 2: unsupported filter 'frobnicate'")
+
+
+@needs_model
 def test_tokenize_prints_ids():
     res = run("tokenize", "--model", MODEL, "Hello world")
     assert res.returncode == 0, res.stderr

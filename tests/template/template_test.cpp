@@ -1,0 +1,85 @@
+// Template renders the snippets of tools/make_template_fixtures.py exactly as Jinja2 in
+// transformers' environment does, and rejects what it does not support when parsed, naming
+// the line.
+
+#include "template/template.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "template/json_value.h"
+
+namespace inferscale::jinja {
+namespace {
+
+nlohmann::ordered_json expected_json() {
+    const char* root = std::getenv("INFERSCALE_FIXTURES");
+    std::ifstream in(std::string(root ? root : "tests/fixtures") + "/templates/expected.json");
+    std::ostringstream buffer;
+    buffer << in.rdbuf();
+    return nlohmann::ordered_json::parse(buffer.str());
+}
+
+std::string parse_error(std::string_view source) {
+    auto t = Template::parse(source);
+    return t.ok() ? "" : t.error().message;
+}
+
+TEST(Template, SnippetsMatchJinja2) {
+    const auto expected = expected_json();
+    const Value context = from_json(expected.at("snippet_context"));
+    int checked = 0;
+    for (const auto& s : expected.at("snippets")) {
+        const std::string source = s.at("source");
+        SCOPED_TRACE(source);
+        auto t = Template::parse(source);
+        ASSERT_TRUE(t.ok()) << t.error().message;
+        const auto out = t->render(context.as_dict());
+        ASSERT_TRUE(out.ok()) << out.error().message;
+        EXPECT_EQ(*out, s.at("rendered").get<std::string>());
+        ++checked;
+    }
+    EXPECT_EQ(checked, 14);
+}
+
+TEST(Template, UnsupportedConstructsFailWhenParsed) {
+    EXPECT_EQ(parse_error("a\n{{ x | bogus }}"), "line 2: unsupported filter 'bogus'");
+    EXPECT_EQ(parse_error("{% if x is frobnicated %}{% endif %}"),
+              "line 1: unsupported test 'frobnicated'");
+    EXPECT_EQ(parse_error("\n\n{% include 'other.jinja' %}"),
+              "line 3: unsupported statement 'include'");
+    EXPECT_EQ(parse_error("{% for x in y %}\n{{ x }}"), "line 2: missing {% endfor %}");
+    EXPECT_EQ(parse_error("{{ 'open }}"), "line 1: unclosed string literal");
+    EXPECT_EQ(parse_error("{{ x + }}"), "line 1: expected an expression, got '}}'");
+    EXPECT_EQ(parse_error("{{ 'a {}'.format(1) }}"), "line 1: unsupported method 'format'");
+    EXPECT_EQ(parse_error("{% set c = cycler('a') %}\n{{ joiner(',') }}"),
+              "line 1: unsupported function 'cycler'");
+    EXPECT_TRUE(
+        parse_error("{% macro m(f) %}{{ f() }}{% endmacro %}{{ m(raise_exception) }}").empty());
+}
+
+TEST(Template, RunawayTemplatesFail) {
+    auto recursive = Template::parse("{% macro f(n) %}{{ f(n + 1) }}{% endmacro %}\n{{ f(0) }}");
+    ASSERT_TRUE(recursive.ok());
+    const auto deep = recursive->render(ValueDict{});
+    ASSERT_FALSE(deep.ok());
+    EXPECT_EQ(deep.error().message, "line 1: macro calls nest deeper than 200");
+    auto huge = Template::parse("{{ range(1000000)|length }}");
+    ASSERT_TRUE(huge.ok());
+    EXPECT_FALSE(huge->render(ValueDict{}).ok());
+}
+
+TEST(Template, RenderErrorsNameTheLine) {
+    auto t = Template::parse("ok\n{{ x.y.z }}");
+    ASSERT_TRUE(t.ok());
+    const auto out = t->render(ValueDict{});
+    ASSERT_FALSE(out.ok());
+    EXPECT_EQ(out.error().message, "line 2: 'x' is undefined");
+}
+
+}  // namespace
+}  // namespace inferscale::jinja
