@@ -81,6 +81,11 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
     if (Status st = sampling::validate(request.sampling); !st.ok())
         return make_error(ErrorKind::InvalidArgument, st.error().message);
     const LocalModel& lm = model_;
+    for (const sampling::LogitBias& b : request.sampling.logit_bias)
+        if (b.token >= lm.config().vocab_size)
+            return make_error(ErrorKind::InvalidArgument, "logit_bias token " +
+                                                              std::to_string(b.token) +
+                                                              " is outside the vocabulary");
     auto a = std::make_unique<Active>(lm, request.sampling);
     std::vector<std::int32_t>& tokens = a->seq.tokens;
     bool with_memory = request.memory_mode != MemoryMode::None;
@@ -106,10 +111,7 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
         // set `user` for abuse tracking whether or not they keep memories here.
         if (with_memory && runtime_ && !request.user.empty())
             with_memory = IS_TRY(store_->has_facts(request.user));
-        if (!with_memory) {
-            tokens = lm.tokenizer().encode(lm.chat_template()->render(request.messages, true),
-                                           /*add_special=*/false, /*parse_special=*/true);
-        }
+        if (!with_memory) tokens = IS_TRY(lm.encode_chat(request.messages, true));
     }
     if (with_memory) IS_RETURN_IF_ERROR(lay_out_memory(*a, request));
     const auto prompt_len = static_cast<std::int64_t>(tokens.size());
@@ -296,8 +298,8 @@ Status Engine::run_forward(StepPlan& plan) {
     step_seqs_.clear();
     bool greedy = true;
     bool decode_only = true;
-    // Some request wants log-probabilities or penalizes its own tokens: the logits come to the
-    // host and every row is sampled there.
+    // Some request wants log-probabilities or adjusts its logits (bias, penalties): the logits
+    // come to the host and every row is sampled there.
     bool host_logits = false;
     for (const ScheduledRun& run : plan.runs) {
         decode_only = decode_only && run.count == 1 && run.sample;
@@ -314,7 +316,7 @@ Status Engine::run_forward(StepPlan& plan) {
         bs.pages = seq.blocks;
         step_seqs_.push_back(bs);
         if (run.sample && a.params.temperature > 0.0f) greedy = false;
-        if (run.sample && (a.params.logprobs >= 0 || a.params.has_penalties() ||
+        if (run.sample && (a.params.logprobs >= 0 || a.params.adjusts_logits() ||
                            (a.keep_prompt_logits && !a.sent_first)))
             host_logits = true;
     }
