@@ -112,6 +112,8 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                     ctx_.metrics.ttft.observe(seconds_since(start));
                 }
                 out.text += event->text;
+                out.logprobs.insert(out.logprobs.end(), event->prompt_logprobs.begin(),
+                                    event->prompt_logprobs.end());
                 out.logprobs.insert(out.logprobs.end(), event->logprobs.begin(),
                                     event->logprobs.end());
                 if (!event->finished) continue;
@@ -155,7 +157,11 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                     failed = true;
                     return;
                 }
-                if (event.first_token) event.text = c.echoes[i] + event.text;
+                if (event.first_token) {
+                    event.text = c.echoes[i] + event.text;
+                    event.logprobs.insert(event.logprobs.begin(), event.prompt_logprobs.begin(),
+                                          event.prompt_logprobs.end());
+                }
                 // Logprobs go out with their tokens, also when the text is held back (a
                 // possible stop string, a partial character).
                 if (!event.text.empty() || event.first_token || !event.logprobs.empty())

@@ -58,10 +58,10 @@ json logprobs_json(bool chat, const std::vector<engine::TokenLogprobs>* logprobs
          offsets = json::array();
     for (const engine::TokenLogprobs& t : *logprobs) {
         tokens.push_back(t.sampled.token);
-        token_logprobs.push_back(t.sampled.logprob);
+        token_logprobs.push_back(t.scored ? json(t.sampled.logprob) : json(nullptr));
         json alternatives = json::object();
         for (const engine::LogprobEntry& e : t.top) alternatives[e.token] = e.logprob;
-        top.push_back(alternatives);
+        top.push_back(t.scored ? alternatives : json(nullptr));
         offsets.push_back(text_offset);
         text_offset += static_cast<std::int64_t>(t.sampled.token.size());
     }

@@ -241,9 +241,7 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
             s.logprobs = static_cast<std::int32_t>(top);
         }
         if (f.error) return *f.error;
-        // The prompt's own log-probabilities are not computed.
-        if (call.echo && s.logprobs >= 0)
-            return bad_request("'echo' together with 'logprobs' is not supported", "echo");
+        r.prompt_logprobs = call.echo && s.logprobs >= 0;
     }
     if (f.get("max_tokens") || f.get("max_completion_tokens")) {
         if (max_tokens < 1 || max_tokens > (1 << 30))

@@ -33,7 +33,9 @@ struct CompletionCall {
     bool chat = true;
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
-    bool echo = false;           // completions: each choice's text starts with its prompt
+    // Completions: each choice's text starts with its prompt (and with logprobs, its logprobs
+    // with the prompt's: EngineRequest::prompt_logprobs).
+    bool echo = false;
 };
 
 inline constexpr int kMaxChoices = 16;  // the largest n

@@ -47,7 +47,7 @@ bool Scheduler::needs_memory(const Sequence& seq) {
 }
 
 bool Scheduler::waits_for_shared_prefix(const Sequence& seq) {
-    if (!cache_.enabled()) return false;
+    if (!cache_.enabled() || seq.compute_whole_prompt) return false;
     std::vector<std::string> extras;
     const auto blocks = cacheable_blocks(seq, extras);
     const std::size_t hits = cache_.match(blocks, nullptr);
@@ -104,7 +104,7 @@ bool Scheduler::admit(Sequence* seq, std::int64_t budget, StepPlan& plan) {
     std::vector<std::string> extras;
     const auto blocks = cacheable_blocks(*seq, extras);
     std::vector<kv::BlockId> matched;
-    const std::size_t hits = cache_.match(blocks, &matched);
+    const std::size_t hits = seq->compute_whole_prompt ? 0 : cache_.match(blocks, &matched);
     const std::int64_t cached = static_cast<std::int64_t>(hits) * options_.block_size;
     const bool inject = seq->injected_tokens > cached;
     if (inject && !seq->memory_ready) {

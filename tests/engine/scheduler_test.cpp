@@ -182,6 +182,20 @@ TEST(Scheduler, CopiesOfOnePromptComputeItsSharedBlocksOnce) {
     for (Sequence* c : copies) EXPECT_EQ(c->tokens, FakeEngine::expected(prompt, 3));
 }
 
+TEST(Scheduler, ASequenceWantingItsWholePromptTakesNoCacheHitsNorWaits) {
+    FakeEngine e(64, {.max_step_tokens = 64, .max_step_seqs = 8, .block_size = kBlock});
+    e.add(tokens(12, 7), 1);
+    e.run_to_end();
+    Sequence* whole = e.add(tokens(12, 7), 2);
+    whole->compute_whole_prompt = true;
+    StepPlan p = e.step();
+    ASSERT_EQ(p.runs.size(), 1u);
+    EXPECT_EQ(p.runs[0].start, 0);
+    EXPECT_EQ(whole->num_cached, 0);
+    e.run_to_end();
+    EXPECT_EQ(whole->tokens, FakeEngine::expected(tokens(12, 7), 2));
+}
+
 TEST(Scheduler, APromptFullyCachedStillComputesItsLastToken) {
     FakeEngine e(32, {.max_step_tokens = 64, .max_step_seqs = 8, .block_size = kBlock});
     e.add(tokens(8, 4), 1);

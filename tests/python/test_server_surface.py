@@ -147,7 +147,32 @@ def test_echo_prepends_the_prompt(server, c):
     assert streamed == prompt + plain
     ids = tokenize(server, prompt)
     assert complete(c, ids, echo=True).choices[0].text == detokenize(server, ids) + plain
-    assert bad_param(lambda: complete(c, prompt, echo=True, logprobs=1)) == "echo"
+
+
+def test_echo_with_logprobs_scores_the_prompt_tokens(server, c):
+    prompt = "The capital of France is"
+    ids = tokenize(server, prompt)
+    plain = complete(c, prompt, max_tokens=4, logprobs=2)
+    echoed = complete(c, prompt, max_tokens=4, logprobs=2, echo=True)
+    lp = echoed.choices[0].logprobs
+    p = echoed.usage.prompt_tokens
+    assert p == len(ids) and len(lp.tokens) == p + echoed.usage.completion_tokens
+    assert lp.token_logprobs[0] is None and lp.top_logprobs[0] is None
+    assert all(x <= 0 for x in lp.token_logprobs[1:])
+    assert all(len(top) >= 1 for top in lp.top_logprobs[1:])
+    # The generated tokens' entries are those of the call without echo.
+    assert lp.tokens[p:] == plain.choices[0].logprobs.tokens
+    assert lp.token_logprobs[p:] == pytest.approx(plain.choices[0].logprobs.token_logprobs, abs=1e-3)
+    # Prompt token k's entry is its log-probability after tokens < k: what a completion of
+    # that prefix reports when a +100 bias makes it pick token k (log-probabilities are the
+    # model's own, before the bias).
+    for k in (1, p - 1):
+        forced = complete(c, ids[:k], max_tokens=1, logprobs=0, logit_bias={str(ids[k]): 100})
+        assert forced.choices[0].logprobs.tokens[0] == lp.tokens[k]
+        assert forced.choices[0].logprobs.token_logprobs[0] == pytest.approx(lp.token_logprobs[k], abs=1e-3)
+    chunks = complete(c, prompt, max_tokens=4, logprobs=2, echo=True, stream=True)
+    streamed = [ch.choices[0].logprobs for ch in chunks if ch.choices and ch.choices[0].logprobs]
+    assert sum((s.tokens for s in streamed), []) == lp.tokens
 
 
 def test_a_list_of_prompts_gives_n_choices_each_in_order(c):
