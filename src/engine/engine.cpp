@@ -83,9 +83,9 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
     const LocalModel& lm = model_;
     for (const sampling::LogitBias& b : request.sampling.logit_bias)
         if (b.token >= lm.config().vocab_size)
-            return make_error(ErrorKind::InvalidArgument, "logit_bias token " +
-                                                              std::to_string(b.token) +
-                                                              " is outside the vocabulary");
+            return make_error(ErrorKind::InvalidArgument,
+                              "logit_bias token " + std::to_string(b.token) +
+                                  " is outside the vocabulary");
     auto a = std::make_unique<Active>(lm, request.sampling);
     std::vector<std::int32_t>& tokens = a->seq.tokens;
     bool with_memory = request.memory_mode != MemoryMode::None;
