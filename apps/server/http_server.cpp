@@ -5,15 +5,12 @@
 #include <unistd.h>
 
 #include <cerrno>
-#include <chrono>
 
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
 namespace inferscale::server {
 namespace {
-
-using Clock = std::chrono::steady_clock;
 
 constexpr int kListenBacklog = 4096;
 
@@ -24,20 +21,6 @@ void allow_address_reuse(int sock) {
     const int yes = 1;
     ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
 }
-
-double seconds_since(Clock::time_point t) {
-    return std::chrono::duration<double>(Clock::now() - t).count();
-}
-
-// One streaming answer: what the content provider needs between its calls.
-struct StreamState {
-    std::shared_ptr<engine::RequestStream> stream;
-    CompletionWriter writer;
-    bool include_usage = false;
-    bool logprobs = false;  // the request asked for them
-    Clock::time_point start;
-    bool finished = false;
-};
 
 }  // namespace
 
@@ -79,11 +62,16 @@ HttpServer::HttpServer(ServerContext& context)
     });
     http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
         if (!authenticate(ctx_, req, res)) return;
-        const nlohmann::json model = {{"id", ctx_.options.model_name},
-                                      {"object", "model"},
-                                      {"created", 0},
-                                      {"owned_by", "inferscale"}};
-        send_json(res, nlohmann::json{{"object", "list"}, {"data", {model}}}.dump());
+        send_json(res, nlohmann::json{{"object", "list"}, {"data", {model_object()}}}.dump());
+    });
+    // Model ids may hold slashes ("org/name").
+    http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
+        if (!authenticate(ctx_, req, res)) return;
+        const std::string id = req.matches[1];
+        if (id != ctx_.options.model_name)
+            return send_error(res, not_found("the model '" + id + "' does not exist",
+                                             "model_not_found"));
+        send_json(res, model_object().dump());
     });
     http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
         send_json(res, R"({"status":"ok"})");
@@ -91,6 +79,7 @@ HttpServer::HttpServer(ServerContext& context)
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
         res.set_content(ctx_.metrics.render(ctx_.engine.stats()), "text/plain; version=0.0.4");
     });
+    add_tokenize_routes(http, ctx_);
     if (ctx_.store) add_memory_routes(http, ctx_);
 
     // Whatever httplib answers on its own (unknown route 404, body too large 413, bad
@@ -122,6 +111,13 @@ HttpServer::HttpServer(ServerContext& context)
 }
 
 HttpServer::~HttpServer() = default;
+
+nlohmann::json HttpServer::model_object() const {
+    return {{"id", ctx_.options.model_name},
+            {"object", "model"},
+            {"created", 0},
+            {"owned_by", "inferscale"}};
+}
 
 Status check_port_free(const std::string& host, int port) {
     if (port == 0) return {};
@@ -173,90 +169,5 @@ Status HttpServer::serve() {
 }
 
 void HttpServer::stop() { http_->stop(); }
-
-void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res,
-                                   bool chat) {
-    const Clock::time_point start = Clock::now();
-    const ApiKey* key = authenticate(ctx_, req, res);
-    if (!key) return;
-    auto parsed =
-        parse_completion_call(req.body, chat, ctx_.options.model_name, ctx_.options.memory);
-    if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
-    CompletionCall call = std::move(std::get<CompletionCall>(parsed));
-    if (!call.request.user.empty() && !key->may_access(call.request.user))
-        return send_error(res,
-                          {403, "this API key may not act for user '" + call.request.user + "'",
-                           "permission_error", "user", "forbidden_user"});
-    if (!ctx_.store) call.request.memory_mode = engine::MemoryMode::None;
-    const bool logprobs = call.request.sampling.logprobs >= 0;
-    auto submitted = ctx_.engine.submit(std::move(call.request));
-    if (!submitted.ok()) return send_error(res, from_error(submitted.error()));
-    std::shared_ptr<engine::RequestStream> stream = std::move(submitted).value();
-
-    if (!call.stream) {
-        std::string text;
-        std::vector<engine::TokenLogprobs> token_logprobs;
-        while (true) {
-            auto event = stream->next(std::chrono::milliseconds(200));
-            if (!event) continue;
-            if (event->first_token) ctx_.metrics.ttft.observe(seconds_since(start));
-            text += event->text;
-            token_logprobs.insert(token_logprobs.end(), event->logprobs.begin(),
-                                  event->logprobs.end());
-            if (!event->finished) continue;
-            if (event->error) return send_error(res, from_error(*event->error));
-            ctx_.metrics.latency.observe(seconds_since(start));
-            CompletionWriter writer(chat, ctx_.options.model_name);
-            return send_json(res, writer.response(text, event->finish_reason, event->usage,
-                                                  logprobs ? &token_logprobs : nullptr));
-        }
-    }
-
-    auto state = std::make_shared<StreamState>(
-        StreamState{stream, CompletionWriter(chat, ctx_.options.model_name), call.include_usage,
-                    logprobs, start});
-    res.set_header("Cache-Control", "no-cache");
-    res.set_chunked_content_provider(
-        "text/event-stream",
-        [this, state](std::size_t, httplib::DataSink& sink) {
-            if (state->finished) return false;
-            if (!sink.is_writable()) {
-                state->stream->cancel();
-                return false;
-            }
-            auto event = state->stream->next(std::chrono::milliseconds(50));
-            if (!event) return true;  // nothing yet: called again
-            if (event->first_token) ctx_.metrics.ttft.observe(seconds_since(state->start));
-            std::string out;
-            if (event->error) {
-                out = CompletionWriter::error_event(from_error(*event->error));
-            } else {
-                // Logprobs go out with their tokens, also when the text is held back (a
-                // possible stop string, a partial character).
-                if (!event->text.empty() || event->first_token || !event->logprobs.empty())
-                    out += state->writer.chunk(event->text, nullptr,
-                                               state->logprobs ? &event->logprobs : nullptr);
-                if (event->finished) {
-                    out += state->writer.chunk("", event->finish_reason, nullptr);
-                    if (state->include_usage) out += state->writer.usage_chunk(event->usage);
-                }
-            }
-            if (event->finished) out += CompletionWriter::kDone;
-            if (!out.empty() && !sink.write(out.data(), out.size())) {
-                state->stream->cancel();
-                return false;
-            }
-            if (event->finished) {
-                state->finished = true;
-                ctx_.metrics.latency.observe(seconds_since(state->start));
-                sink.done();
-            }
-            return true;
-        },
-        [state](bool) {
-            // The answer ended, or the client went away: a request still running stops.
-            if (!state->finished) state->stream->cancel();
-        });
-}
 
 }  // namespace inferscale::server

@@ -4,11 +4,14 @@
 // pool sized for many concurrent streams; a streaming handler holds its thread for the length
 // of its answer and cancels the request when the client goes away.
 //
-// Routes: POST /v1/chat/completions, POST /v1/completions, GET /v1/models, GET /health,
-// GET /metrics, and the memory API (memory_api.h).
+// Routes: POST /v1/chat/completions, POST /v1/completions (completion_route.cpp), GET
+// /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize (tokenize_api.cpp), GET
+// /health, GET /metrics, and the memory API (memory_api.cpp).
 
 #include <memory>
 #include <string>
+
+#include <nlohmann/json.hpp>
 
 #include "apps/server/api_error.h"
 #include "apps/server/api_keys.h"
@@ -64,6 +67,8 @@ class HttpServer {
 
   private:
     void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
+    // The served model as /v1/models lists it.
+    nlohmann::json model_object() const;
 
     ServerContext& ctx_;
     std::unique_ptr<httplib::Server> http_;
@@ -78,5 +83,6 @@ const ApiKey* authenticate(const ServerContext& ctx, const httplib::Request& req
                            httplib::Response& res);
 
 void add_memory_routes(httplib::Server& http, ServerContext& ctx);
+void add_tokenize_routes(httplib::Server& http, ServerContext& ctx);
 
 }  // namespace inferscale::server

@@ -16,6 +16,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/server/http_server.h"
+#include "apps/server/json_fields.h"
 
 namespace inferscale::server {
 namespace {
@@ -32,13 +33,9 @@ json fact_json(const memory::Fact& f) {
 
 // The JSON object body, or a 400 sent and nullopt returned.
 std::optional<json> object_body(const httplib::Request& req, httplib::Response& res) {
-    json body = json::parse(req.body, nullptr, false);
-    if (body.is_discarded()) {
-        send_error(res, bad_request("the request body is not valid JSON"));
-        return std::nullopt;
-    }
-    if (!body.is_object()) {
-        send_error(res, bad_request("the request body must be a JSON object"));
+    json body;
+    if (auto error = parse_object(req.body, body)) {
+        send_error(res, *error);
         return std::nullopt;
     }
     return body;

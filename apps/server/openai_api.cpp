@@ -1,43 +1,99 @@
 #include "apps/server/openai_api.h"
 
 #include <algorithm>
-#include <atomic>
-#include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <utility>
 
-#include <nlohmann/json.hpp>
+#include "apps/server/json_fields.h"
 
 namespace inferscale::server {
 namespace {
 
 using nlohmann::json;
 
-// Reads optional fields of `obj`, recording the first type error.
-class Fields {
-  public:
-    explicit Fields(const json& obj) : obj_(obj) {}
+// Fields each route implements; any other is a 400 naming it.
+const std::initializer_list<std::string_view> kChatFields = {
+    "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
+    "n", "frequency_penalty", "presence_penalty", "top_k", "stream", "stream_options",
+    "ignore_eos", "logprobs", "top_logprobs", "stop", "logit_bias", "user", "metadata", "memory"};
+const std::initializer_list<std::string_view> kCompletionFields = {
+    "model", "prompt", "max_tokens", "temperature", "top_p", "seed", "n", "frequency_penalty",
+    "presence_penalty", "top_k", "stream", "stream_options", "ignore_eos", "logprobs", "stop",
+    "logit_bias", "echo", "user"};
 
-    const json* get(const char* name) const {
-        auto it = obj_.find(name);
-        return it == obj_.end() || it->is_null() ? nullptr : &*it;
-    }
-    template <class T>
-    void read(const char* name, T& out, const char* type_name,
-              bool (json::*check)() const noexcept) {
-        const json* v = get(name);
-        if (!v || error) return;
-        if (!((*v).*check)()) {
-            error = bad_request(std::string("'") + name + "' must be " + type_name, name);
-            return;
+// A list of token ids, each inside the vocabulary; nullopt when `v` is not one.
+std::optional<std::vector<std::int32_t>> token_ids(const json& v, std::int64_t vocab_size,
+                                                   std::optional<ApiError>& error) {
+    if (!v.is_array() || v.empty()) return std::nullopt;
+    std::vector<std::int32_t> ids;
+    for (const json& id : v) {
+        if (!id.is_number_integer()) return std::nullopt;
+        const auto value = id.get<std::int64_t>();
+        if (value < 0 || value >= vocab_size) {
+            error = bad_request("token id " + std::to_string(value) +
+                                    " is outside the vocabulary of " +
+                                    std::to_string(vocab_size),
+                                "prompt");
+            return std::nullopt;
         }
-        out = v->get<T>();
+        ids.push_back(static_cast<std::int32_t>(value));
     }
-    std::optional<ApiError> error;
+    return ids;
+}
 
-  private:
-    const json& obj_;
-};
+// Completions' prompt: a string, a list of strings, a list of token ids, or a list of lists of
+// token ids; one request per prompt, appended to `out`.
+std::optional<ApiError> read_prompts(const json* prompt, std::int64_t vocab_size,
+                                     std::vector<engine::EngineRequest>& out) {
+    const ApiError wrong = bad_request(
+        "'prompt' must be a string, a list of strings, a list of token ids or a list of lists "
+        "of token ids",
+        "prompt");
+    if (!prompt) return wrong;
+    std::optional<ApiError> error;
+    if (prompt->is_string()) {
+        out.emplace_back().prompt = prompt->get<std::string>();
+    } else if (auto ids = token_ids(*prompt, vocab_size, error)) {
+        out.emplace_back().prompt_token_ids = std::move(*ids);
+    } else if (error) {
+        return error;
+    } else if (prompt->is_array() && !prompt->empty() && (*prompt)[0].is_string()) {
+        for (const json& p : *prompt) {
+            if (!p.is_string()) return wrong;
+            out.emplace_back().prompt = p.get<std::string>();
+        }
+    } else if (prompt->is_array() && !prompt->empty()) {
+        for (const json& p : *prompt) {
+            auto list = token_ids(p, vocab_size, error);
+            if (!list) return error ? error : wrong;
+            out.emplace_back().prompt_token_ids = std::move(*list);
+        }
+    } else {
+        return wrong;
+    }
+    return std::nullopt;
+}
+
+// logit_bias: {"token id": bias in [-100, 100]}, the ids inside the vocabulary.
+std::optional<ApiError> read_logit_bias(const json* v, std::int64_t vocab_size,
+                                        std::vector<sampling::LogitBias>& out) {
+    if (!v) return std::nullopt;
+    if (!v->is_object())
+        return bad_request("'logit_bias' must map token ids to numbers", "logit_bias");
+    for (const auto& [key, bias] : v->items()) {
+        char* end = nullptr;
+        const long long id = std::strtoll(key.c_str(), &end, 10);
+        if (key.empty() || *end != '\0' || id < 0 || id >= vocab_size)
+            return bad_request("'logit_bias' key '" + key + "' is not a token id of the model",
+                               "logit_bias");
+        if (!bias.is_number() || !(std::fabs(bias.get<double>()) <= sampling::kMaxLogitBias))
+            return bad_request("'logit_bias' values must be numbers in [-100, 100]",
+                               "logit_bias");
+        out.push_back({static_cast<std::int32_t>(id), bias.get<float>()});
+    }
+    return std::nullopt;
+}
 
 std::optional<ApiError> read_stop(const json* v, std::vector<std::string>& out) {
     if (!v) return std::nullopt;
@@ -72,109 +128,67 @@ std::optional<std::string> message_text(const json& content) {
     return out;
 }
 
-std::string next_id(const char* prefix) {
-    static std::atomic<std::uint64_t> counter{0};
-    const auto now = std::chrono::system_clock::now().time_since_epoch().count();
-    char buf[64];
-    std::snprintf(buf, sizeof(buf), "%s-%llx%llx", prefix, static_cast<unsigned long long>(now),
-                  static_cast<unsigned long long>(++counter));
-    return buf;
-}
-
-json usage_json(const engine::Usage& u) {
-    return {{"prompt_tokens", u.prompt_tokens},
-            {"completion_tokens", u.completion_tokens},
-            {"total_tokens", u.prompt_tokens + u.completion_tokens},
-            {"prompt_tokens_details", {{"cached_tokens", u.cached_tokens}}}};
-}
-
-json token_bytes(const std::string& token) {
-    json bytes = json::array();
-    for (const char c : token) bytes.push_back(static_cast<unsigned char>(c));
-    return bytes;
-}
-
-// The choice's "logprobs": chat's {"content": [{token, logprob, bytes, top_logprobs}]}, or the
-// completions form {tokens, token_logprobs, top_logprobs, text_offset}; null when not asked.
-// text_offset runs on over the completion's chunks.
-json logprobs_json(bool chat, const std::vector<engine::TokenLogprobs>* logprobs,
-                   std::int64_t& text_offset) {
-    if (!logprobs) return nullptr;
-    if (chat) {
-        json content = json::array();
-        for (const engine::TokenLogprobs& t : *logprobs) {
-            json top = json::array();
-            for (const engine::LogprobEntry& e : t.top)
-                top.push_back(
-                    {{"token", e.token}, {"logprob", e.logprob}, {"bytes", token_bytes(e.token)}});
-            content.push_back({{"token", t.sampled.token},
-                               {"logprob", t.sampled.logprob},
-                               {"bytes", token_bytes(t.sampled.token)},
-                               {"top_logprobs", top}});
-        }
-        return {{"content", content}};
-    }
-    json tokens = json::array(), token_logprobs = json::array(), top = json::array(),
-         offsets = json::array();
-    for (const engine::TokenLogprobs& t : *logprobs) {
-        tokens.push_back(t.sampled.token);
-        token_logprobs.push_back(t.sampled.logprob);
-        json alternatives = json::object();
-        for (const engine::LogprobEntry& e : t.top) alternatives[e.token] = e.logprob;
-        top.push_back(alternatives);
-        offsets.push_back(text_offset);
-        text_offset += static_cast<std::int64_t>(t.sampled.token.size());
-    }
-    return {{"tokens", tokens}, {"token_logprobs", token_logprobs}, {"top_logprobs", top},
-            {"text_offset", offsets}};
-}
-
 }  // namespace
 
+std::variant<std::vector<jinja::ChatMessage>, ApiError> parse_messages(
+    const json* messages) {
+    if (!messages || !messages->is_array() || messages->empty())
+        return bad_request("'messages' must be a non-empty list", "messages");
+    std::vector<jinja::ChatMessage> out;
+    for (const json& m : *messages) {
+        if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
+            return bad_request("every message needs a string 'role'", "messages");
+        std::string role = m["role"].get<std::string>();
+        if (role == "developer") role = "system";
+        if (role != "system" && role != "user" && role != "assistant")
+            return bad_request("unsupported message role '" + role + "'", "messages");
+        const auto text = m.contains("content") ? message_text(m["content"]) : std::nullopt;
+        if (!text)
+            return bad_request("message content must be a string or a list of text parts",
+                               "messages");
+        out.push_back({role, *text});
+    }
+    return out;
+}
+
+std::vector<engine::EngineRequest> choice_requests(const CompletionCall& call) {
+    std::vector<engine::EngineRequest> out;
+    for (const engine::EngineRequest& prompt : call.prompts) {
+        for (int i = 0; i < call.n; ++i) {
+            engine::EngineRequest& r = out.emplace_back(prompt);
+            if (r.sampling.seed) *r.sampling.seed += static_cast<std::uint64_t>(i);
+        }
+    }
+    return out;
+}
+
 std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view body, bool chat,
-                                                             std::string_view served_model,
+                                                             const ServedModel& served,
                                                              const engine::MemoryDefaults& defaults) {
-    const json doc = json::parse(body, nullptr, false);
-    if (doc.is_discarded()) return bad_request("the request body is not valid JSON");
-    if (!doc.is_object()) return bad_request("the request body must be a JSON object");
+    json doc;
+    if (auto e = parse_object(body, doc)) return *e;
+    if (auto e = unsupported_field(doc, chat ? kChatFields : kCompletionFields)) return *e;
     CompletionCall call;
     call.chat = chat;
-    engine::EngineRequest& r = call.request;
+    engine::EngineRequest r;  // what every prompt's request shares
     Fields f(doc);
 
     std::string model;
     f.read("model", model, "a string", &json::is_string);
     if (f.error) return *f.error;
     if (model.empty()) return bad_request("'model' is required", "model");
-    if (model != served_model)
+    if (model != served.id)
         return not_found("the model '" + model + "' does not exist; this server serves '" +
-                             std::string(served_model) + "'",
+                             std::string(served.id) + "'",
                          "model_not_found");
 
+    std::vector<engine::EngineRequest> prompts;
     if (chat) {
-        const json* messages = f.get("messages");
-        if (!messages || !messages->is_array() || messages->empty())
-            return bad_request("'messages' must be a non-empty list", "messages");
-        for (const json& m : *messages) {
-            if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-                return bad_request("every message needs a string 'role'", "messages");
-            std::string role = m["role"].get<std::string>();
-            if (role == "developer") role = "system";
-            if (role != "system" && role != "user" && role != "assistant")
-                return bad_request("unsupported message role '" + role + "'", "messages");
-            const auto text = m.contains("content") ? message_text(m["content"]) : std::nullopt;
-            if (!text)
-                return bad_request("message content must be a string or a list of text parts",
-                                   "messages");
-            r.messages.push_back({role, *text});
-        }
-    } else {
-        const json* prompt = f.get("prompt");
-        if (prompt && prompt->is_array() && prompt->size() == 1 && (*prompt)[0].is_string())
-            prompt = &(*prompt)[0];
-        if (!prompt || !prompt->is_string())
-            return bad_request("'prompt' must be a string", "prompt");
-        r.prompt = prompt->get<std::string>();
+        auto messages = parse_messages(f.get("messages"));
+        if (auto* e = std::get_if<ApiError>(&messages)) return *e;
+        r.messages = std::move(std::get<std::vector<jinja::ChatMessage>>(messages));
+    } else if (auto e = read_prompts(f.get("prompt"), served.vocab_size, prompts)) {
+        return *e;
     }
 
     sampling::SamplingParams& s = r.sampling;
@@ -196,11 +210,14 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
     if (const json* so = f.get("stream_options")) {
         if (!so->is_object())
             return bad_request("'stream_options' must be an object", "stream_options");
+        if (auto e = unsupported_field(*so, {"include_usage"}, "stream_options.")) return *e;
         Fields sf(*so);
         sf.read("include_usage", call.include_usage, "a boolean", &json::is_boolean);
         if (sf.error) return *sf.error;
     }
-    if (n != 1) return bad_request("only n = 1 is supported", "n");
+    if (n < 1 || n > kMaxChoices)
+        return bad_request("'n' must be in [1, " + std::to_string(kMaxChoices) + "]", "n");
+    call.n = static_cast<int>(n);
     if (chat) {
         bool logprobs = false;
         std::int64_t top = 0;
@@ -214,12 +231,17 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
         if (f.get("top_logprobs") && !logprobs)
             return bad_request("'top_logprobs' needs 'logprobs': true", "top_logprobs");
         if (logprobs) s.logprobs = static_cast<std::int32_t>(top);
-    } else if (f.get("logprobs")) {
-        std::int64_t top = 0;
-        f.read("logprobs", top, "an integer", &json::is_number_integer);
+    } else {
+        f.read("echo", call.echo, "a boolean", &json::is_boolean);
+        if (f.get("logprobs")) {
+            std::int64_t top = 0;
+            f.read("logprobs", top, "an integer", &json::is_number_integer);
+            if (f.error) return *f.error;
+            if (top < 0 || top > 5) return bad_request("'logprobs' must be in [0, 5]", "logprobs");
+            s.logprobs = static_cast<std::int32_t>(top);
+        }
         if (f.error) return *f.error;
-        if (top < 0 || top > 5) return bad_request("'logprobs' must be in [0, 5]", "logprobs");
-        s.logprobs = static_cast<std::int32_t>(top);
+        r.prompt_logprobs = call.echo && s.logprobs >= 0;
     }
     if (f.get("max_tokens") || f.get("max_completion_tokens")) {
         if (max_tokens < 1 || max_tokens > (1 << 30))
@@ -244,6 +266,7 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
     s.top_k = static_cast<std::int32_t>(std::max<std::int64_t>(top_k, 0));
     if (f.get("seed")) s.seed = static_cast<std::uint64_t>(seed);
     if (auto e = read_stop(f.get("stop"), s.stop)) return *e;
+    if (auto e = read_logit_bias(f.get("logit_bias"), served.vocab_size, s.logit_bias)) return *e;
 
     // Memory: the user, then the extension object.
     f.read("user", r.user, "a string", &json::is_string);
@@ -259,6 +282,8 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
     engine::MemoryChoice choice;
     if (const json* mem = f.get("memory")) {
         if (!mem->is_object()) return bad_request("'memory' must be an object", "memory");
+        if (auto e = unsupported_field(*mem, {"mode", "top_k", "context_window"}, "memory."))
+            return *e;
         Fields mf(*mem);
         std::string mode;
         std::int64_t top_k = 0, window = 0;
@@ -276,68 +301,17 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
         return bad_request(e->option == "mode" ? e->message : "'" + param + "' " + e->message,
                            param);
     }
-    // Completions carry no memory.
-    if (!chat) r.memory_mode = engine::MemoryMode::None;
-    return call;
-}
-
-CompletionWriter::CompletionWriter(bool chat, std::string model)
-    : chat_(chat),
-      model_(std::move(model)),
-      id_(next_id(chat ? "chatcmpl" : "cmpl")),
-      created_(std::chrono::duration_cast<std::chrono::seconds>(
-                   std::chrono::system_clock::now().time_since_epoch())
-                   .count()) {}
-
-std::string CompletionWriter::response(const std::string& text, const char* finish_reason,
-                                       const engine::Usage& usage,
-                                       const std::vector<engine::TokenLogprobs>* logprobs) {
-    json choice = {{"index", 0}, {"finish_reason", finish_reason},
-                   {"logprobs", logprobs_json(chat_, logprobs, text_offset_)}};
-    if (chat_) choice["message"] = {{"role", "assistant"}, {"content", text}};
-    else choice["text"] = text;
-    return json{{"id", id_},
-                {"object", chat_ ? "chat.completion" : "text_completion"},
-                {"created", created_},
-                {"model", model_},
-                {"choices", json::array({choice})},
-                {"usage", usage_json(usage)}}
-        .dump(-1, ' ', false, json::error_handler_t::replace);
-}
-
-std::string CompletionWriter::chunk(std::string_view text, const char* finish_reason,
-                                    const std::vector<engine::TokenLogprobs>* logprobs) {
-    json choice = {{"index", 0}, {"logprobs", logprobs_json(chat_, logprobs, text_offset_)},
-                   {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}};
-    if (chat_) {
-        json delta = json::object();
-        if (!sent_role_) delta["role"] = "assistant";
-        if (!text.empty() || !sent_role_) delta["content"] = std::string(text);
-        sent_role_ = true;
-        choice["delta"] = delta;
-    } else {
-        choice["text"] = std::string(text);
+    if (chat) {
+        call.prompts.push_back(std::move(r));
+        return call;
     }
-    const json c = {{"id", id_},
-                    {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
-                    {"created", created_},
-                    {"model", model_},
-                    {"choices", json::array({choice})}};
-    return "data: " + c.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
-}
-
-std::string CompletionWriter::usage_chunk(const engine::Usage& usage) const {
-    const json c = {{"id", id_},
-                    {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
-                    {"created", created_},
-                    {"model", model_},
-                    {"choices", json::array()},
-                    {"usage", usage_json(usage)}};
-    return "data: " + c.dump() + "\n\n";
-}
-
-std::string CompletionWriter::error_event(const ApiError& error) {
-    return "data: " + error.body() + "\n\n";
+    r.memory_mode = engine::MemoryMode::None;  // completions carry no memory
+    for (engine::EngineRequest& p : prompts) {
+        engine::EngineRequest& request = call.prompts.emplace_back(r);
+        request.prompt = std::move(p.prompt);
+        request.prompt_token_ids = std::move(p.prompt_token_ids);
+    }
+    return call;
 }
 
 }  // namespace inferscale::server

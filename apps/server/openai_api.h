@@ -1,12 +1,15 @@
 #pragma once
 // The OpenAI completions API on top of the engine: request bodies of /v1/chat/completions and
 // /v1/completions become EngineRequests (every field checked, wrong types named), and engine
-// output becomes response bodies and server-sent-event chunks.
+// output becomes response bodies and server-sent-event chunks (completion_writer.h).
 //
 // Memory rides on the standard `user` field (or metadata.user_id) with an extension object
 //   "memory": {"mode": "kv" | "prompt" | "none", "top_k": K, "context_window": W}
 // A request with a user and no memory object uses the server's default memory mode.
 // `ignore_eos: true` (as vLLM takes it) generates exactly max_tokens tokens, for benchmarks.
+// Completions take a prompt string, a list of them, a list of token ids or a list of such
+// lists; `n` up to kMaxChoices copies of each prompt share its KV blocks through the prefix
+// cache (the scheduler lets the copies wait for the first one's prompt blocks).
 
 #include <cstdint>
 #include <optional>
@@ -15,47 +18,48 @@
 #include <variant>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/server/api_error.h"
 #include "engine/engine.h"
 
 namespace inferscale::server {
 
 struct CompletionCall {
-    engine::EngineRequest request;
+    // One request per prompt (chat: one; completions: one per prompt of a list), each
+    // answered with n choices.
+    std::vector<engine::EngineRequest> prompts;
+    int n = 1;
     bool chat = true;
     bool stream = false;
     bool include_usage = false;  // stream_options.include_usage
+    // Completions: each choice's text starts with its prompt (and with logprobs, its logprobs
+    // with the prompt's: EngineRequest::prompt_logprobs).
+    bool echo = false;
 };
 
-// `chat`: the body of /v1/chat/completions, else of /v1/completions. An unknown model is a 404.
+inline constexpr int kMaxChoices = 16;  // the largest n
+
+// The model a call must name and what its token ids may be.
+struct ServedModel {
+    std::string_view id;
+    std::int64_t vocab_size = 0;
+};
+
+// `chat`: the body of /v1/chat/completions, else of /v1/completions. An unknown model is a 404;
+// a field the server does not implement is a 400 naming it.
 std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view body, bool chat,
-                                                             std::string_view served_model,
+                                                             const ServedModel& model,
                                                              const engine::MemoryDefaults& defaults);
 
-// Response bodies and stream chunks of one call.
-class CompletionWriter {
-  public:
-    CompletionWriter(bool chat, std::string model);
+// The engine requests of a call's choices in choice order: prompt p's copy i is choice
+// p * n + i. With a seed, copy i samples with seed + i, so the copies differ at a temperature
+// above 0 and each is reproducible (copy 0 is the request with n = 1).
+std::vector<engine::EngineRequest> choice_requests(const CompletionCall& call);
 
-    // The whole answer (non-streaming). `logprobs`: the tokens' log-probabilities when the
-    // request asked for them, else null.
-    std::string response(const std::string& text, const char* finish_reason,
-                         const engine::Usage& usage,
-                         const std::vector<engine::TokenLogprobs>* logprobs);
-    // One "data: ...\n\n" event. The first chat chunk carries the assistant role.
-    std::string chunk(std::string_view text, const char* finish_reason,
-                      const std::vector<engine::TokenLogprobs>* logprobs);
-    std::string usage_chunk(const engine::Usage& usage) const;
-    static std::string error_event(const ApiError& error);
-    static constexpr std::string_view kDone = "data: [DONE]\n\n";
-
-  private:
-    bool chat_;
-    std::int64_t text_offset_ = 0;  // completions: characters of completion text so far
-    std::string model_;
-    std::string id_;
-    std::int64_t created_;
-    bool sent_role_ = false;
-};
+// Chat messages: a non-empty list of {"role", "content"} ("developer" is taken as "system";
+// content a string or a list of text parts), or a 400 on `messages`.
+std::variant<std::vector<jinja::ChatMessage>, ApiError> parse_messages(
+    const nlohmann::json* messages);
 
 }  // namespace inferscale::server

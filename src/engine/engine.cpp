@@ -81,6 +81,11 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
     if (Status st = sampling::validate(request.sampling); !st.ok())
         return make_error(ErrorKind::InvalidArgument, st.error().message);
     const LocalModel& lm = model_;
+    for (const sampling::LogitBias& b : request.sampling.logit_bias)
+        if (b.token >= lm.config().vocab_size)
+            return make_error(ErrorKind::InvalidArgument,
+                              "logit_bias token " + std::to_string(b.token) +
+                                  " is outside the vocabulary");
     auto a = std::make_unique<Active>(lm, request.sampling);
     std::vector<std::int32_t>& tokens = a->seq.tokens;
     bool with_memory = request.memory_mode != MemoryMode::None;
@@ -106,11 +111,7 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
         // set `user` for abuse tracking whether or not they keep memories here.
         if (with_memory && runtime_ && !request.user.empty())
             with_memory = IS_TRY(store_->has_facts(request.user));
-        if (!with_memory) {
-            const std::string prompt = IS_TRY(
-                lm.chat_template()->render(request.messages, /*add_generation_prompt=*/true));
-            tokens = lm.tokenizer().encode(prompt, /*add_special=*/false, /*parse_special=*/true);
-        }
+        if (!with_memory) tokens = IS_TRY(lm.encode_chat(request.messages, true));
     }
     if (with_memory) IS_RETURN_IF_ERROR(lay_out_memory(*a, request));
     const auto prompt_len = static_cast<std::int64_t>(tokens.size());
@@ -125,6 +126,16 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
                                             lm.max_context());
     a->usage.prompt_tokens = prompt_len;
     a->keep_prompt_logits = request.keep_prompt_logits;
+    if (request.prompt_logprobs) {
+        if (request.sampling.logprobs < 0)
+            return make_error(ErrorKind::InvalidArgument,
+                              "prompt log-probabilities need a logprobs count");
+        if (with_memory)
+            return make_error(ErrorKind::InvalidArgument,
+                              "prompt log-probabilities are not computed with memory");
+        a->want_prompt_logprobs = true;
+        a->seq.compute_whole_prompt = true;
+    }
     return a;
 }
 
@@ -226,6 +237,13 @@ LogprobEntry logprob_entry(const tokenizer::Tokenizer& tok, sampling::TokenLogpr
     return {tok.decode_piece(t.token), t.logprob};
 }
 
+TokenLogprobs token_logprobs(const tokenizer::Tokenizer& tok,
+                             const sampling::SampledLogprobs& logprobs) {
+    TokenLogprobs entry{logprob_entry(tok, logprobs.sampled), {}};
+    for (const sampling::TokenLogprob& t : logprobs.top) entry.top.push_back(logprob_entry(tok, t));
+    return entry;
+}
+
 }  // namespace
 
 void Engine::emit(Active& a, std::int32_t token, std::span<const float> logits,
@@ -237,6 +255,14 @@ void Engine::emit(Active& a, std::int32_t token, std::span<const float> logits,
         a.t_first = a.since_submit.seconds();
         event.first_token = true;
         if (a.keep_prompt_logits) event.prompt_logits.assign(logits.begin(), logits.end());
+        if (a.want_prompt_logprobs) {
+            const tokenizer::Tokenizer& tok = model_.tokenizer();
+            TokenLogprobs first{{tok.decode_piece(seq.tokens.front()), 0.0f}, {}};
+            first.scored = false;
+            event.prompt_logprobs.push_back(std::move(first));
+            for (const sampling::SampledLogprobs& lp : a.prompt_logprobs)
+                event.prompt_logprobs.push_back(token_logprobs(tok, lp));
+        }
         a.usage.cached_tokens = seq.num_cached + a.usage.injected_tokens;
         std::lock_guard lock(mutex_);
         stats_.cached_tokens += static_cast<std::uint64_t>(seq.num_cached);
@@ -248,13 +274,7 @@ void Engine::emit(Active& a, std::int32_t token, std::span<const float> logits,
         seq.tokens.push_back(token);
         ++a.usage.completion_tokens;
         event.token_ids.push_back(token);
-        if (logprobs) {
-            const tokenizer::Tokenizer& tok = model_.tokenizer();
-            TokenLogprobs entry{logprob_entry(tok, logprobs->sampled), {}};
-            for (const sampling::TokenLogprob& t : logprobs->top)
-                entry.top.push_back(logprob_entry(tok, t));
-            event.logprobs.push_back(std::move(entry));
-        }
+        if (logprobs) event.logprobs.push_back(token_logprobs(model_.tokenizer(), *logprobs));
         event.text = a.stops.push(a.decoder.push(token));
         done = a.stops.stopped();
         if (!done && static_cast<std::int64_t>(seq.tokens.size()) >= seq.max_len) {
@@ -297,9 +317,11 @@ Status Engine::run_forward(StepPlan& plan) {
     step_seqs_.clear();
     bool greedy = true;
     bool decode_only = true;
-    // Some request wants log-probabilities or penalizes its own tokens: the logits come to the
-    // host and every row is sampled there.
+    // Some request wants log-probabilities or adjusts its logits (bias, penalties): the logits
+    // come to the host and every row is sampled there.
     bool host_logits = false;
+    // Some request wants its prompt's log-probabilities: every token's row comes back.
+    bool all_rows = false;
     for (const ScheduledRun& run : plan.runs) {
         decode_only = decode_only && run.count == 1 && run.sample;
         Active& a = *active_.at(run.seq->id);
@@ -315,15 +337,18 @@ Status Engine::run_forward(StepPlan& plan) {
         bs.pages = seq.blocks;
         step_seqs_.push_back(bs);
         if (run.sample && a.params.temperature > 0.0f) greedy = false;
-        if (run.sample && (a.params.logprobs >= 0 || a.params.has_penalties() ||
+        if (run.sample && (a.params.logprobs >= 0 || a.params.adjusts_logits() ||
                            (a.keep_prompt_logits && !a.sent_first)))
             host_logits = true;
+        if (a.want_prompt_logprobs && run.start < seq.prompt_len - 1) all_rows = true;
     }
+    host_logits = host_logits || all_rows;
     model::ForwardBatch batch;
     batch.token_ids = step_ids_;
     batch.positions = step_positions_;
     batch.sequences = step_seqs_;
-    batch.logits = model::LogitsSelection::LastPerSequence;
+    batch.logits =
+        all_rows ? model::LogitsSelection::AllTokens : model::LogitsSelection::LastPerSequence;
     const model::LayerHook hook = layered_ != nullptr ? layered_hook() : model::LayerHook();
     if (layered_ != nullptr) batch.before_layer = &hook;
     const std::size_t rows = plan.runs.size();
@@ -341,7 +366,7 @@ Status Engine::run_forward(StepPlan& plan) {
         IS_RETURN_IF_ERROR(
             model_.model().forward_greedy(batch, model_.kv(), model_.workspace(), sampled_));
     } else {
-        logits_.resize(rows * vocab);
+        logits_.resize((all_rows ? step_ids_.size() : rows) * vocab);
         IS_RETURN_IF_ERROR(model_.model().forward(batch, model_.kv(), model_.workspace(), logits_));
     }
     const double forward_seconds = forward.seconds();
@@ -351,15 +376,29 @@ Status Engine::run_forward(StepPlan& plan) {
     finish_layered();
     scheduler_.complete(plan);
     std::int64_t computed = 0, sampled = 0;
+    const auto logits_row = [&](std::size_t row) {
+        return std::span<const float>(logits_).subspan(row * vocab, vocab);
+    };
     for (std::size_t r = 0; r < rows; ++r) {
         const ScheduledRun& run = plan.runs[r];
+        const auto first_row = static_cast<std::size_t>(computed);  // with all_rows
         computed += run.count;
+        Active& a = *active_.at(run.seq->id);
+        if (all_rows && a.want_prompt_logprobs) {
+            // Row p predicts prompt token p + 1; a recompute finds its entry there already.
+            const std::int64_t end = std::min(run.start + run.count, run.seq->prompt_len - 1);
+            for (std::int64_t p = run.start; p < end; ++p) {
+                if (static_cast<std::int64_t>(a.prompt_logprobs.size()) != p) continue;
+                a.prompt_logprobs.push_back(sampling::sampled_logprobs(
+                    logits_row(first_row + static_cast<std::size_t>(p - run.start)),
+                    run.seq->tokens[static_cast<std::size_t>(p + 1)], a.params.logprobs));
+            }
+        }
         if (!run.sample) continue;
         ++sampled;
-        Active& a = *active_.at(run.seq->id);
         const std::span<const float> row =
             device_argmax ? std::span<const float>()
-                          : std::span<const float>(logits_).subspan(r * vocab, vocab);
+                          : logits_row(all_rows ? static_cast<std::size_t>(computed) - 1 : r);
         const std::int32_t token = device_argmax ? sampled_[r] : a.sampler.sample(row);
         std::optional<sampling::SampledLogprobs> lp;
         if (a.params.logprobs >= 0) lp = sampling::sampled_logprobs(row, token, a.params.logprobs);

@@ -28,6 +28,10 @@ struct Engine::Active {
     Usage usage;
     bool sent_first = false;
     bool keep_prompt_logits = false;  // EngineRequest::keep_prompt_logits
+    // EngineRequest::prompt_logprobs: those of prompt tokens 1, 2, ... as their predicting
+    // rows are computed (a recompute after preemption adds none).
+    bool want_prompt_logprobs = false;
+    std::vector<sampling::SampledLogprobs> prompt_logprobs;
     // Milestones for log_requests, seconds since submit.
     Timer since_submit;
     double t_queued = 0, t_memory = 0, t_admitted = 0, t_first = 0;

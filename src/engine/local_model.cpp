@@ -139,4 +139,12 @@ bool LocalModel::is_end_of_generation(std::int32_t id) const {
     return std::find(eos_ids_.begin(), eos_ids_.end(), id) != eos_ids_.end();
 }
 
+Result<std::vector<std::int32_t>> LocalModel::encode_chat(
+    const std::vector<jinja::ChatMessage>& messages, bool add_generation_prompt) const {
+    if (!chat_template_)
+        return make_error(ErrorKind::InvalidArgument, "the model has no chat template");
+    const std::string prompt = IS_TRY(chat_template_->render(messages, add_generation_prompt));
+    return tokenizer_.encode(prompt, /*add_special=*/false, /*parse_special=*/true);
+}
+
 }  // namespace inferscale::engine

@@ -50,6 +50,10 @@ struct EngineRequest {
     RetrievalOptions retrieval;
     // The first token's event carries the logits it was sampled from (tests, evaluation).
     bool keep_prompt_logits = false;
+    // The first token's event carries each prompt token's log-probability given the tokens
+    // before it, with sampling.logprobs alternatives (which must be >= 0; OpenAI's echo with
+    // logprobs). The whole prompt is then computed: no prefix-cache hits. Not with memory.
+    bool prompt_logprobs = false;
 };
 
 // The memory options a front door applies when a request leaves them out.

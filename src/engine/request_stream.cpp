@@ -36,7 +36,10 @@ void RequestStream::push(StreamEvent event) {
             p.logprobs.insert(p.logprobs.end(), std::make_move_iterator(event.logprobs.begin()),
                               std::make_move_iterator(event.logprobs.end()));
             p.first_token = p.first_token || event.first_token;
-            if (event.first_token) p.prompt_logits = std::move(event.prompt_logits);
+            if (event.first_token) {
+                p.prompt_logits = std::move(event.prompt_logits);
+                p.prompt_logprobs = std::move(event.prompt_logprobs);
+            }
             p.finished = event.finished;
             p.finish_reason = event.finish_reason;
             p.usage = event.usage;

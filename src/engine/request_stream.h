@@ -37,6 +37,7 @@ struct LogprobEntry {
 struct TokenLogprobs {
     LogprobEntry sampled;
     std::vector<LogprobEntry> top;  // most likely first
+    bool scored = true;  // false for a prompt's first token: nothing before it predicts it
 };
 
 struct StreamEvent {
@@ -45,6 +46,8 @@ struct StreamEvent {
     std::vector<TokenLogprobs> logprobs;  // one per new token, when the request asked for them
     bool first_token = false;      // this event carries the request's first sampled token
     std::vector<float> prompt_logits;  // with first_token, when the request kept them
+    // With first_token, under EngineRequest::prompt_logprobs: one per prompt token.
+    std::vector<TokenLogprobs> prompt_logprobs;
     bool finished = false;
     const char* finish_reason = "stop";  // "stop" or "length", with finished
     Usage usage;                   // with finished

@@ -46,6 +46,28 @@ bool Scheduler::needs_memory(const Sequence& seq) {
                         nullptr) < injected_blocks;
 }
 
+bool Scheduler::waits_for_shared_prefix(const Sequence& seq) {
+    if (!cache_.enabled() || seq.compute_whole_prompt) return false;
+    std::vector<std::string> extras;
+    const auto blocks = cacheable_blocks(seq, extras);
+    const std::size_t hits = cache_.match(blocks, nullptr);
+    if (hits == blocks.size()) return false;
+    const std::size_t shared_len = (hits + 1) * static_cast<std::size_t>(options_.block_size);
+    for (const Sequence* other : running_) {
+        // It caches block `hits` only when that block is full before its last token and not
+        // cached by it yet (a block it cached and that got evicted is not coming back).
+        if (other->num_cache_inserted > static_cast<std::int64_t>(hits) ||
+            other->tokens.size() <= shared_len ||
+            !std::equal(seq.tokens.begin(), seq.tokens.begin() + shared_len, other->tokens.begin()))
+            continue;
+        bool same_keys = true;
+        for (std::size_t i = 0; i <= hits && same_keys; ++i)
+            same_keys = other->block_extra(i) == extras[i];
+        if (same_keys) return true;
+    }
+    return false;
+}
+
 std::vector<Sequence*> Scheduler::needing_memory(std::size_t limit) {
     std::vector<Sequence*> out;
     for (Sequence* seq : waiting_) {
@@ -82,7 +104,7 @@ bool Scheduler::admit(Sequence* seq, std::int64_t budget, StepPlan& plan) {
     std::vector<std::string> extras;
     const auto blocks = cacheable_blocks(*seq, extras);
     std::vector<kv::BlockId> matched;
-    const std::size_t hits = cache_.match(blocks, &matched);
+    const std::size_t hits = seq->compute_whole_prompt ? 0 : cache_.match(blocks, &matched);
     const std::int64_t cached = static_cast<std::int64_t>(hits) * options_.block_size;
     const bool inject = seq->injected_tokens > cached;
     if (inject && !seq->memory_ready) {
@@ -144,7 +166,9 @@ StepPlan Scheduler::schedule() {
     for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0 && seq_room();) {
         Sequence* seq = *it;
         const std::size_t runs_before = plan.runs.size();
-        if (admit(seq, budget, plan)) {
+        if (waits_for_shared_prefix(*seq)) {
+            ++it;
+        } else if (admit(seq, budget, plan)) {
             budget -= plan.runs[runs_before].count;
             running_.push_back(seq);
             it = waiting_.erase(it);

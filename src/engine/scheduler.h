@@ -3,7 +3,10 @@
 // every sequence, with no separate prefill and decode phases: running sequences go first (a
 // decode token each, or the next piece of a chunked prefill), then waiting ones are admitted
 // in arrival order while budget and blocks last. An admitted prompt starts after its longest
-// prefix-cache hit and after its injected memory. When blocks run out, the most recently
+// prefix-cache hit and after its injected memory; one whose next prompt block a running
+// sequence is still computing (n copies of one prompt, a burst sharing a system prompt) waits
+// for that block to reach the prefix cache instead of computing it again, letting later
+// waiting sequences pass. When blocks run out, the most recently
 // admitted running sequence is preempted: its blocks are dropped (cached ones stay in the
 // prefix cache) and it is recomputed later from its tokens.
 //
@@ -75,6 +78,9 @@ class Scheduler {
     std::vector<kv::BlockContent> cacheable_blocks(const Sequence& seq,
                                                    std::vector<std::string>& extras) const;
     bool needs_memory(const Sequence& seq);
+    // A running sequence is computing a prompt block `seq` would next take from the prefix
+    // cache once it is there.
+    bool waits_for_shared_prefix(const Sequence& seq);
     // Admits `seq` into `plan` with at most `budget` tokens; false when it does not fit now.
     bool admit(Sequence* seq, std::int64_t budget, StepPlan& plan);
     bool grow(Sequence* seq, std::int64_t tokens);

@@ -34,6 +34,9 @@ struct Sequence {
     // chunks injected into block i (i < memory_block_keys.size()).
     std::string cache_salt;
     std::vector<std::string> memory_block_keys;
+    // Every prompt token is computed (its logits are wanted): admission takes no prefix-cache
+    // hits. Its blocks are still offered to the cache.
+    bool compute_whole_prompt = false;
 
     // Scheduler state.
     SequenceStatus status = SequenceStatus::Waiting;

@@ -21,6 +21,11 @@ Status validate(const SamplingParams& p) {
         if (!(std::fabs(penalty) <= kMaxPenalty))
             return make_error("frequency and presence penalties must be in [-2, 2]");
     }
+    for (const LogitBias& b : p.logit_bias) {
+        if (b.token < 0) return make_error("logit_bias token ids must be >= 0");
+        if (!(std::fabs(b.bias) <= kMaxLogitBias))
+            return make_error("logit_bias values must be in [-100, 100]");
+    }
     return {};
 }
 
@@ -33,14 +38,19 @@ std::int32_t argmax(std::span<const float> logits) {
 Sampler::Sampler(const SamplingParams& params)
     : params_(params), rng_(params.seed ? *params.seed : std::random_device{}()) {}
 
-std::span<const float> Sampler::penalized(std::span<const float> logits) {
-    if (!params_.has_penalties()) return logits;
-    penalized_.assign(logits.begin(), logits.end());
+std::span<const float> Sampler::adjusted(std::span<const float> logits) {
+    if (!params_.adjusts_logits()) return logits;
+    adjusted_.assign(logits.begin(), logits.end());
+    for (const LogitBias& b : params_.logit_bias) {
+        IS_CHECK(static_cast<std::size_t>(b.token) < logits.size())
+            << "logit_bias token " << b.token;
+        adjusted_[b.token] += b.bias;
+    }
     for (const std::int32_t token : generated_) {
-        penalized_[token] -= static_cast<float>(counts_[token]) * params_.frequency_penalty +
+        adjusted_[token] -= static_cast<float>(counts_[token]) * params_.frequency_penalty +
                              params_.presence_penalty;
     }
-    return penalized_;
+    return adjusted_;
 }
 
 void Sampler::select_candidates(std::span<const float> logits) {
@@ -84,7 +94,7 @@ void Sampler::select_candidates(std::span<const float> logits) {
 }
 
 std::int32_t Sampler::sample(std::span<const float> logits) {
-    const std::span<const float> row = penalized(logits);
+    const std::span<const float> row = adjusted(logits);
     std::int32_t token = 0;
     if (params_.temperature == 0.0f) {
         token = argmax(row);
@@ -110,7 +120,7 @@ std::int32_t Sampler::sample(std::span<const float> logits) {
 
 std::vector<float> Sampler::probabilities(std::span<const float> logits) {
     std::vector<float> probs(logits.size(), 0.0f);
-    const std::span<const float> row = penalized(logits);
+    const std::span<const float> row = adjusted(logits);
     if (params_.temperature == 0.0f) {
         probs[argmax(row)] = 1.0f;
         return probs;

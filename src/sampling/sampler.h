@@ -21,14 +21,14 @@ class Sampler {
     // The next token; it counts as generated for the penalties of later calls.
     std::int32_t sample(std::span<const float> logits);
 
-    // The probability each token would be drawn with next (after the penalties, temperature,
-    // top-k and top-p); zero outside the kept set. For tests. Greedy puts all mass on the
-    // argmax.
+    // The probability each token would be drawn with next (after the logit bias, penalties,
+    // temperature, top-k and top-p); zero outside the kept set. For tests. Greedy puts all mass
+    // on the argmax.
     std::vector<float> probabilities(std::span<const float> logits);
 
   private:
-    // logits, or with the penalties the request asks for applied to a copy of them.
-    std::span<const float> penalized(std::span<const float> logits);
+    // logits, or with the logit bias and penalties the request asks for applied to a copy.
+    std::span<const float> adjusted(std::span<const float> logits);
     // Fills candidates_ with the kept (token, probability) pairs, most probable first.
     void select_candidates(std::span<const float> logits);
 
@@ -36,10 +36,10 @@ class Sampler {
     std::mt19937_64 rng_;
     std::vector<std::pair<float, std::int32_t>> candidates_;
     // With penalties: how often each token was generated, the tokens generated at least once
-    // (in first-generated order) and the penalized copy of a row of logits.
+    // (in first-generated order); the adjusted copy of a row of logits.
     std::vector<std::int32_t> counts_;
     std::vector<std::int32_t> generated_;
-    std::vector<float> penalized_;
+    std::vector<float> adjusted_;
 };
 
 std::int32_t argmax(std::span<const float> logits);

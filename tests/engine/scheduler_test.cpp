@@ -162,6 +162,40 @@ TEST(Scheduler, PrefixCacheSkipsSharedBlocksOnlyWithinOneSalt) {
     EXPECT_EQ(other_user->tokens, FakeEngine::expected(p3, 2));
 }
 
+TEST(Scheduler, CopiesOfOnePromptComputeItsSharedBlocksOnce) {
+    // Four copies of a 14-token prompt (3 full blocks before the last token) arrive together
+    // with an unrelated prompt.
+    FakeEngine e(64, {.max_step_tokens = 16, .max_step_seqs = 8, .block_size = kBlock});
+    const std::vector<std::int32_t> prompt = tokens(14, 5);
+    std::vector<Sequence*> copies;
+    for (int i = 0; i < 4; ++i) copies.push_back(e.add(prompt, 3));
+    Sequence* other = e.add(tokens(6, 6), 3);
+    StepPlan first = e.step();
+    ASSERT_EQ(first.runs.size(), 2u);  // the copies wait for the leader; the other passes
+    EXPECT_EQ(first.runs[0].seq, copies[0]);
+    EXPECT_EQ(first.runs[1].seq, other);
+    e.run_to_end();
+    for (int i = 1; i < 4; ++i) EXPECT_EQ(copies[i]->num_cached, 12) << "copy " << i;
+    // The prompt once, each follower its last block, every sampled token of the decodes.
+    const std::int64_t decode_tokens = 4 * 2 + 2;
+    EXPECT_EQ(e.computed_, 14 + 3 * 2 + 6 + decode_tokens);
+    for (Sequence* c : copies) EXPECT_EQ(c->tokens, FakeEngine::expected(prompt, 3));
+}
+
+TEST(Scheduler, ASequenceWantingItsWholePromptTakesNoCacheHitsNorWaits) {
+    FakeEngine e(64, {.max_step_tokens = 64, .max_step_seqs = 8, .block_size = kBlock});
+    e.add(tokens(12, 7), 1);
+    e.run_to_end();
+    Sequence* whole = e.add(tokens(12, 7), 2);
+    whole->compute_whole_prompt = true;
+    StepPlan p = e.step();
+    ASSERT_EQ(p.runs.size(), 1u);
+    EXPECT_EQ(p.runs[0].start, 0);
+    EXPECT_EQ(whole->num_cached, 0);
+    e.run_to_end();
+    EXPECT_EQ(whole->tokens, FakeEngine::expected(tokens(12, 7), 2));
+}
+
 TEST(Scheduler, APromptFullyCachedStillComputesItsLastToken) {
     FakeEngine e(32, {.max_step_tokens = 64, .max_step_seqs = 8, .block_size = kBlock});
     e.add(tokens(8, 4), 1);

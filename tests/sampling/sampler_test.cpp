@@ -149,6 +149,26 @@ TEST(Sampler, NoPenaltyKeepsTheModelsArgmax) {
     for (int i = 0; i < 5; ++i) EXPECT_EQ(s.sample(kLogits), 1);
 }
 
+TEST(Sampler, LogitBiasIsAddedToTheLogits) {
+    // Greedy: -100 on the argmax hands the pick to the runner-up; +100 on any token wins.
+    SamplingParams params;
+    params.logit_bias = {{1, -100.0f}};
+    std::vector<float> biased = kLogits;
+    biased[1] -= 100.0f;
+    EXPECT_EQ(Sampler(params).sample(kLogits), argmax(biased));
+    params.logit_bias = {{6, 100.0f}};
+    EXPECT_EQ(Sampler(params).sample(kLogits), 6);
+    // Sampled: the distribution of the biased logits.
+    params.temperature = 0.9f;
+    params.logit_bias = {{0, 1.5f}, {5, -0.7f}};
+    biased = kLogits;
+    biased[0] += 1.5f;
+    biased[5] -= 0.7f;
+    const std::vector<float> got = Sampler(params).probabilities(kLogits);
+    const std::vector<double> want = reference(biased, 0.9, 0, 1.0);
+    for (size_t i = 0; i < kLogits.size(); ++i) EXPECT_NEAR(got[i], want[i], 1e-5) << i;
+}
+
 TEST(SamplingParams, RejectsOutOfRange) {
     SamplingParams p;
     p.top_p = 0.0f;
@@ -172,8 +192,15 @@ TEST(SamplingParams, RejectsOutOfRange) {
     p.presence_penalty = std::nanf("");
     EXPECT_FALSE(validate(p).ok());
     p = {};
+    p.logit_bias = {{3, 100.5f}};
+    EXPECT_FALSE(validate(p).ok());
+    p = {};
+    p.logit_bias = {{-1, 1.0f}};
+    EXPECT_FALSE(validate(p).ok());
+    p = {};
     p.frequency_penalty = -2.0f;
     p.presence_penalty = 2.0f;
+    p.logit_bias = {{3, -100.0f}, {4, 100.0f}};
     EXPECT_TRUE(validate(p).ok());
     EXPECT_TRUE(validate(SamplingParams{}).ok());
 }

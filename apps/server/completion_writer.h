@@ -1,0 +1,48 @@
+#pragma once
+// CompletionWriter: the response bodies and server-sent-event chunks of one completions or
+// chat completions call, in the OpenAI shapes, for any number of choices.
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "apps/server/api_error.h"
+#include "engine/request_stream.h"
+
+namespace inferscale::server {
+
+// What one choice answered.
+struct ChoiceOutput {
+    std::string text;
+    const char* finish_reason = "stop";
+    std::vector<engine::TokenLogprobs> logprobs;
+};
+
+class CompletionWriter {
+  public:
+    CompletionWriter(bool chat, std::string model, std::size_t num_choices);
+
+    // The whole answer (non-streaming). `logprobs`: each choice carries its tokens'
+    // log-probabilities (the request asked for them), else null.
+    std::string response(const std::vector<ChoiceOutput>& choices, const engine::Usage& usage,
+                         bool logprobs);
+    // One "data: ...\n\n" event for choice `index`. A chat choice's first chunk carries the
+    // assistant role.
+    std::string chunk(std::size_t index, std::string_view text, const char* finish_reason,
+                      const std::vector<engine::TokenLogprobs>* logprobs);
+    std::string usage_chunk(const engine::Usage& usage) const;
+    static std::string error_event(const ApiError& error);
+    static constexpr std::string_view kDone = "data: [DONE]\n\n";
+
+  private:
+    bool chat_;
+    std::string model_;
+    std::string id_;
+    std::int64_t created_;
+    // Per choice: completions' characters of text so far, and whether chat sent the role.
+    std::vector<std::int64_t> text_offsets_;
+    std::vector<bool> sent_role_;
+};
+
+}  // namespace inferscale::server
