@@ -1,6 +1,7 @@
-// The bundled real model (models/SmolLM2-135M-Instruct.Q4_1.gguf; skipped when absent) through
-// engine::LocalModel on the CUDA backend against the CPU backend, each driven through an
-// engine::Engine: greedy continuations of 40 tokens on 5 prompts.
+// Real models (the bundled models/SmolLM2-135M-Instruct.Q4_1.gguf, and models/gemma3-270m.gguf
+// from scripts/fetch_model.sh; each skipped when absent) through engine::LocalModel on the CUDA
+// backend against the CPU backend, each driven through an engine::Engine: greedy continuations
+// of 40 tokens on 5 prompts, and on one prompt longer than Gemma 3's 512-token sliding window.
 //
 // The two backends do not compute the same function. The CPU multiplies the Q4_1 blocks with
 // Q8-quantized activations (as llama.cpp does) in f32; the GPU widens the weights to bf16 and
@@ -36,17 +37,17 @@ constexpr double kMarginTolerance = 0.1;  // x rms(row); see the top of the file
 // A broken weight upload or kernel puts the logits off by ~1; bf16 noise by a few percent.
 constexpr double kMaxLogitsError = 0.15;
 
-std::string model_path() {
+std::string model_path(const std::string& file) {
     const char* env = std::getenv("INFERSCALE_MODELS");
-    return std::string(env != nullptr ? env : "models") + "/SmolLM2-135M-Instruct.Q4_1.gguf";
+    return std::string(env != nullptr ? env : "models") + "/" + file;
 }
 
-std::unique_ptr<engine::LocalModel> load(tensor::Device device) {
+std::unique_ptr<engine::LocalModel> load(const std::string& file, tensor::Device device) {
     engine::LocalModelOptions o;
-    o.model_path = model_path();
+    o.model_path = model_path(file);
     o.device = device;
-    o.max_context = 512;
-    o.kv_tokens = 1024;
+    o.max_context = 1024;
+    o.kv_tokens = 2048;
     auto lm = engine::LocalModel::load(o);
     IS_CHECK(lm.ok()) << lm.error().message;
     return std::move(lm).value();
@@ -62,7 +63,7 @@ sampling::SamplingParams greedy(int tokens) {
 // A model with an engine on it; prefix caching off, so every request prefills its whole
 // prompt.
 struct Runner {
-    explicit Runner(tensor::Device device) : lm(load(device)) {
+    Runner(const std::string& file, tensor::Device device) : lm(load(file, device)) {
         engine::EngineOptions o;
         o.prefix_caching = false;
         auto started = engine::Engine::start(*lm, nullptr, nullptr, o);
@@ -109,32 +110,41 @@ RowStats row_stats(const std::vector<float>& row) {
     return s;
 }
 
-class CudaLocalModelTest : public CudaTest {
+class CudaLocalModelTest : public CudaTest, public ::testing::WithParamInterface<const char*> {
   protected:
     void SetUp() override {
         CudaTest::SetUp();
         if (IsSkipped()) return;
-        if (!std::filesystem::exists(model_path())) GTEST_SKIP() << "no " << model_path();
+        if (!std::filesystem::exists(model_path(GetParam())))
+            GTEST_SKIP() << "no " << model_path(GetParam());
     }
 };
 
-TEST_F(CudaLocalModelTest, LoadsOnTheGpuWithBf16Kv) {
-    auto lm = load(tensor::Device::Cuda);
+// Past Gemma 3's 512-token window: its sliding-window layers see only the last 512 tokens.
+std::string long_prompt() {
+    std::string text = "A long log of numbered lines follows.\n";
+    for (int i = 0; i < 90; ++i) text += "line " + std::to_string(i) + ": all is well\n";
+    return text + "The last line said";
+}
+
+TEST_P(CudaLocalModelTest, LoadsOnTheGpuWithBf16Kv) {
+    auto lm = load(GetParam(), tensor::Device::Cuda);
     EXPECT_EQ(lm->backend().name(), "cuda");
     EXPECT_EQ(lm->kv().dtype(), DType::BF16);
     EXPECT_NE(lm->model_name().find("@cuda"), std::string::npos);  // chunks differ from the CPU's
     std::printf("device: %s\n", lm->device_description().c_str());
 }
 
-TEST_F(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
-    Runner cpu(tensor::Device::Cpu);
-    Runner gpu(tensor::Device::Cuda);
+TEST_P(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
+    Runner cpu(GetParam(), tensor::Device::Cpu);
+    Runner gpu(GetParam(), tensor::Device::Cuda);
     const std::vector<std::string> prompts = {
         "The capital of France is",
         "Once upon a time, in a small village by the sea,",
         "def fibonacci(n):\n",
         "The three primary colors are",
         "Photosynthesis is the process by which plants",
+        long_prompt(),
     };
     int identical = 0;
     for (const std::string& text : prompts) {
@@ -154,8 +164,9 @@ TEST_F(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
         const auto split = std::mismatch(want.token_ids.begin(), want.token_ids.end(),
                                          got.token_ids.begin());
         const auto same = static_cast<int>(split.first - want.token_ids.begin());
-        std::printf("prompt %-50.50s logits rel err %.4f, %d/%d greedy tokens identical\n",
-                    ("\"" + text + "\"").c_str(), err, same, kTokens);
+        std::printf("prompt %-50.50s (%zu tokens) logits rel err %.4f, %d/%d greedy tokens "
+                    "identical\n",
+                    ("\"" + text + "\"").c_str(), prompt.size(), err, same, kTokens);
         if (same == kTokens) {
             ++identical;
             continue;
@@ -182,6 +193,12 @@ TEST_F(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
     std::printf("%d of %zu prompts: all %d greedy tokens identical\n", identical, prompts.size(),
                 kTokens);
 }
+
+INSTANTIATE_TEST_SUITE_P(Models, CudaLocalModelTest,
+                         ::testing::Values("SmolLM2-135M-Instruct.Q4_1.gguf", "gemma3-270m.gguf"),
+                         [](const ::testing::TestParamInfo<const char*>& info) {
+                             return std::string(info.param[0] == 'S' ? "smollm2" : "gemma3");
+                         });
 
 }  // namespace
 }  // namespace inferscale::cuda_test
