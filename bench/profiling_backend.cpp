@@ -180,7 +180,8 @@ void ProfilingBackend::linear(const tensor::LinearArgs& args) {
         return;
     }
     const GroupCost c = group_cost(args.x, args.targets);
-    const char* op = args.epilogue == tensor::LinearEpilogue::SwiGLU ? "linear_swiglu"
+    const char* op = args.epilogue == tensor::LinearEpilogue::SwiGLU  ? "linear_swiglu"
+                     : args.epilogue == tensor::LinearEpilogue::GeGLU ? "linear_geglu"
                      : args.targets.size() == 1                      ? "linear"
                                                                      : "linear_group";
     const int s = open(op, c.shape, c.bytes, c.flops);
@@ -204,6 +205,18 @@ void ProfilingBackend::add_rms_norm(Tensor x, const Tensor& y, const Tensor& wei
 void ProfilingBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
     const int s = open("swiglu", "", bytes_of(gate) + bytes_of(up) + bytes_of(out), 0.0);
     inner_.swiglu(gate, up, out);
+    close(s);
+}
+
+void ProfilingBackend::geglu(const Tensor& gate, const Tensor& up, Tensor out) {
+    const int s = open("geglu", "", bytes_of(gate) + bytes_of(up) + bytes_of(out), 0.0);
+    inner_.geglu(gate, up, out);
+    close(s);
+}
+
+void ProfilingBackend::scale(Tensor x, float factor) {
+    const int s = open("scale", "", 2.0 * bytes_of(x), 0.0);
+    inner_.scale(x, factor);
     close(s);
 }
 

@@ -85,6 +85,9 @@ class ProfilingBackend final : public tensor::Backend {
                       float eps, tensor::Tensor out) override;
     void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up,
                 tensor::Tensor out) override;
+    void geglu(const tensor::Tensor& gate, const tensor::Tensor& up,
+               tensor::Tensor out) override;
+    void scale(tensor::Tensor x, float factor) override;
     // Named by what it does: rope, rope_qk, rope_write_kv or rope_attention (whose bytes are
     // rope_write_kv's and paged_attention's together).
     void rope(const tensor::RopeArgs& args) override;

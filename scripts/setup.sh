@@ -59,11 +59,13 @@ for r in reqs:
     except m.PackageNotFoundError: missing.append(r)
 sys.exit(1 if missing else 0)
 PY
-  # The real K-quant checkpoint the parity tests also run (tests/python/test_real_model_parity.py),
-  # fetched once into the user's cache, so a new checkout on this machine does not fetch it again.
+  # The real K-quant checkpoints the parity tests also run (tests/python/test_real_model_parity.py),
+  # fetched once into the user's cache, so a new checkout on this machine does not fetch them again.
   CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/inferscale/models"
-  INFERSCALE_MODELS_DIR="$CACHE" scripts/fetch_model.sh qwen2.5-coder-0.5b
-  [[ -e models/qwen2.5-coder-0.5b.gguf ]] || ln -s "$CACHE/qwen2.5-coder-0.5b.gguf" models/
+  for name in qwen2.5-coder-0.5b gemma3-270m; do
+    INFERSCALE_MODELS_DIR="$CACHE" scripts/fetch_model.sh "$name"
+    [[ -e "models/$name.gguf" ]] || ln -s "$CACHE/$name.gguf" models/
+  done
   # On a CPU with AVX-512, pip's build of llama.cpp uses it; the parity tests also hold
   # inferscale to a build without it (tests/python/conftest.py), cached after the first time.
   if grep -qw avx512f /proc/cpuinfo && grep -qw avx512dq /proc/cpuinfo; then

@@ -50,6 +50,12 @@ Status Engine::lay_out_memory(Active& a, const EngineRequest& request) {
         return make_error(ErrorKind::InvalidArgument, "memory needs a user");
     if (!runtime_)
         return make_error(ErrorKind::InvalidArgument, "this server has no memory store");
+    // Injection rotates every layer's keys with one RoPE table (inject::Injector).
+    if (request.memory_mode == MemoryMode::Kv && !lm.model().one_rope_base())
+        return make_error(ErrorKind::InvalidArgument,
+                          "memory mode kv needs one RoPE base in every layer, which " +
+                              lm.config().name +
+                              " does not have (Gemma 3); use memory mode prompt");
     std::string question;
     for (auto it = request.messages.rbegin(); it != request.messages.rend(); ++it)
         if (it->role == "user") {

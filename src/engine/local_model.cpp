@@ -70,7 +70,8 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
     const model::ModelConfig& config = random_shape ? random_shape->config : files.config;
     std::int64_t max_context =
         std::min<std::int64_t>(options.max_context, config.max_position_embeddings);
-    if (config.sliding_window > 0 && config.sliding_window < max_context) {
+    if (config.sliding_window > 0 && !config.windowed_attention() &&
+        config.sliding_window < max_context) {
         IS_LOG(Info) << "the context is capped at the model's sliding window of "
                      << config.sliding_window << " tokens (no windowed attention here)";
         max_context = config.sliding_window;

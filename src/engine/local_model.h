@@ -87,6 +87,7 @@ class LocalModel {
 
     tensor::Backend& backend() { return *backend_; }
     model::LlamaModel& model() { return model_; }
+    const model::LlamaModel& model() const { return model_; }
     kv::KvStorage& kv() { return kv_; }
     kv::BlockPool& blocks() { return blocks_; }
     model::ForwardWorkspace& workspace() { return workspace_; }

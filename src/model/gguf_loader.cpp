@@ -21,8 +21,10 @@ struct HfName {
 };
 
 // GGUF tensor name -> Hugging Face name (see weight_store.h); an Error for anything else, since
-// a tensor we do not understand means the model computes something we would not.
-Result<HfName> to_hf_name(const std::string& g) {
+// a tensor we do not understand means the model computes something we would not. Gemma 3's
+// ffn_norm is its pre-MLP norm: Hugging Face calls that pre_feedforward_layernorm and the norm
+// of the attention output post_attention_layernorm.
+Result<HfName> to_hf_name(const std::string& g, bool gemma) {
     if (g == "token_embd.weight") return HfName{"model.embed_tokens.weight"};
     if (g == "output_norm.weight") return HfName{"model.norm.weight"};
     if (g == "output.weight") return HfName{"lm_head.weight"};
@@ -54,11 +56,22 @@ Result<HfName> to_hf_name(const std::string& g) {
                 {"ffn_up.weight", "mlp.up_proj.weight", QkPermute::None},
                 {"ffn_down.weight", "mlp.down_proj.weight", QkPermute::None},
             };
+            static constexpr Row kGemmaRows[] = {
+                {"ffn_norm.weight", "pre_feedforward_layernorm.weight", QkPermute::None},
+                {"post_attention_norm.weight", "post_attention_layernorm.weight", QkPermute::None},
+                {"post_ffw_norm.weight", "post_feedforward_layernorm.weight", QkPermute::None},
+                {"attn_q_norm.weight", "self_attn.q_norm.weight", QkPermute::None},
+                {"attn_k_norm.weight", "self_attn.k_norm.weight", QkPermute::None},
+            };
+            if (gemma) {
+                for (const Row& r : kGemmaRows)
+                    if (rest == r.gguf) return HfName{prefix + r.hf, r.permute};
+            }
             for (const Row& r : kRows)
                 if (rest == r.gguf) return HfName{prefix + r.hf, r.permute};
         }
     }
-    return make_error("unexpected tensor '" + g + "' for a llama/mistral/qwen2 model");
+    return make_error("unexpected tensor '" + g + "' for a llama/mistral/qwen2/gemma3 model");
 }
 
 Result<std::int64_t> opt_int(const GgufFile& g, const std::string& key, std::int64_t fallback) {
@@ -71,14 +84,31 @@ Result<std::int64_t> positive(const GgufFile& g, const std::string& key) {
     return v;
 }
 
+// Gemma 3's fixed choices, as llama.cpp makes them: five sliding-window layers (RoPE base 10000)
+// to one global layer, the attention scale of Gemma's reference code (27B: hidden / heads), no
+// logit soft-capping (llama.cpp applies none to Gemma 3, whatever the file says).
+Status read_gemma3(const GgufFile& g, ModelConfig& c) {
+    c.sliding_window = IS_TRY(positive(g, "gemma3.attention.sliding_window"));
+    c.sliding_window_pattern = 6;
+    c.rope_local_theta = 10000.0f;
+    c.query_pre_attn_scalar =
+        static_cast<float>(c.num_layers == 62 ? c.hidden_size / c.num_heads : c.head_dim);
+    c.scale_embeddings = true;
+    c.qk_norm = true;
+    c.sublayer_output_norms = true;
+    c.activation = Activation::GeluTanh;
+    return {};
+}
+
 Result<ModelConfig> read_config(const GgufFile& g, const std::string& arch) {
     ModelConfig c;
     if (arch == "llama") c.architecture = Architecture::Llama;
     else if (arch == "mistral") c.architecture = Architecture::Mistral;
     else if (arch == "qwen2") c.architecture = Architecture::Qwen2;
+    else if (arch == "gemma3") c.architecture = Architecture::Gemma3;
     else
         return make_error("unsupported architecture '" + arch +
-                          "' (supported: llama, mistral, qwen2)");
+                          "' (supported: llama, mistral, qwen2, gemma3)");
     const std::string p = arch + ".";
     c.num_layers = IS_TRY(positive(g, p + "block_count"));
     c.hidden_size = IS_TRY(positive(g, p + "embedding_length"));
@@ -118,6 +148,7 @@ Result<ModelConfig> read_config(const GgufFile& g, const std::string& arch) {
         if (f != 1.0) return make_error("unsupported linear rope scaling (rope.scale_linear)");
     }
     c.attention_bias = c.architecture == Architecture::Qwen2;
+    if (c.architecture == Architecture::Gemma3) IS_RETURN_IF_ERROR(read_gemma3(g, c));
     return c;
 }
 
@@ -209,10 +240,10 @@ Status check_qk_rows(const GgufTensorInfo& info, std::int64_t rows, std::int64_t
 // owned copy when Q/K rows must be reordered (a row is whole blocks, so rows move as bytes).
 Status load_tensor(const GgufTensorInfo& info, const std::uint8_t* src, const ModelConfig& c,
                    bool keep_quantized, WeightStore& store) {
-    HfName hf = IS_TRY(to_hf_name(info.name));
-    // Only llama-style (NORM) rotary is converted with interleaved rows; qwen2 uses NeoX rotary,
-    // which already pairs the rotate_half halves, so its rows are stored in HF order.
-    if (c.architecture == Architecture::Qwen2) hf.permute = QkPermute::None;
+    HfName hf = IS_TRY(to_hf_name(info.name, c.architecture == Architecture::Gemma3));
+    // Only llama-style (NORM) rotary is converted with interleaved rows; qwen2 and gemma3 use
+    // NeoX rotary, which already pairs the rotate_half halves, so their rows are in HF order.
+    if (!ggml_interleaves_qk(c.architecture)) hf.permute = QkPermute::None;
     if (!ggml_type_supported(info.type))
         return make_error("tensor '" + info.name + "' has unsupported type " +
                           ggml_type_name(info.type) +

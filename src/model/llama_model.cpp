@@ -26,9 +26,6 @@ Result<tensor::DeviceWeight> upload(tensor::Backend& backend, const WeightStore&
     return backend.upload_weight(host);
 }
 
-
-std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
-
 // A step that wants fewer logit rows than it has tokens carries only those rows through the
 // last layer past attention, gathered into final_hidden (run_layer), where enqueue finds them.
 // With as many, every sequence has one token and the rows are the batch's own.
@@ -52,16 +49,29 @@ Result<LlamaModel> LlamaModel::create_shell(tensor::Backend& backend, const Mode
 
     RopeParams rope = rope_params(c);
     rope.ggml_angles = ggml_angles && rope.scaling.factor == 0.0f;
-    const HostRopeTables host = make_rope_tables(rope, m.max_positions_);
-    const std::size_t table_bytes = host.cos.size() * sizeof(float);
+    std::vector<HostRopeTables> host{make_rope_tables(rope, m.max_positions_)};
+    if (c.rope_local_theta > 0.0f && c.rope_local_theta != c.rope_theta) {
+        RopeParams local = rope;  // unscaled, as llama.cpp's sliding-window layers
+        local.theta = c.rope_local_theta;
+        local.scaling = RopeScaling{};
+        local.freq_factors.clear();
+        host.push_back(make_rope_tables(local, m.max_positions_));
+    }
+    const std::int64_t half = host[0].half_dim;
     tensor::Arena arena;
-    const std::size_t cos_off = arena.reserve(DType::F32, {m.max_positions_, host.half_dim});
-    const std::size_t sin_off = arena.reserve(DType::F32, {m.max_positions_, host.half_dim});
+    std::vector<std::size_t> offsets;
+    for (std::size_t i = 0; i < 2 * host.size(); ++i)
+        offsets.push_back(arena.reserve(DType::F32, {m.max_positions_, half}));
     m.rope_buffer_ = IS_TRY(backend.allocate(arena.bytes()));
-    m.rope_.cos = m.rope_buffer_.view(DType::F32, {m.max_positions_, host.half_dim}, cos_off);
-    m.rope_.sin = m.rope_buffer_.view(DType::F32, {m.max_positions_, host.half_dim}, sin_off);
-    backend.copy_from_host(m.rope_.cos, host.cos.data(), table_bytes);
-    backend.copy_from_host(m.rope_.sin, host.sin.data(), table_bytes);
+    tensor::RopeTables* tables[] = {&m.rope_, &m.local_rope_};
+    for (std::size_t i = 0; i < host.size(); ++i) {
+        tensor::RopeTables& t = *tables[i];
+        t.cos = m.rope_buffer_.view(DType::F32, {m.max_positions_, half}, offsets[2 * i]);
+        t.sin = m.rope_buffer_.view(DType::F32, {m.max_positions_, half}, offsets[2 * i + 1]);
+        const std::size_t bytes = host[i].cos.size() * sizeof(float);
+        backend.copy_from_host(t.cos, host[i].cos.data(), bytes);
+        backend.copy_from_host(t.sin, host[i].sin.data(), bytes);
+    }
     backend.synchronize();  // `host` dies here
     return m;
 }
@@ -101,8 +111,25 @@ Result<LlamaModel> LlamaModel::create(tensor::Backend& backend, const ModelConfi
                 IS_TRY(weights.get(layer_name(i, "self_attn.v_proj.bias"), {kv_dim}))};
             l.qkv_bias = IS_TRY(upload_stacked(backend, bias_host));
         }
-        l.post_norm =
-            IS_TRY(upload(backend, weights, layer_name(i, "post_attention_layernorm.weight"), {h}));
+        // Gemma's post_attention_layernorm normalizes the attention output; its MLP input norm
+        // is pre_feedforward_layernorm.
+        l.post_norm = IS_TRY(upload(backend, weights,
+                                    layer_name(i, c.sublayer_output_norms
+                                                      ? "pre_feedforward_layernorm.weight"
+                                                      : "post_attention_layernorm.weight"),
+                                    {h}));
+        if (c.qk_norm) {
+            l.q_norm = IS_TRY(
+                upload(backend, weights, layer_name(i, "self_attn.q_norm.weight"), {c.head_dim}));
+            l.k_norm = IS_TRY(
+                upload(backend, weights, layer_name(i, "self_attn.k_norm.weight"), {c.head_dim}));
+        }
+        if (c.sublayer_output_norms) {
+            l.attn_out_norm = IS_TRY(
+                upload(backend, weights, layer_name(i, "post_attention_layernorm.weight"), {h}));
+            l.mlp_out_norm = IS_TRY(
+                upload(backend, weights, layer_name(i, "post_feedforward_layernorm.weight"), {h}));
+        }
         l.gate = IS_TRY(upload(backend, weights, layer_name(i, "mlp.gate_proj.weight"), {ffn, h}));
         l.up = IS_TRY(upload(backend, weights, layer_name(i, "mlp.up_proj.weight"), {ffn, h}));
         l.down = IS_TRY(upload(backend, weights, layer_name(i, "mlp.down_proj.weight"), {h, ffn}));
@@ -145,76 +172,6 @@ std::int64_t LlamaModel::num_logit_rows(const ForwardBatch& batch) {
             return 0;
     }
     return 0;
-}
-
-Status LlamaModel::validate(const ForwardBatch& batch, const kv::KvStorage& kv,
-                            const ForwardWorkspace& ws) const {
-    const WorkspaceLimits& lim = ws.limits;
-    const auto n = static_cast<std::int64_t>(batch.token_ids.size());
-    const auto num_seqs = static_cast<std::int64_t>(batch.sequences.size());
-    const kv::KvLayout& layout = kv.layout();
-    if (n == 0 || num_seqs == 0) return make_error("forward: empty batch");
-    if (n > lim.max_tokens) {
-        return make_error("forward: " + std::to_string(n) + " tokens exceed the workspace limit " +
-                          std::to_string(lim.max_tokens));
-    }
-    if (num_seqs > lim.max_seqs) return make_error("forward: too many sequences for the workspace");
-    if (static_cast<std::int64_t>(batch.positions.size()) != n) {
-        return make_error("forward: positions and token ids differ in length");
-    }
-    if (layout.num_layers != config_.num_layers || layout.num_kv_heads != config_.num_kv_heads ||
-        layout.head_dim != config_.head_dim) {
-        return make_error("forward: kv storage layout does not match the model");
-    }
-    for (std::int64_t i = 0; i < n; ++i) {
-        if (batch.token_ids[i] < 0 || batch.token_ids[i] >= config_.vocab_size) {
-            return make_error("forward: token id " + std::to_string(batch.token_ids[i]) +
-                              " outside the vocabulary");
-        }
-        if (batch.positions[i] < 0 || batch.positions[i] >= max_positions_) {
-            return make_error("forward: position " + std::to_string(batch.positions[i]) +
-                              " outside the RoPE table of " + std::to_string(max_positions_));
-        }
-    }
-    std::int64_t tokens = 0, pages = 0;
-    for (const BatchSequence& s : batch.sequences) {
-        if (s.num_tokens <= 0 || s.kv_len < s.num_tokens) {
-            return make_error("forward: a sequence needs new tokens and kv_len >= num_tokens");
-        }
-        const std::int64_t needed = ceil_div(s.kv_len, layout.block_size);
-        if (static_cast<std::int64_t>(s.pages.size()) < needed) {
-            return make_error("forward: kv_len " + std::to_string(s.kv_len) + " needs " +
-                              std::to_string(needed) + " pages, got " +
-                              std::to_string(s.pages.size()));
-        }
-        for (std::int64_t p = 0; p < needed; ++p) {
-            if (s.pages[p] < 0 || s.pages[p] >= layout.num_blocks) {
-                return make_error("forward: page id " + std::to_string(s.pages[p]) +
-                                  " outside the kv storage");
-            }
-        }
-        tokens += s.num_tokens;
-        pages += needed;
-    }
-    if (tokens != n) return make_error("forward: sequence token counts do not sum to the batch");
-    if (pages > lim.max_pages) return make_error("forward: too many pages for the workspace");
-    const std::int64_t rows = num_logit_rows(batch);
-    if (rows > lim.max_logit_rows)
-        return make_error("forward: too many logit rows for the workspace");
-    if (const KvCapture* cap = batch.capture) {
-        const auto m = static_cast<std::int64_t>(cap->rows.size());
-        for (std::int32_t r : cap->rows) {
-            if (r < 0 || r >= n) return make_error("forward: capture row outside the batch");
-        }
-        for (const Tensor* t : {&cap->k, &cap->v}) {
-            if (t->rank != 4 || t->shape[0] != config_.num_layers || t->shape[1] != m ||
-                t->shape[2] != config_.num_kv_heads || t->shape[3] != config_.head_dim ||
-                t->dtype != backend_->activation_dtype() || t->device != backend_->device()) {
-                return make_error("forward: capture tensors must be [layers, rows, kv_heads, d]");
-            }
-        }
-    }
-    return {};
 }
 
 Status LlamaModel::forward(const ForwardBatch& batch, kv::KvStorage& kv, ForwardWorkspace& ws,
@@ -266,13 +223,20 @@ void LlamaModel::enqueue(kv::KvStorage& kv, ForwardWorkspace& ws, bool sample) {
     args.host_qo_indptr = host + l.qo_indptr;
     args.host_indptr = host + l.page_indptr;
     args.num_seqs = s;
-    args.scale = 1.0f / std::sqrt(static_cast<float>(config_.head_dim));
+    const float scalar = config_.query_pre_attn_scalar > 0.0f
+                             ? config_.query_pre_attn_scalar
+                             : static_cast<float>(config_.head_dim);
+    args.scale = 1.0f / std::sqrt(scalar);
     args.fixed_max_kv_len = st.fixed_max_kv_len;
-    // The GGUF loader un-interleaves the rotary pairs of llama/mistral Q/K rows (not qwen2's).
-    args.qk_ggml_interleaved = config_.architecture != Architecture::Qwen2;
+    // The GGUF loader un-interleaves the rotary pairs of llama/mistral Q/K rows.
+    args.qk_ggml_interleaved = ggml_interleaves_qk(config_.architecture);
 
     const std::int64_t n = st.num_tokens;
     be.embedding(embed_.tensor, meta(l.token_ids, n), leading(ws.hidden, n));
+    if (config_.scale_embeddings) {
+        // llama.cpp's factor: sqrtf of the width in f32.
+        be.scale(leading(ws.hidden, n), std::sqrt(static_cast<float>(config_.hidden_size)));
+    }
     for (std::int64_t layer = 0; layer < config_.num_layers; ++layer) {
         if (st.before_layer != nullptr) (*st.before_layer)(layer);
         run_layer(layer, args, kv, ws);
@@ -305,7 +269,7 @@ void LlamaModel::read_results(ForwardWorkspace& ws, std::span<std::int32_t> ids,
     std::copy_n(ws.host_ids(), id_rows, ids.begin());
 }
 
-void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs& attn_args,
+void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs& all_layers_args,
                            kv::KvStorage& kv, ForwardWorkspace& ws) {
     tensor::Backend& be = *backend_;
     const LayerWeights& w = layers_[layer];
@@ -336,20 +300,39 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     const auto heads = [&](const Tensor& t, std::int64_t h) {
         return reshaped(t, {n, h, c.head_dim});
     };
-    const tensor::RopeArgs attention{
-        heads(q, c.num_heads),    heads(k, c.num_kv_heads), positions,       rope_,
-        heads(v, c.num_kv_heads), meta(l.slots, n),         kv.pages(layer), &attn_args,
-        heads(attn, c.num_heads)};
-    if (const std::int64_t m = st.capture_rows; m > 0) {
-        be.linear({normed, qkv});
-        // K is still unrotated here: the memory-injection chunk format wants it that way.
-        const Tensor rows = meta(l.capture_rows, m);
-        const std::int64_t kv_dim = c.num_kv_heads * c.head_dim;
-        be.gather_rows(k, rows, reshaped(tensor::index0(st.capture_k, layer), {m, kv_dim}));
-        be.gather_rows(v, rows, reshaped(tensor::index0(st.capture_v, layer), {m, kv_dim}));
-        be.rope(attention);
-    } else {
+    tensor::PagedAttentionArgs attn_args = all_layers_args;
+    attn_args.window = static_cast<std::int32_t>(c.layer_window(layer));
+    const bool local = attn_args.window > 0 && !one_rope_base();
+    const tensor::RopeArgs attention{heads(q, c.num_heads),
+                                     heads(k, c.num_kv_heads),
+                                     positions,
+                                     local ? local_rope_ : rope_,
+                                     heads(v, c.num_kv_heads),
+                                     meta(l.slots, n),
+                                     kv.pages(layer),
+                                     &attn_args,
+                                     heads(attn, c.num_heads)};
+    const auto normalize_heads = [&](const Tensor& t, std::int64_t h, const Tensor& weight) {
+        const Tensor rows = reshaped(t, {n * h, c.head_dim});
+        be.rms_norm(rows, weight, c.rms_norm_eps, rows);
+    };
+    const std::int64_t m = st.capture_rows;
+    if (m == 0 && !c.qk_norm) {
         be.linear({normed, qkv, tensor::LinearEpilogue::RopeAttention, &attention});
+    } else {
+        be.linear({normed, qkv});
+        if (c.qk_norm) {
+            normalize_heads(q, c.num_heads, w.q_norm.tensor);
+            normalize_heads(k, c.num_kv_heads, w.k_norm.tensor);
+        }
+        if (m > 0) {
+            // K is still unrotated here: the memory-injection chunk format wants it that way.
+            const Tensor rows = meta(l.capture_rows, m);
+            const std::int64_t kv_dim = c.num_kv_heads * c.head_dim;
+            be.gather_rows(k, rows, reshaped(tensor::index0(st.capture_k, layer), {m, kv_dim}));
+            be.gather_rows(v, rows, reshaped(tensor::index0(st.capture_v, layer), {m, kv_dim}));
+        }
+        be.rope(attention);
     }
 
     // Past attention the last layer feeds only the logits (gathers_logit_rows): a prompt's last
@@ -368,12 +351,16 @@ void LlamaModel::run_layer(std::int64_t layer, const tensor::PagedAttentionArgs&
     }
     const Tensor out = leading(ws.normed, carried);
     be.linear(attended, w.o.tensor, Tensor(), out);
+    if (c.sublayer_output_norms) be.rms_norm(out, w.attn_out_norm.tensor, c.rms_norm_eps, out);
     be.add_rms_norm(residual, out, w.post_norm.tensor, c.rms_norm_eps, out);
     const Tensor gate = leading(ws.gate, carried);
     const tensor::LinearTarget gate_up[] = {{w.gate.tensor, Tensor(), gate},
                                             {w.up.tensor, Tensor(), leading(ws.up, carried)}};
-    be.linear({out, gate_up, tensor::LinearEpilogue::SwiGLU});
+    be.linear({out, gate_up,
+               c.activation == Activation::GeluTanh ? tensor::LinearEpilogue::GeGLU
+                                                    : tensor::LinearEpilogue::SwiGLU});
     be.linear(gate, w.down.tensor, Tensor(), out);
+    if (c.sublayer_output_norms) be.rms_norm(out, w.mlp_out_norm.tensor, c.rms_norm_eps, out);
     if (!last_layer) {
         be.add_rms_norm(residual, out, layers_[layer + 1].input_norm.tensor, c.rms_norm_eps,
                         out);

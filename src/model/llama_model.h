@@ -1,9 +1,12 @@
 #pragma once
-// LlamaModel: the Llama-family decoder (Llama, Mistral, Qwen2 as flags of ModelConfig) on any
-// tensor::Backend. It owns its weights in the backend's storage form and runs batched forward
-// steps over a paged KV cache; it never reads or writes tensor memory itself.
+// LlamaModel: the Llama-family decoder (Llama, Mistral, Qwen2, Gemma 3 as flags of ModelConfig)
+// on any tensor::Backend. It owns its weights in the backend's storage form and runs batched
+// forward steps over a paged KV cache; it never reads or writes tensor memory itself.
 // Per layer the op order is: norm, q/k/v projections, [capture K before RoPE and V], RoPE on
 // q and k, KV page write, paged attention, o projection, residual, norm, SwiGLU MLP, residual.
+// Gemma 3 adds a norm of each q and k head before RoPE and a norm of the attention and MLP
+// outputs before each residual add, scales the embeddings, and gates its MLP with GeGLU; its
+// sliding-window layers rotate with their own RoPE base and attend within the window.
 
 #include <cstdint>
 #include <span>
@@ -64,8 +67,11 @@ class LlamaModel {
     tensor::Backend& backend() const { return *backend_; }
     std::int64_t max_positions() const { return max_positions_; }
     // The device RoPE tables forward rotates with (memory injection rotates chunks with the
-    // same ones, so injected keys match prefilled keys bit for bit).
+    // same ones, so injected keys match prefilled keys bit for bit): the global layers' ones.
     const tensor::RopeTables& rope_tables() const { return rope_; }
+    // Whether every layer rotates with rope_tables() (not so with Gemma 3's local RoPE base),
+    // which memory injection needs.
+    bool one_rope_base() const { return local_rope_.cos.empty(); }
 
     // The KV layout this model needs for a cache of `num_blocks` pages.
     kv::KvLayout kv_layout(std::int64_t num_blocks, std::int64_t block_size = 16) const;
@@ -109,8 +115,11 @@ class LlamaModel {
         StackedWeight qkv;
         StackedWeight qkv_bias;  // [heads*d], [kvh*d] x2, or no parts
         tensor::DeviceWeight o;  // [hidden, heads*d]
-        tensor::DeviceWeight post_norm;               // [hidden]
+        tensor::DeviceWeight post_norm;               // [hidden]: the MLP's input norm
         tensor::DeviceWeight gate, up, down;          // [ffn, hidden] x2, [hidden, ffn]
+        // ModelConfig::qk_norm: [d] each; sublayer_output_norms: [hidden] each. Else empty.
+        tensor::DeviceWeight q_norm, k_norm;
+        tensor::DeviceWeight attn_out_norm, mlp_out_norm;
     };
 
     LlamaModel() = default;
@@ -133,7 +142,8 @@ class LlamaModel {
     std::vector<LayerWeights> layers_;
     // Exact f32 tables, copied rather than uploaded as weights (a GPU would narrow weights).
     tensor::Buffer rope_buffer_;
-    tensor::RopeTables rope_;  // cos, sin [max_positions, head_dim / 2] f32
+    tensor::RopeTables rope_;        // cos, sin [max_positions, head_dim / 2] f32
+    tensor::RopeTables local_rope_;  // the same at rope_local_theta; empty without one
 };
 
 }  // namespace inferscale::model

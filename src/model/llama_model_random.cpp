@@ -98,6 +98,14 @@ Result<LlamaModel> LlamaModel::create_random(tensor::Backend& backend, const Mod
         l.gate = IS_TRY(rw.matrix(ffn, h, dtype(WeightRole::Gate, i)));
         l.up = IS_TRY(rw.matrix(ffn, h, dtype(WeightRole::Up, i)));
         l.down = IS_TRY(rw.matrix(h, ffn, dtype(WeightRole::Down, i)));
+        if (c.qk_norm) {
+            l.q_norm = IS_TRY(rw.make({c.head_dim}, 0.0f, 1.0f));
+            l.k_norm = IS_TRY(rw.make({c.head_dim}, 0.0f, 1.0f));
+        }
+        if (c.sublayer_output_norms) {
+            l.attn_out_norm = IS_TRY(rw.make({h}, 0.0f, 1.0f));
+            l.mlp_out_norm = IS_TRY(rw.make({h}, 0.0f, 1.0f));
+        }
     }
     backend.synchronize();  // fills are queued; the model is ready when this returns
     return m;

@@ -1,6 +1,7 @@
-// LlamaModel::stage: packs a batch's metadata (MetaLayout) into the workspace's pinned host
-// staging and uploads it with a single copy, so a step costs one host-to-device transfer
-// however many arrays the ops read. Padding (for replayable decode buckets) is added here.
+// LlamaModel::stage: checks a batch (validate) and packs its metadata (MetaLayout) into the
+// workspace's pinned host staging and uploads it with a single copy, so a step costs one
+// host-to-device transfer however many arrays the ops read. Padding (for replayable decode
+// buckets) is added here.
 
 #include <algorithm>
 #include <string>
@@ -11,9 +12,81 @@
 namespace inferscale::model {
 namespace {
 
+using tensor::Tensor;
+
 std::int64_t ceil_div(std::int64_t a, std::int64_t b) { return (a + b - 1) / b; }
 
 }  // namespace
+
+Status LlamaModel::validate(const ForwardBatch& batch, const kv::KvStorage& kv,
+                            const ForwardWorkspace& ws) const {
+    const WorkspaceLimits& lim = ws.limits;
+    const auto n = static_cast<std::int64_t>(batch.token_ids.size());
+    const auto num_seqs = static_cast<std::int64_t>(batch.sequences.size());
+    const kv::KvLayout& layout = kv.layout();
+    if (n == 0 || num_seqs == 0) return make_error("forward: empty batch");
+    if (n > lim.max_tokens) {
+        return make_error("forward: " + std::to_string(n) + " tokens exceed the workspace limit " +
+                          std::to_string(lim.max_tokens));
+    }
+    if (num_seqs > lim.max_seqs) return make_error("forward: too many sequences for the workspace");
+    if (static_cast<std::int64_t>(batch.positions.size()) != n) {
+        return make_error("forward: positions and token ids differ in length");
+    }
+    if (layout.num_layers != config_.num_layers || layout.num_kv_heads != config_.num_kv_heads ||
+        layout.head_dim != config_.head_dim) {
+        return make_error("forward: kv storage layout does not match the model");
+    }
+    for (std::int64_t i = 0; i < n; ++i) {
+        if (batch.token_ids[i] < 0 || batch.token_ids[i] >= config_.vocab_size) {
+            return make_error("forward: token id " + std::to_string(batch.token_ids[i]) +
+                              " outside the vocabulary");
+        }
+        if (batch.positions[i] < 0 || batch.positions[i] >= max_positions_) {
+            return make_error("forward: position " + std::to_string(batch.positions[i]) +
+                              " outside the RoPE table of " + std::to_string(max_positions_));
+        }
+    }
+    std::int64_t tokens = 0, pages = 0;
+    for (const BatchSequence& s : batch.sequences) {
+        if (s.num_tokens <= 0 || s.kv_len < s.num_tokens) {
+            return make_error("forward: a sequence needs new tokens and kv_len >= num_tokens");
+        }
+        const std::int64_t needed = ceil_div(s.kv_len, layout.block_size);
+        if (static_cast<std::int64_t>(s.pages.size()) < needed) {
+            return make_error("forward: kv_len " + std::to_string(s.kv_len) + " needs " +
+                              std::to_string(needed) + " pages, got " +
+                              std::to_string(s.pages.size()));
+        }
+        for (std::int64_t p = 0; p < needed; ++p) {
+            if (s.pages[p] < 0 || s.pages[p] >= layout.num_blocks) {
+                return make_error("forward: page id " + std::to_string(s.pages[p]) +
+                                  " outside the kv storage");
+            }
+        }
+        tokens += s.num_tokens;
+        pages += needed;
+    }
+    if (tokens != n) return make_error("forward: sequence token counts do not sum to the batch");
+    if (pages > lim.max_pages) return make_error("forward: too many pages for the workspace");
+    const std::int64_t rows = num_logit_rows(batch);
+    if (rows > lim.max_logit_rows)
+        return make_error("forward: too many logit rows for the workspace");
+    if (const KvCapture* cap = batch.capture) {
+        const auto m = static_cast<std::int64_t>(cap->rows.size());
+        for (std::int32_t r : cap->rows) {
+            if (r < 0 || r >= n) return make_error("forward: capture row outside the batch");
+        }
+        for (const Tensor* t : {&cap->k, &cap->v}) {
+            if (t->rank != 4 || t->shape[0] != config_.num_layers || t->shape[1] != m ||
+                t->shape[2] != config_.num_kv_heads || t->shape[3] != config_.head_dim ||
+                t->dtype != backend_->activation_dtype() || t->device != backend_->device()) {
+                return make_error("forward: capture tensors must be [layers, rows, kv_heads, d]");
+            }
+        }
+    }
+    return {};
+}
 
 Status LlamaModel::stage(const ForwardBatch& batch, const kv::KvStorage& kv, ForwardWorkspace& ws,
                          const StageOptions& o) {

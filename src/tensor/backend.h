@@ -116,6 +116,11 @@ class Backend {
 
     // out = silu(gate) * up.  gate, up, out [n, ffn]; out may alias gate.
     virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor out) = 0;
+    // out = gelu(gate) * up, gelu's tanh approximation (Gemma).  As swiglu.
+    virtual void geglu(const Tensor& gate, const Tensor& up, Tensor out) = 0;
+
+    // x *= factor.  x [n, k]
+    virtual void scale(Tensor x, float factor) = 0;
 
     // The rotation, then the KV write and attention where `args` has them (see RopeArgs); what
     // a backend does not fuse it runs through run_unfused.
@@ -178,8 +183,8 @@ class Backend {
 
   protected:
     // The ops a linear's epilogue or a rope's KV write and attention stand for, one by one
-    // (their results are what a fusion must give): the linear with no epilogue, then swiglu or
-    // rope; the rotation alone, then write_kv, then paged_attention. Every backend runs a
+    // (their results are what a fusion must give): the linear with no epilogue, then swiglu,
+    // geglu or rope; the rotation alone, then write_kv, then paged_attention. Every backend runs a
     // plain linear and a plain rotation itself.
     void run_unfused(const LinearArgs& args) {
         check_linear_epilogue(args);
@@ -188,6 +193,9 @@ class Backend {
             case LinearEpilogue::None: return;
             case LinearEpilogue::SwiGLU:
                 swiglu(args.targets[0].y, args.targets[1].y, args.targets[0].y);
+                return;
+            case LinearEpilogue::GeGLU:
+                geglu(args.targets[0].y, args.targets[1].y, args.targets[0].y);
                 return;
             case LinearEpilogue::RopeAttention: rope(*args.rope); return;
         }

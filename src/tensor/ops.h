@@ -46,6 +46,9 @@ struct PagedAttentionArgs {
     const std::int32_t* host_indptr = nullptr;     // [s + 1]
     int num_seqs = 0;
     float scale = 0.0f;  // softmax scale, usually 1 / sqrt(d)
+    // Sliding-window attention: > 0, query at KV index i sees only KV indices > i - window
+    // (the last `window` tokens, itself included); 0, the whole causal prefix.
+    std::int32_t window = 0;
     // Replayable decode: when > 0, every sequence has exactly one query row and a KV length of
     // at most this many tokens, and a GPU backend sizes its launches from this bound and
     // num_seqs alone, so one recorded launch serves every step with the same num_seqs.
@@ -78,11 +81,12 @@ struct RopeArgs {
 //   None.
 //   SwiGLU: the targets are gate then up, of one shape: gate.y = silu(gate.y) * up.y, as
 //     Backend::swiglu. A backend that fuses it need not write up.y.
+//   GeGLU: the same with gelu (tanh approximation) for silu, as Backend::geglu.
 //   RopeAttention (RoPE, KV write and attention): the targets are q, k then v, and `rope` views
 //     their outputs as its q, k and v ([n, heads, d]): Backend::rope(*rope), which must have
 //     pages and attention. A backend that fuses it need not write the targets' outputs: only
 //     rope->out and the pages are results.
-enum class LinearEpilogue : std::uint8_t { None, SwiGLU, RopeAttention };
+enum class LinearEpilogue : std::uint8_t { None, SwiGLU, GeGLU, RopeAttention };
 
 // Backend::linear: y = x w^T (+ bias) for every target (which share x, as q/k/v and gate/up
 // do: a backend may run them as one launch), then the epilogue.

@@ -53,9 +53,10 @@ void check_linear_epilogue(const LinearArgs& args) {
     const auto views = [](const Tensor& y, const Tensor& heads) {
         return heads.data == y.data && heads.numel() == y.numel();
     };
-    IS_CHECK(args.epilogue != LinearEpilogue::SwiGLU ||
-             (t.size() == 2 && t[0].y.shape == t[1].y.shape))
-        << "the SwiGLU epilogue takes a gate and an up target of one shape";
+    const bool gated =
+        args.epilogue == LinearEpilogue::SwiGLU || args.epilogue == LinearEpilogue::GeGLU;
+    IS_CHECK(!gated || (t.size() == 2 && t[0].y.shape == t[1].y.shape))
+        << "a gated epilogue takes a gate and an up target of one shape";
     IS_CHECK(args.epilogue != LinearEpilogue::RopeAttention ||
              (t.size() == 3 && r != nullptr && r->attention != nullptr && views(t[0].y, r->q) &&
               views(t[1].y, r->k) && views(t[2].y, r->v)))

@@ -94,11 +94,25 @@ TEST(CpuOps, RmsNormMatchesNaive) {
     EXPECT_EQ(x, y);
 }
 
-TEST(CpuOps, SwigluEmbeddingGather) {
+TEST(CpuOps, GatedActivationsEmbeddingGather) {
     CpuBackend be;
     std::vector<float> g{-2.0f, 0.0f, 1.5f}, u{1.0f, 2.0f, -3.0f}, o(3);
     be.swiglu(view(g, {1, 3}), view(u, {1, 3}), view(o, {1, 3}));
     for (int i = 0; i < 3; ++i) EXPECT_NEAR(o[i], g[i] / (1 + std::exp(-g[i])) * u[i], 1e-6);
+    be.geglu(view(g, {1, 3}), view(u, {1, 3}), view(o, {1, 3}));
+    const auto gelu = [](double x) {
+        return 0.5 * x * (1 + std::tanh(std::sqrt(2 / M_PI) * (x + 0.044715 * x * x * x)));
+    };
+    for (int i = 0; i < 3; ++i) EXPECT_NEAR(o[i], gelu(g[i]) * u[i], 1e-6);
+    // ggml's: gelu looked up at the f16 gate, rounded to f16 (a relative 2^-11 each); exact
+    // past +-10.
+    CpuBackend ggml(
+        backends::cpu::CpuBackendOptions{.arithmetic = backends::cpu::Arithmetic::Ggml});
+    std::vector<float> wide{-12.0f, -2.0f, 0.3f, 1.5f, 11.0f}, ones(5, 1.0f), wo(5);
+    ggml.geglu(view(wide, {1, 5}), view(ones, {1, 5}), view(wo, {1, 5}));
+    for (int i = 0; i < 5; ++i) EXPECT_NEAR(wo[i], gelu(wide[i]), 2e-3 * std::abs(gelu(wide[i])));
+    EXPECT_EQ(wo[0], 0.0f);
+    EXPECT_EQ(wo[4], 11.0f);
 
     std::vector<float> table{0, 1, 10, 11, 20, 21};  // [3, 2]
     std::vector<std::uint16_t> table16(6);
@@ -172,8 +186,13 @@ TEST(CpuOps, RopeRotateHalfMatchesNaive) {
 }
 
 // Three sequences with different query/KV lengths over scattered, out-of-order pages:
-// a prefill from 0, a chunk continuing at 21, and a decode token at 40.
-TEST(CpuOps, PagedAttentionMatchesNaiveCausalGqa) {
+// a prefill from 0, a chunk continuing at 21, and a decode token at 40; with the whole causal
+// prefix and with a sliding window of 7 tokens, in the reference and in ggml's arithmetic.
+class PagedAttentionTest
+    : public ::testing::TestWithParam<std::tuple<int, backends::cpu::Arithmetic>> {};
+
+TEST_P(PagedAttentionTest, MatchesNaiveCausalGqa) {
+    const auto [window, arithmetic] = GetParam();
     const std::int64_t heads = 4, kvh = 2, d = 8, bs = 4, blocks = 32;
     const std::vector<int> q_lens{6, 5, 1}, kv_lens{6, 26, 41};
     std::mt19937 rng(5);
@@ -185,7 +204,7 @@ TEST(CpuOps, PagedAttentionMatchesNaiveCausalGqa) {
         tables.emplace_back();
         for (int p = 0; p < (kv + bs - 1) / bs; ++p) tables.back().push_back(perm[next++]);
     }
-    CpuBackend be;
+    CpuBackend be(backends::cpu::CpuBackendOptions{.arithmetic = arithmetic});
     std::vector<float> kpages(blocks * bs * kvh * d), vpages(kpages.size());
     tensor::KvPages pages{view(kpages, {blocks, bs, kvh, d}), view(vpages, {blocks, bs, kvh, d})};
     // Full K/V of every sequence, written through write_kv.
@@ -214,17 +233,19 @@ TEST(CpuOps, PagedAttentionMatchesNaiveCausalGqa) {
     args.last_page_len = view(last, {3});
     args.num_seqs = 3;
     args.scale = 1.0f / std::sqrt(float(d));
+    args.window = window;
     be.paged_attention(view(q, {n, heads, d}), pages, args, view(out, {n, heads, d}));
 
     std::vector<double> ref(out.size());
     for (int s = 0; s < 3; ++s)
         for (int i = 0; i < q_lens[s]; ++i) {
             const int t = qo[s] + i, visible = kv_lens[s] - q_lens[s] + i + 1;
+            const int first = window > 0 ? std::max(0, visible - window) : 0;
             for (int h = 0; h < heads; ++h) {
                 const int g = h / (heads / kvh);
-                std::vector<double> sc(visible);
+                std::vector<double> sc(visible, -1e300);
                 double mx = -1e300, sum = 0;
-                for (int j = 0; j < visible; ++j) {
+                for (int j = first; j < visible; ++j) {
                     double dot = 0;
                     for (int e = 0; e < d; ++e)
                         dot += double(q[(t * heads + h) * d + e]) * ks[s][(j * kvh + g) * d + e];
@@ -234,13 +255,19 @@ TEST(CpuOps, PagedAttentionMatchesNaiveCausalGqa) {
                 for (double& x : sc) sum += (x = std::exp(x - mx));
                 for (int e = 0; e < d; ++e) {
                     double acc = 0;
-                    for (int j = 0; j < visible; ++j) acc += sc[j] * vs[s][(j * kvh + g) * d + e];
+                    for (int j = first; j < visible; ++j)
+                        acc += sc[j] * vs[s][(j * kvh + g) * d + e];
                     ref[(t * heads + h) * d + e] = acc / sum;
                 }
             }
         }
     EXPECT_LT(max_abs_diff(out, ref), 1e-5f);
 }
+
+INSTANTIATE_TEST_SUITE_P(WindowsAndArithmetic, PagedAttentionTest,
+                         ::testing::Combine(::testing::Values(0, 7),
+                                            ::testing::Values(backends::cpu::Arithmetic::Reference,
+                                                              backends::cpu::Arithmetic::Ggml)));
 
 }  // namespace
 }  // namespace inferscale

@@ -42,11 +42,18 @@ def open_llama_cpp(model, n_ctx, logits_all=False):
                            flash_attn=False, logits_all=logits_all, verbose=False)
 
 
-def llama_cpp_greedy(llm, prompt, new_tokens, frequency_penalty=0.0, presence_penalty=0.0):
-    """(prompt ids, greedy ids) of `prompt` as text with special tokens and no BOS added. With
-    OpenAI's penalties, each step takes the argmax of the logits less, in f32, count *
-    frequency_penalty + presence_penalty for every token generated `count` > 0 times so far."""
-    ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
+def adds_bos(llm):
+    """Whether the model's GGUF asks for BOS before a prompt (as inferscale then adds it)."""
+    return llm.metadata.get("tokenizer.ggml.add_bos_token") == "true"
+
+
+def llama_cpp_greedy(llm, prompt, new_tokens, frequency_penalty=0.0, presence_penalty=0.0,
+                     add_bos=False):
+    """(prompt ids, greedy ids) of `prompt` as text with special tokens, BOS added only with
+    `add_bos`. With OpenAI's penalties, each step takes the argmax of the logits less, in f32,
+    count * frequency_penalty + presence_penalty for every token generated `count` > 0 times
+    so far."""
+    ids = llm.tokenize(prompt.encode(), add_bos=add_bos, special=True)
     llm.reset()
     llm.eval(ids)
     out, counts = [], {}
@@ -75,11 +82,11 @@ def inferscale_greedy(model, prompt, new_tokens):
     return out["prompt_token_ids"], out["token_ids"]
 
 
-def llama_cpp_margins(llm, prompt, tokens):
+def llama_cpp_margins(llm, prompt, tokens, add_bos=False):
     """llama.cpp's top-2 logit margin and the rms of its logits at each step of continuing
     `prompt` with `tokens`: (margin, rms) per step."""
     llm.reset()
-    llm.eval(llm.tokenize(prompt.encode(), add_bos=False, special=True))
+    llm.eval(llm.tokenize(prompt.encode(), add_bos=add_bos, special=True))
     out = []
     for t in tokens:
         logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
@@ -92,14 +99,16 @@ def llama_cpp_margins(llm, prompt, tokens):
 def assert_same_greedy_or_near_tie(llm, model, prompt, new_tokens, rel_margin):
     """As assert_same_greedy, except that the continuations may part at a step where
     llama.cpp's top-2 margin is below rel_margin x the rms of its logits (a near-tie another
-    f32 summation order can flip); the tokens after that step are not compared."""
-    want_ids, want_tokens = llama_cpp_greedy(llm, prompt, new_tokens)
+    f32 summation order can flip); the tokens after that step are not compared. BOS comes
+    first where the GGUF asks for it, in both engines."""
+    bos = adds_bos(llm)
+    want_ids, want_tokens = llama_cpp_greedy(llm, prompt, new_tokens, add_bos=bos)
     got_ids, got_tokens = inferscale_greedy(model, prompt, new_tokens)
     assert got_ids == want_ids
     if got_tokens == want_tokens:
         return
     step = next(i for i, (a, b) in enumerate(zip(got_tokens, want_tokens)) if a != b)
-    margin, rms = llama_cpp_margins(llm, prompt, want_tokens)[step]
+    margin, rms = llama_cpp_margins(llm, prompt, want_tokens, add_bos=bos)[step]
     assert margin < rel_margin * rms, (
         f"parted at step {step} ({got_tokens[step]} against {want_tokens[step]}) where "
         f"llama.cpp's top-2 margin {margin:.4f} is not a near-tie (rms {rms:.4f})")

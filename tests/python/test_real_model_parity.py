@@ -7,8 +7,10 @@ block types (Q4_K, Q6_K, Q8_0 among them) at load and runs other kernels on the 
 weights, whose f32 order differs: the continuations may part at a near-tie (top-2 margin below
 0.05 x the rms of llama.cpp's logits), and the tokens after it are not compared.
 
-qwen2.5-coder-0.5b (Q5_0, Q8_0, Q4_K, Q6_K) is fetched by scripts/setup.sh --tests; each other
-model runs where its file is in INFERSCALE_MODELS."""
+qwen2.5-coder-0.5b (Q5_0, Q8_0, Q4_K, Q6_K) and gemma3-270m (Gemma 3: sliding-window layers,
+GeGLU, a 262K SentencePiece vocabulary) are fetched by scripts/setup.sh --tests; each other
+model runs where its file is in INFERSCALE_MODELS. Gemma's chat prompt is in its own turn
+markup."""
 import os
 
 import pytest
@@ -19,25 +21,47 @@ pytest.importorskip("llama_cpp")
 
 MODELS_DIR = os.environ.get("INFERSCALE_MODELS", "models")
 NEW_TOKENS = 32
+CHATML_PROMPT = (
+    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
+    "Write a Python function that reverses a string.<|im_end|>\n<|im_start|>assistant\n")
+CHAT_PROMPTS = {
+    "qwen2.5-coder-0.5b": CHATML_PROMPT,
+    "qwen2.5-coder-1.5b": CHATML_PROMPT,
+    "gemma3-270m": "<start_of_turn>user\nWrite a Python function that reverses a string."
+    "<end_of_turn>\n<start_of_turn>model\n",
+}
 PROMPTS = [
     "The capital of France is",
     "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
-    "<|im_start|>system\nYou are a helpful assistant.<|im_end|>\n<|im_start|>user\n"
-    "Write a Python function that reverses a string.<|im_end|>\n<|im_start|>assistant\n",
+    "chat",
     "// Quick sort in C\nvoid quicksort(int *a, int n) {",
     "SELECT name, COUNT(*) FROM orders",
 ]
 
 
-@pytest.fixture(scope="module", params=["qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"])
+@pytest.fixture(scope="module", params=list(CHAT_PROMPTS))
 def model(request):
     path = os.path.join(MODELS_DIR, request.param + ".gguf")
     if not os.path.exists(path):
         pytest.skip(f"{path} missing: scripts/fetch_model.sh {request.param}")
-    return path, open_llama_cpp(path, n_ctx=512)
+    return request.param, path, open_llama_cpp(path, n_ctx=512)
 
 
 @pytest.mark.parametrize("prompt", PROMPTS)
 def test_same_prompt_ids_and_greedy_tokens(model, prompt):
-    path, llm = model
+    name, path, llm = model
+    if prompt == "chat":
+        prompt = CHAT_PROMPTS[name]
+    assert_same_greedy_or_near_tie(llm, path, prompt, NEW_TOKENS, rel_margin=0.05)
+
+
+def test_gemma_past_its_sliding_window():
+    """A prompt of about 700 tokens: Gemma 3's sliding-window layers see only the last 512."""
+    path = os.path.join(MODELS_DIR, "gemma3-270m.gguf")
+    if not os.path.exists(path):
+        pytest.skip(f"{path} missing: scripts/fetch_model.sh gemma3-270m")
+    prompt = "A log of numbered lines follows.\n" + "".join(
+        f"line {i}: the value is {i * 7 % 100}\n" for i in range(70)) + "line 70: the value is"
+    llm = open_llama_cpp(path, n_ctx=1024)
+    assert len(llm.tokenize(prompt.encode(), special=True)) > 600
     assert_same_greedy_or_near_tie(llm, path, prompt, NEW_TOKENS, rel_margin=0.05)

@@ -56,6 +56,7 @@ AttentionItem locate_item(const AttentionMeta& meta, std::int64_t item, std::int
     a.q_len = q_len;
     // Causal: this query is KV index kv_len - q_len + (t - start) and sees up to itself.
     a.visible = kv_len - q_len + (t - meta.qo_indptr[s]) + 1;
+    a.first = meta.window > 0 ? std::max<std::int64_t>(0, a.visible - meta.window) : 0;
     a.kv_offset = (h / (heads / kv_heads)) * head_dim;
     return a;
 }
@@ -82,12 +83,13 @@ void paged_attention(const float* q, std::int64_t n, std::int64_t heads, const P
         std::fill(acc, acc + d, 0.0f);
         float running_max = -std::numeric_limits<float>::infinity();
         float denom = 0.0f;
-        for (std::int64_t p = 0; p * bs < visible; ++p) {
+        for (std::int64_t p = a.first / bs; p * bs < visible; ++p) {
             const std::int64_t block = page_ids[p];
             IS_CHECK(block >= 0 && block < pages.num_blocks) << "block " << block;
-            const std::int64_t count = std::min(bs, visible - p * bs);
-            const float* kb = pages.k + block * bs * token_stride + kv_off;
-            const float* vb = pages.v + block * bs * token_stride + kv_off;
+            const std::int64_t skip = std::max<std::int64_t>(0, a.first - p * bs);
+            const std::int64_t count = std::min(bs, visible - p * bs) - skip;
+            const float* kb = pages.k + (block * bs + skip) * token_stride + kv_off;
+            const float* vb = pages.v + (block * bs + skip) * token_stride + kv_off;
             float page_max = -std::numeric_limits<float>::infinity();
             for (std::int64_t j = 0; j < count; ++j) {
                 scores[j] = dot(qv, kb + j * token_stride, d) * meta.scale;

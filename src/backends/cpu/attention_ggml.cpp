@@ -288,8 +288,11 @@ void attention_with(const float* q, std::int64_t n, std::int64_t heads, const Pa
                     v_rows[j] = pages.v + first + (j - p * bs) * token_stride;
                 }
             }
+            // Positions before the window are llama.cpp's masked cells: -inf scores, weight 0.
+            std::fill(scores.begin(), scores.begin() + a.first,
+                      -std::numeric_limits<float>::infinity());
             float max = -std::numeric_limits<float>::infinity();
-            for (std::int64_t j = 0; j < visible; ++j) {
+            for (std::int64_t j = a.first; j < visible; ++j) {
                 scores[j] = dot<I>(k_rows[j], q + item * d, d, meta.qk_ggml_interleaved) * meta.scale;
                 max = std::max(max, scores[j]);
             }

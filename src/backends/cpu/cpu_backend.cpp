@@ -194,6 +194,22 @@ void CpuBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
     cpu::swiglu(gate.as<float>(), up.as<float>(), gate.numel(), out.as<float>());
 }
 
+void CpuBackend::geglu(const Tensor& gate, const Tensor& up, Tensor out) {
+    IS_CHECK(gate.dtype == DType::F32 && up.dtype == DType::F32 && out.dtype == DType::F32);
+    IS_CHECK(gate.numel() == up.numel() && gate.numel() == out.numel()) << "geglu";
+    if (ggml_) {
+        cpu::geglu_ggml(gate.as<float>(), up.as<float>(), gate.numel(), out.as<float>());
+        return;
+    }
+    cpu::geglu(gate.as<float>(), up.as<float>(), gate.numel(), out.as<float>());
+}
+
+void CpuBackend::scale(Tensor x, float factor) {
+    check_on_host(x, "scale x");
+    IS_CHECK(x.dtype == DType::F32) << "scale dtype " << tensor::dtype_name(x.dtype);
+    cpu::scale(x.as<float>(), x.numel(), factor);
+}
+
 void CpuBackend::rope(const tensor::RopeArgs& args) {
     if (!args.pages.k.empty() || args.attention != nullptr) {
         run_unfused(args);
@@ -242,7 +258,8 @@ void CpuBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
                        args.last_page_len.as<std::int32_t>(),
                        args.num_seqs,
                        args.scale,
-                       args.qk_ggml_interleaved};
+                       args.qk_ggml_interleaved,
+                       args.window};
     if (ggml_) {
         cpu::paged_attention_ggml(q.as<float>(), q.shape[0], q.shape[1], view, meta,
                                   out.as<float>(), isa_);

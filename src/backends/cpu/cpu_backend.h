@@ -64,6 +64,8 @@ class CpuBackend final : public tensor::Backend {
     void linear(const tensor::LinearArgs& args) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up, tensor::Tensor out) override;
+    void geglu(const tensor::Tensor& gate, const tensor::Tensor& up, tensor::Tensor out) override;
+    void scale(tensor::Tensor x, float factor) override;
     // The KV write and attention run unfused.
     void rope(const tensor::RopeArgs& args) override;
     void write_kv(const tensor::Tensor& k, const tensor::Tensor& v, const tensor::Tensor& slots,

@@ -44,6 +44,10 @@ void rms_norm(const float* x, const float* weight, float eps, std::int64_t n, st
               float* out);
 void add(float* x, const float* y, std::int64_t count);
 void swiglu(const float* gate, const float* up, std::int64_t count, float* out);
+// gelu, tanh approximation (transformers' gelu_pytorch_tanh, ggml_gelu_f32's formula).
+float gelu_tanh(float x);
+void geglu(const float* gate, const float* up, std::int64_t count, float* out);
+void scale(float* x, std::int64_t count, float factor);
 // `ggml`: rotate with rotate_ggml (below) instead of the reference expression.
 void rope(float* x, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
           const std::int32_t* positions, const float* cos, const float* sin,
@@ -76,17 +80,19 @@ struct AttentionMeta {
     int num_seqs = 0;
     float scale = 0.0f;
     bool qk_ggml_interleaved = false;  // see tensor::PagedAttentionArgs
+    std::int64_t window = 0;           // see tensor::PagedAttentionArgs
 };
 
 // One work item of paged attention, a (query row, query head) pair numbered row * heads + head:
-// its sequence's page ids, query count, how many KV positions it sees (causal: up to and
-// including its own), and its KV head's offset inside a token's K/V row. Aborts on malformed
-// metadata.
+// its sequence's page ids, query count, which KV positions it sees ([first, visible): causal up
+// to and including its own, from the window's start), and its KV head's offset inside a token's
+// K/V row. Aborts on malformed metadata.
 struct AttentionItem {
     std::int64_t row = 0;
     std::int64_t head = 0;
     const std::int32_t* page_ids = nullptr;
     std::int64_t q_len = 0;
+    std::int64_t first = 0;
     std::int64_t visible = 0;
     std::int64_t kv_offset = 0;
 };
@@ -103,6 +109,9 @@ void rms_norm_ggml(const float* x, const float* weight, float eps, std::int64_t 
                    std::int64_t hidden, float* out);
 void swiglu_ggml(const float* gate, const float* up, std::int64_t count, float* out,
                  GgmlIsa isa);
+// ggml_vec_geglu_f32 (GGML_GELU_FP16): gelu looked up at the gate rounded to f16, itself
+// rounded to f16, times up; the same in both builds.
+void geglu_ggml(const float* gate, const float* up, std::int64_t count, float* out);
 // One head row: dst = src rotated by (cos, sin)[0 .. half); src == dst is allowed.
 void rotate_ggml(const float* src, float* dst, std::int64_t half, const float* cos,
                  const float* sin);

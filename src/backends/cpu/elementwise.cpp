@@ -55,6 +55,21 @@ void swiglu(const float* gate, const float* up, std::int64_t count, float* out) 
     }
 }
 
+float gelu_tanh(float x) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    return 0.5f * x * (1.0f + std::tanh(kSqrt2OverPi * x * (1.0f + 0.044715f * x * x)));
+}
+
+void geglu(const float* gate, const float* up, std::int64_t count, float* out) {
+#pragma omp parallel for schedule(static) if (count > 16384)
+    for (std::int64_t i = 0; i < count; ++i) out[i] = gelu_tanh(gate[i]) * up[i];
+}
+
+void scale(float* x, std::int64_t count, float factor) {
+#pragma omp simd
+    for (std::int64_t i = 0; i < count; ++i) x[i] *= factor;
+}
+
 void rotate_head(const float* src, float* dst, std::int64_t half, const float* cos,
                  const float* sin, bool ggml) {
     if (ggml) {

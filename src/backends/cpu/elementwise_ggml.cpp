@@ -1,9 +1,10 @@
-// RMSNorm, SwiGLU and the RoPE rotation with ggml's arithmetic (Arithmetic::Ggml): what llama.cpp's
-// CPU backend computes for the same op, bit for bit (see ggml_arith.h). Built with
+// RMSNorm, SwiGLU, GeGLU and the RoPE rotation with ggml's arithmetic (Arithmetic::Ggml): what
+// llama.cpp's CPU backend computes for the same op, bit for bit (see ggml_arith.h). Built with
 // -ffp-contract=off, so every fused multiply-add below is one ggml's binary performs too.
 
 #include <algorithm>
 #include <cmath>
+#include <vector>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "backends/cpu/ggml_arith.h"
@@ -70,6 +71,29 @@ void swiglu_ggml(const float* gate, const float* up, std::int64_t count, float* 
         swiglu_with<GgmlIsa::Avx512>(gate, up, count, out);
     } else {
         swiglu_with<GgmlIsa::Avx2>(gate, up, count, out);
+    }
+}
+
+void geglu_ggml(const float* gate, const float* up, std::int64_t count, float* out) {
+    // ggml_table_gelu_f16, built once: f16 gelu of every f16 input.
+    static const std::vector<std::uint16_t> table = [] {
+        std::vector<std::uint16_t> t(1 << 16);
+        for (std::size_t i = 0; i < t.size(); ++i) {
+            const float x = tensor::f16_to_f32(static_cast<std::uint16_t>(i));
+            t[i] = tensor::f32_to_f16(gelu_tanh(x));
+        }
+        return t;
+    }();
+#pragma omp parallel for schedule(static) if (count > 16384)
+    for (std::int64_t i = 0; i < count; ++i) {
+        const float x = gate[i];
+        if (x <= -10.0f) {
+            out[i] = 0.0f;
+        } else if (x >= 10.0f) {
+            out[i] = x * up[i];
+        } else {
+            out[i] = tensor::f16_to_f32(table[tensor::f32_to_f16(x)]) * up[i];
+        }
     }
 }
 

@@ -64,6 +64,11 @@ struct PagedRows {
     }
 };
 
+// The first KV index a query at KV index `pos` sees: 0, or the start of its window.
+__device__ __forceinline__ int window_start(const AttentionBatch& b, int pos) {
+    return b.window > 0 ? max(0, pos - b.window + 1) : 0;
+}
+
 // The sequence whose query rows hold batch row `row` (upper bound over qo_indptr, minus one).
 __device__ __forceinline__ int find_seq(const std::int32_t* qo_indptr, int num_seqs, int row) {
     int lo = 0, hi = num_seqs + 1;  // first index with qo_indptr[i] > row lies in [lo, hi)

@@ -81,7 +81,8 @@ __global__ void __launch_bounds__(kThreads)
     const bf16* k_pages = static_cast<const bf16*>(kv.k);
     const bf16* v_pages = static_cast<const bf16*>(kv.v);
     const PagedRows kv_rows(s, kv, kv_head);
-    for (int t0 = begin; t0 < end; t0 += kTile) {
+    // Tokens before the window are skipped; a split wholly before it leaves an empty state.
+    for (int t0 = max(begin, window_start(batch, visible - 1)); t0 < end; t0 += kTile) {
         const int count = min(kTile, end - t0);
         for (int idx = tid; idx < kTile * d; idx += kThreads) {
             const int j = idx / d, c = idx % d;

@@ -196,8 +196,9 @@ __global__ void __launch_bounds__(kFastThreads)
     const int slot = lane / kLanes, part = lane % kLanes;  // token slot, 8-dim chunk
     const float scale_log2 = batch.scale * kLog2e;
 
+    const int first = window_start(batch, newest);
     // The warp's K/V rows of one iteration: this lane's 16-byte chunks of tokens
-    // t0 + u * kSlots + slot (off -1: past the split, zeros).
+    // t0 + u * kSlots + slot (off -1: past the split or before the window, zeros).
     const uint4* k_pages = static_cast<const uint4*>(kv.k);
     const uint4* v_pages = static_cast<const uint4*>(kv.v);
     const PagedRows kv_rows(s, kv, kv_head, 8);
@@ -207,7 +208,7 @@ __global__ void __launch_bounds__(kFastThreads)
 #pragma unroll
         for (int u = 0; u < kSteps; ++u) {
             const int j = t0 + u * kSlots + slot;
-            off[u] = j < end ? kv_rows(j) + part : -1;
+            off[u] = j < end && j >= first ? kv_rows(j) + part : -1;
             k_raw[u] = v_raw[u] = make_uint4(0u, 0u, 0u, 0u);
         }
     };

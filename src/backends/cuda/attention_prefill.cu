@@ -72,15 +72,20 @@ struct PrefillShape {
 // scale to log2 units is applied later, inside each weight's exp2 (scale > 0 keeps the order).
 // With kMasked, a score whose tile column lies past its row's limit (given relative to the
 // lane's first column: the row's last visible KV index, or the split's last token, minus
-// kv0 + 2t) becomes -inf. Most tiles need no mask: they skip the compares.
+// kv0 + 2t) or before its window's first KV index (`lower`, relative the same way) becomes
+// -inf. Most tiles need no mask: they skip the compares.
 template <bool kMasked, int kTiles>
 __device__ __forceinline__ void mask_and_max(float (&sc)[kTiles][4], int limit_lo, int limit_hi,
-                                             float (&tile_max)[2]) {
+                                             int lower_lo, int lower_hi, float (&tile_max)[2]) {
 #pragma unroll
     for (int n = 0; n < kTiles; ++n) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
-            if (kMasked && n * 8 + (e & 1) > (e < 2 ? limit_lo : limit_hi)) sc[n][e] = -INFINITY;
+            const int col = n * 8 + (e & 1);
+            if (kMasked && (col > (e < 2 ? limit_lo : limit_hi) ||
+                            col < (e < 2 ? lower_lo : lower_hi))) {
+                sc[n][e] = -INFINITY;
+            }
             tile_max[e >> 1] = fmaxf(tile_max[e >> 1], sc[n][e]);
         }
     }
@@ -288,12 +293,15 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
             for (int f = 0; f < kFrags; ++f) {
                 float tile_max[2] = {-INFINITY, -INFINITY};
-                if (kv0 + N - 1 > frag_first[f] || kv0 + N > kv_stop) {
+                if (kv0 + N - 1 > frag_first[f] || kv0 + N > kv_stop ||
+                    kv0 < window_start(batch, warp_last)) {
                     const int lane_col = kv0 + 2 * ln.t;
                     mask_and_max<true>(sc[f], min(pos_lo[f], kv_stop - 1) - lane_col,
-                                       min(pos_hi[f], kv_stop - 1) - lane_col, tile_max);
+                                       min(pos_hi[f], kv_stop - 1) - lane_col,
+                                       window_start(batch, pos_lo[f]) - lane_col,
+                                       window_start(batch, pos_hi[f]) - lane_col, tile_max);
                 } else {
-                    mask_and_max<false>(sc[f], 0, 0, tile_max);
+                    mask_and_max<false>(sc[f], 0, 0, 0, 0, tile_max);
                 }
                 float base[2], corr[2];
                 // A fully masked row keeps max -inf.

@@ -396,14 +396,29 @@ void CudaBackend::add(Tensor x, const Tensor& y) {
 }
 
 void CudaBackend::swiglu(const Tensor& gate, const Tensor& up, Tensor out) {
+    gated(GateActivation::Silu, gate, up, out);
+}
+
+void CudaBackend::geglu(const Tensor& gate, const Tensor& up, Tensor out) {
+    gated(GateActivation::GeluTanh, gate, up, out);
+}
+
+void CudaBackend::gated(GateActivation act, const Tensor& gate, const Tensor& up, Tensor out) {
     IS_CHECK(gate.device == tensor::Device::Cuda && up.device == tensor::Device::Cuda &&
              out.device == tensor::Device::Cuda)
-        << "swiglu";
-    check_activation(gate, "swiglu gate");
-    IS_CHECK(gate.dtype == up.dtype && gate.dtype == out.dtype) << "swiglu dtypes";
-    IS_CHECK(gate.numel() == up.numel() && gate.numel() == out.numel()) << "swiglu";
+        << "gated activation";
+    check_activation(gate, "gated activation gate");
+    IS_CHECK(gate.dtype == up.dtype && gate.dtype == out.dtype) << "gated activation dtypes";
+    IS_CHECK(gate.numel() == up.numel() && gate.numel() == out.numel()) << "gated activation";
     activate();
-    launch_swiglu(gate.data, up.data, out.data, gate.dtype, gate.numel(), stream_);
+    launch_gated(act, gate.data, up.data, out.data, gate.dtype, gate.numel(), stream_);
+}
+
+void CudaBackend::scale(Tensor x, float factor) {
+    IS_CHECK(x.device == tensor::Device::Cuda) << "scale x";
+    check_activation(x, "scale x");
+    activate();
+    launch_scale(x.data, x.dtype, x.numel(), factor, stream_);
 }
 
 void CudaBackend::argmax(const Tensor& logits, Tensor ids) {

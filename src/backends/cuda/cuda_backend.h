@@ -181,6 +181,9 @@ class CudaBackend final : public tensor::Backend {
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up,
                 tensor::Tensor out) override;
+    void geglu(const tensor::Tensor& gate, const tensor::Tensor& up,
+               tensor::Tensor out) override;
+    void scale(tensor::Tensor x, float factor) override;
     // In paged_attention.cpp: q and k in one launch, the KV write in the same launch where it
     // can be, and the attention too where the batch is decode rows on the fast kernel (small
     // batches), which then leaves q and k unrotated.
@@ -274,6 +277,9 @@ class CudaBackend final : public tensor::Backend {
     // The SwiGLU epilogue fused as one GEMV launch, where one token's group takes the
     // small-batch kernel anyway; false enqueues nothing.
     bool gated_gemv(const tensor::Tensor& x, std::span<const tensor::LinearTarget> gate_up);
+    // swiglu and geglu: out = act(gate) * up.
+    void gated(GateActivation act, const tensor::Tensor& gate, const tensor::Tensor& up,
+               tensor::Tensor out);
     // Whether LinearPath::Stacked can run `targets` on x: weights (and biases) adjoin, one
     // output dtype, 16-byte output rows, and the stacked output fits the scratch.
     bool stackable(const tensor::Tensor& x, std::span<const tensor::LinearTarget> targets) const;

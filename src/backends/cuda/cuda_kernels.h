@@ -89,9 +89,13 @@ void launch_rms_norm(void* x, const void* residual, DType dtype, const void* wei
 
 // ---- elementwise.cu ----
 void launch_add(void* x, const void* y, DType dtype, std::int64_t count, cudaStream_t stream);
-// out = silu(gate) * up; out may alias gate or up.
-void launch_swiglu(const void* gate, const void* up, void* out, DType dtype, std::int64_t count,
-                   cudaStream_t stream);
+// The gate's activation of a gated MLP: silu (SwiGLU) or gelu, tanh approximation (GeGLU).
+enum class GateActivation { Silu, GeluTanh };
+// out = act(gate) * up; out may alias gate or up.
+void launch_gated(GateActivation act, const void* gate, const void* up, void* out, DType dtype,
+                  std::int64_t count, cudaStream_t stream);
+// x *= factor.
+void launch_scale(void* x, DType dtype, std::int64_t count, float factor, cudaStream_t stream);
 // y[t, o] += bias[o].  y [n, out] y_dtype, bias [out] bias_dtype (BF16 or F32)
 void launch_add_bias(void* y, DType y_dtype, const void* bias, DType bias_dtype, std::int64_t n,
                      std::int64_t out, cudaStream_t stream);
@@ -152,6 +156,7 @@ struct AttentionBatch {
     int num_tokens = 0;
     int num_heads = 0;
     float scale = 0.0f;
+    int window = 0;  // > 0: a query sees only the last `window` KV tokens (PagedAttentionArgs)
 };
 
 // ---- attention_prefill.cu ----

@@ -46,6 +46,12 @@ __device__ __forceinline__ void rope_rotate(float x0, float x1, float c, float s
 // still go to 0 cleanly.
 __device__ __forceinline__ float silu_mul(float g, float u) { return g / (1.0f + expf(-g)) * u; }
 
+// gelu(g) * u with gelu's tanh approximation, GeGLU's product (the CPU backend's formula).
+__device__ __forceinline__ float gelu_tanh_mul(float g, float u) {
+    constexpr float kSqrt2OverPi = 0.7978845608028654f;
+    return 0.5f * g * (1.0f + tanhf(kSqrt2OverPi * g * (1.0f + 0.044715f * g * g))) * u;
+}
+
 __device__ __forceinline__ float warp_sum(float v) {
     for (int offset = 16; offset > 0; offset >>= 1) v += __shfl_xor_sync(0xffffffffu, v, offset);
     return v;

@@ -1,7 +1,7 @@
-// Element-wise ops: residual add, SwiGLU and the bias add that backs linear when cuBLASLt
-// cannot fuse the bias. Grid-stride loops, f32 math, one rounding per output.
-// Add and SwiGLU take 8 elements per thread through 16-byte accesses when the count is a
-// multiple of 8 and the pointers are aligned (always, for model activations): at decode sizes
+// Element-wise ops: residual add, scaling, SwiGLU / GeGLU and the bias add that backs linear when
+// cuBLASLt cannot fuse the bias. Grid-stride loops, f32 math, one rounding per output.
+// Add and the gated products take 8 elements per thread through 16-byte accesses when the count
+// is a multiple of 8 and the pointers are aligned (always, for model activations): at decode sizes
 // (4096 elements) that is 512 threads, one load per operand each, instead of 16 scalar
 // iterations of 256 threads; small blocks of 128 spread those over several SMs.
 
@@ -48,8 +48,17 @@ __global__ void add_vec_kernel(T* x, const T* y, std::int64_t groups) {
     }
 }
 
-template <class T>
-__global__ void swiglu_vec_kernel(const T* gate, const T* up, T* out, std::int64_t groups) {
+template <GateActivation A>
+__device__ __forceinline__ float gate_mul(float g, float u) {
+    if constexpr (A == GateActivation::Silu) {
+        return silu_mul(g, u);
+    } else {
+        return gelu_tanh_mul(g, u);
+    }
+}
+
+template <class T, GateActivation A>
+__global__ void gated_vec_kernel(const T* gate, const T* up, T* out, std::int64_t groups) {
     allow_next_launch();
     wait_for_inputs();
     for (std::int64_t g = first_index(); g < groups; g += grid_stride()) {
@@ -57,17 +66,26 @@ __global__ void swiglu_vec_kernel(const T* gate, const T* up, T* out, std::int64
         load8(gate + g * 8, a);
         load8(up + g * 8, b);
 #pragma unroll
-        for (int e = 0; e < 8; ++e) a[e] = silu_mul(a[e], b[e]);
+        for (int e = 0; e < 8; ++e) a[e] = gate_mul<A>(a[e], b[e]);
         store8(out + g * 8, a);
     }
 }
 
-template <class T>
-__global__ void swiglu_kernel(const T* gate, const T* up, T* out, std::int64_t count) {
+template <class T, GateActivation A>
+__global__ void gated_kernel(const T* gate, const T* up, T* out, std::int64_t count) {
     allow_next_launch();
     wait_for_inputs();
     for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
-        out[i] = from_f32<T>(silu_mul(to_f32(gate[i]), to_f32(up[i])));
+        out[i] = from_f32<T>(gate_mul<A>(to_f32(gate[i]), to_f32(up[i])));
+    }
+}
+
+template <class T>
+__global__ void scale_kernel(T* x, std::int64_t count, float factor) {
+    allow_next_launch();
+    wait_for_inputs();
+    for (std::int64_t i = first_index(); i < count; i += grid_stride()) {
+        x[i] = from_f32<T>(to_f32(x[i]) * factor);
     }
 }
 
@@ -83,15 +101,28 @@ void add_typed(T* x, const T* y, std::int64_t count, cudaStream_t stream) {
     }
 }
 
-template <class T>
-void swiglu_typed(const T* gate, const T* up, T* out, std::int64_t count, cudaStream_t stream) {
+template <class T, GateActivation A>
+void gated_typed(const T* gate, const T* up, T* out, std::int64_t count, cudaStream_t stream) {
     if (count % 8 == 0 && aligned16(gate) && aligned16(up) && aligned16(out)) {
         const std::int64_t groups = count / 8;
-        launch_dependent(swiglu_vec_kernel<T>, grid_for(groups, kVecThreads), kVecThreads, 0,
+        launch_dependent(gated_vec_kernel<T, A>, grid_for(groups, kVecThreads), kVecThreads, 0,
                          stream, gate, up, out, groups);
     } else {
-        launch_dependent(swiglu_kernel<T>, grid_for(count, kThreads), kThreads, 0, stream, gate,
+        launch_dependent(gated_kernel<T, A>, grid_for(count, kThreads), kThreads, 0, stream, gate,
                          up, out, count);
+    }
+}
+
+template <class T>
+void gated_typed(GateActivation act, const void* gate, const void* up, void* out,
+                 std::int64_t count, cudaStream_t stream) {
+    const auto* g = static_cast<const T*>(gate);
+    const auto* u = static_cast<const T*>(up);
+    auto* o = static_cast<T*>(out);
+    if (act == GateActivation::Silu) {
+        gated_typed<T, GateActivation::Silu>(g, u, o, count, stream);
+    } else {
+        gated_typed<T, GateActivation::GeluTanh>(g, u, o, count, stream);
     }
 }
 
@@ -132,16 +163,27 @@ void launch_add(void* x, const void* y, DType dtype, std::int64_t count, cudaStr
     }
 }
 
-void launch_swiglu(const void* gate, const void* up, void* out, DType dtype, std::int64_t count,
-                   cudaStream_t stream) {
+void launch_gated(GateActivation act, const void* gate, const void* up, void* out, DType dtype,
+                  std::int64_t count, cudaStream_t stream) {
     if (count == 0) return;
     if (dtype == DType::BF16) {
-        swiglu_typed(static_cast<const bf16*>(gate), static_cast<const bf16*>(up),
-                     static_cast<bf16*>(out), count, stream);
+        gated_typed<bf16>(act, gate, up, out, count, stream);
     } else {
-        IS_CHECK(dtype == DType::F32) << "swiglu dtype " << tensor::dtype_name(dtype);
-        swiglu_typed(static_cast<const float*>(gate), static_cast<const float*>(up),
-                     static_cast<float*>(out), count, stream);
+        IS_CHECK(dtype == DType::F32) << "gated activation dtype " << tensor::dtype_name(dtype);
+        gated_typed<float>(act, gate, up, out, count, stream);
+    }
+}
+
+void launch_scale(void* x, DType dtype, std::int64_t count, float factor, cudaStream_t stream) {
+    if (count == 0) return;
+    const unsigned grid = grid_for(count, kThreads);
+    if (dtype == DType::BF16) {
+        launch_dependent(scale_kernel<bf16>, grid, kThreads, 0, stream, static_cast<bf16*>(x),
+                         count, factor);
+    } else {
+        IS_CHECK(dtype == DType::F32) << "scale dtype " << tensor::dtype_name(dtype);
+        launch_dependent(scale_kernel<float>, grid, kThreads, 0, stream, static_cast<float*>(x),
+                         count, factor);
     }
 }
 

@@ -61,6 +61,7 @@ void CudaBackend::linear(const tensor::LinearArgs& args) {
         case tensor::LinearEpilogue::SwiGLU:
             if (!gated_gemv(args.x, args.targets)) run_unfused(args);
             return;
+        case tensor::LinearEpilogue::GeGLU: run_unfused(args); return;
         case tensor::LinearEpilogue::RopeAttention: linear_rope_attention(args); return;
     }
 }

@@ -275,6 +275,7 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
     batch.num_tokens = static_cast<int>(n);
     batch.num_heads = static_cast<int>(heads);
     batch.scale = args.scale;
+    batch.window = args.window;
     IS_CHECK(aligned16(q.data) && aligned16(out.data) && aligned16(view.k) && aligned16(view.v))
         << "attention tensors must be 16-byte aligned";
 
@@ -340,7 +341,8 @@ void CudaBackend::plan_decode(const AttentionShape& shape, AttentionPlan& plan) 
     std::int64_t wanted = (kBlocksPerSm * num_sms_ + blocks - 1) / blocks;
     const std::int64_t tc_min_pairs =
         dopt.tensor_core_min_pairs > 0 ? dopt.tensor_core_min_pairs : num_sms_;
-    if (dopt.tensor_cores && blocks >= tc_min_pairs &&
+    // The tensor-core kernel has no window: windowed layers take the CUDA-core kernels.
+    if (dopt.tensor_cores && plan.batch.window == 0 && blocks >= tc_min_pairs &&
         decode_tc_supports(static_cast<int>(d), group)) {
         // Persistent grid over (split, sequence, kv head) items of up to dopt.split_tokens KV
         // tokens: the items of a replay past the real lengths cost a skip, not a launch. The

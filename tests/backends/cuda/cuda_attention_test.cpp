@@ -25,6 +25,7 @@ struct AttnCase {
     const char* name;
     int heads, kv_heads, head_dim, block_size;
     std::vector<Seq> seqs;
+    int window = 0;  // sliding-window attention (PagedAttentionArgs::window)
 };
 
 // Host and device copies of one attention problem.
@@ -71,8 +72,10 @@ Problem make_problem(CudaBackend& gpu, const AttnCase& c, std::mt19937& rng) {
     return p;
 }
 
-tensor::PagedAttentionArgs device_args(const Problem& p, int num_seqs, float scale) {
+tensor::PagedAttentionArgs device_args(const Problem& p, int num_seqs, float scale,
+                                       int window = 0) {
     tensor::PagedAttentionArgs a;
+    a.window = window;
     a.qo_indptr = p.dqo.tensor;
     a.indptr = p.dind.tensor;
     a.indices = p.dindices.tensor;
@@ -97,6 +100,7 @@ std::vector<float> cpu_reference(CpuBackend& cpu, Problem& p, const AttnCase& c,
     a.host_indptr = p.indptr.data();
     a.num_seqs = static_cast<int>(s);
     a.scale = scale;
+    a.window = c.window;
     cpu.paged_attention(host_view(p.q, {p.n, c.heads, d}),
                         {host_view(p.k_pages, {p.blocks, bs, kvh, d}),
                          host_view(p.v_pages, {p.blocks, bs, kvh, d})},
@@ -121,7 +125,8 @@ void run_case(CudaBackend& gpu, CpuBackend& cpu, const AttnCase& c, std::mt19937
     const float scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     poison(gpu, p.dout.tensor);
     gpu.paged_attention(p.dq.tensor, {p.dk.tensor, p.dv.tensor},
-                        device_args(p, static_cast<int>(c.seqs.size()), scale), p.dout.tensor);
+                        device_args(p, static_cast<int>(c.seqs.size()), scale, c.window),
+                        p.dout.tensor);
     const std::vector<float> got = download(gpu, p.dout.tensor);
     const std::vector<float> ref = cpu_reference(cpu, p, c, scale);
     EXPECT_LT(rel_error(got, ref), kBf16Tolerance) << c.name;
@@ -198,7 +203,15 @@ INSTANTIATE_TEST_SUITE_P(
         AttnCase{"split_prefill_gqa4_ragged", 32, 8, 128, 16,
                  {{40, 1200}, {1, 3000}, {70, 2049}, {1, 50}, {2, 1031}, {3, 3}}},
         AttnCase{"split_prefill_d64_gqa8_bs32", 16, 2, 64, 32, {{100, 3000}, {5, 4000}}},
-        AttnCase{"split_prefill_d256_gqa4_bs16", 16, 4, 256, 16, {{33, 2500}, {129, 1100}}}),
+        AttnCase{"split_prefill_d256_gqa4_bs16", 16, 4, 256, 16, {{33, 2500}, {129, 1100}}},
+        // Sliding windows (Gemma 3: d 256, 4 heads on 1 kv head): the prefill kernel's lower
+        // mask, splits and tiles wholly before a window, decode splits left empty by it.
+        AttnCase{"window_ragged_d256_gqa4", 4, 1, 256, 16, ragged_mix(), 64},
+        AttnCase{"window_ragged_d128_gqa4", 8, 2, 128, 16, ragged_mix(), 100},
+        AttnCase{"window_split_prefill_d256", 16, 4, 256, 16, {{33, 2500}, {129, 1100}}, 512},
+        AttnCase{"window_split_prefill_d128", 32, 8, 128, 16, {{40, 1325}, {1, 3000}}, 200},
+        AttnCase{"window_decode_gqa16_generic", 32, 2, 128, 16, {{1, 2000}, {1, 33}, {5, 40}}, 48},
+        AttnCase{"window_fallback_d96", 6, 3, 96, 16, ragged_mix(), 50}),
     [](const ::testing::TestParamInfo<AttnCase>& info) { return std::string(info.param.name); });
 
 // The CUDA-core decode kernels, which head_dim 64/128 leave to the tensor-core kernel by
@@ -217,7 +230,9 @@ TEST_F(CudaAttentionCudaCoreDecodeTest, MatchesCpu) {
          {AttnCase{"cc_ragged_d128_gqa4", 8, 2, 128, 16, ragged_mix()},
           AttnCase{"cc_ragged_d64_gqa7_bs32", 14, 2, 64, 32, ragged_mix()},
           AttnCase{"cc_long_decode_4k_split", 32, 8, 128, 16,
-                   {{1, 4096}, {1, 4000}, {1, 1234}, {1, 3}, {50, 4096}}}}) {
+                   {{1, 4096}, {1, 4000}, {1, 1234}, {1, 3}, {50, 4096}}},
+          AttnCase{"cc_window_long_decode", 32, 8, 128, 16,
+                   {{1, 4096}, {1, 4000}, {1, 1234}, {1, 3}, {50, 4096}}, 512}}) {
         run_case(*gpu_, cpu_, c, rng_);
     }
 }

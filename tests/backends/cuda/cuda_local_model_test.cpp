@@ -1,17 +1,18 @@
-// Real GGUF models (models/<file>; each skipped when absent: the bundled SmolLM2-135M Q4_1 and
-// the Qwen2.5-Coder checkpoints of scripts/fetch_model.sh, Q4_K/Q6_K/Q5_0/Q8_0 mixes) through
-// engine::LocalModel on the CUDA backend against the CPU backend, each driven through an
-// engine::Engine: greedy continuations of 40 tokens on 5 prompts.
+// Real GGUF models (models/<file>, each skipped when absent: the bundled SmolLM2-135M Q4_1, and
+// from scripts/fetch_model.sh the Qwen2.5-Coder checkpoints (Q4_K/Q6_K/Q5_0/Q8_0 mixes) and
+// Gemma 3 270M) through engine::LocalModel on the CUDA backend against the CPU backend, each
+// driven through an engine::Engine: greedy continuations of 40 tokens on 5 prompts, and on one
+// prompt longer than Gemma 3's 512-token sliding window.
 //
 // The two backends do not compute the same function. The CPU multiplies the blocks with
-// Q8-quantized activations (as llama.cpp does) in f32; the GPU dequantizes the blocks exactly
-// (in registers for a few tokens, into bf16 for a prefill's tensor cores) and keeps activations
-// and KV in bf16 (8 significant bits, 2^-9 relative rounding per stored value, through every
-// layer). So the continuations may part where the CPU's top two logits are nearly tied, and
-// only there. Tolerance: the golden-model CUDA test allows bf16 logits a
-// relative error of 5e-2 through a whole network; a logit off by up to 5e-2 x rms(row) can
-// close a gap of twice that, so a disagreement is accepted only where the CPU's top-2 margin
-// is below kMarginTolerance = 0.1 x rms(row): at the step where the free-running continuations
+// Q8-quantized activations (as llama.cpp does) in f32; the GPU keeps the blocks, multiplies
+// them with int8 activations for a few tokens and dequantizes them into bf16 for a prefill's
+// tensor cores, and keeps activations and KV in bf16 (8 significant bits, 2^-9 relative
+// rounding per stored value, through every layer). So the continuations may part where the
+// CPU's top two logits are nearly tied, and only there. Tolerance: the golden-model CUDA test
+// allows bf16 logits a relative error of 5e-2 through a whole network; a logit off by up to
+// 5e-2 x rms(row) can close a gap of twice that, so a disagreement is accepted only where the
+// CPU's top-2 margin is below kMarginTolerance = 0.1 x rms(row): at the step where the free-running continuations
 // part, and at every later step, where both backends are fed the CPU's tokens (so all 40 steps
 // are compared whatever happens early).
 
@@ -44,12 +45,12 @@ std::string model_path(const std::string& file) {
     return std::string(env != nullptr ? env : "models") + "/" + file;
 }
 
-std::unique_ptr<engine::LocalModel> load(const std::string& path, tensor::Device device) {
+std::unique_ptr<engine::LocalModel> load(const std::string& file, tensor::Device device) {
     engine::LocalModelOptions o;
-    o.model_path = path;
+    o.model_path = model_path(file);
     o.device = device;
-    o.max_context = 512;
-    o.kv_tokens = 1024;
+    o.max_context = 1024;
+    o.kv_tokens = 2048;
     auto lm = engine::LocalModel::load(o);
     IS_CHECK(lm.ok()) << lm.error().message;
     return std::move(lm).value();
@@ -65,7 +66,7 @@ sampling::SamplingParams greedy(int tokens) {
 // A model with an engine on it; prefix caching off, so every request prefills its whole
 // prompt.
 struct Runner {
-    Runner(const std::string& path, tensor::Device device) : lm(load(path, device)) {
+    Runner(const std::string& file, tensor::Device device) : lm(load(file, device)) {
         engine::EngineOptions o;
         o.prefix_caching = false;
         auto started = engine::Engine::start(*lm, nullptr, nullptr, o);
@@ -117,14 +118,20 @@ class CudaLocalModelTest : public CudaTest, public ::testing::WithParamInterface
     void SetUp() override {
         CudaTest::SetUp();
         if (IsSkipped()) return;
-        path_ = model_path(GetParam());
-        if (!std::filesystem::exists(path_)) GTEST_SKIP() << "no " << path_;
+        if (!std::filesystem::exists(model_path(GetParam())))
+            GTEST_SKIP() << "no " << model_path(GetParam());
     }
-    std::string path_;
 };
 
+// Past Gemma 3's 512-token window: its sliding-window layers see only the last 512 tokens.
+std::string long_prompt() {
+    std::string text = "A long log of numbered lines follows.\n";
+    for (int i = 0; i < 90; ++i) text += "line " + std::to_string(i) + ": all is well\n";
+    return text + "The last line said";
+}
+
 TEST_P(CudaLocalModelTest, LoadsOnTheGpuWithBf16Kv) {
-    auto lm = load(path_, tensor::Device::Cuda);
+    auto lm = load(GetParam(), tensor::Device::Cuda);
     EXPECT_EQ(lm->backend().name(), "cuda");
     EXPECT_EQ(lm->kv().dtype(), DType::BF16);
     EXPECT_NE(lm->model_name().find("@cuda"), std::string::npos);  // chunks differ from the CPU's
@@ -132,14 +139,15 @@ TEST_P(CudaLocalModelTest, LoadsOnTheGpuWithBf16Kv) {
 }
 
 TEST_P(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
-    Runner cpu(path_, tensor::Device::Cpu);
-    Runner gpu(path_, tensor::Device::Cuda);
+    Runner cpu(GetParam(), tensor::Device::Cpu);
+    Runner gpu(GetParam(), tensor::Device::Cuda);
     const std::vector<std::string> prompts = {
         "The capital of France is",
         "Once upon a time, in a small village by the sea,",
         "def fibonacci(n):\n",
         "The three primary colors are",
         "Photosynthesis is the process by which plants",
+        long_prompt(),
     };
     int identical = 0;
     for (const std::string& text : prompts) {
@@ -159,8 +167,9 @@ TEST_P(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
         const auto split = std::mismatch(want.token_ids.begin(), want.token_ids.end(),
                                          got.token_ids.begin());
         const auto same = static_cast<int>(split.first - want.token_ids.begin());
-        std::printf("prompt %-50.50s logits rel err %.4f, %d/%d greedy tokens identical\n",
-                    ("\"" + text + "\"").c_str(), err, same, kTokens);
+        std::printf("prompt %-50.50s (%zu tokens) logits rel err %.4f, %d/%d greedy tokens "
+                    "identical\n",
+                    ("\"" + text + "\"").c_str(), prompt.size(), err, same, kTokens);
         if (same == kTokens) {
             ++identical;
             continue;
@@ -188,11 +197,11 @@ TEST_P(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
                 kTokens);
 }
 
-INSTANTIATE_TEST_SUITE_P(RealModels, CudaLocalModelTest,
-                         ::testing::Values("SmolLM2-135M-Instruct.Q4_1.gguf",
+INSTANTIATE_TEST_SUITE_P(Models, CudaLocalModelTest,
+                         ::testing::Values("SmolLM2-135M-Instruct.Q4_1.gguf", "gemma3-270m.gguf",
                                            "qwen2.5-coder-0.5b.gguf", "qwen2.5-coder-1.5b.gguf"),
                          [](const ::testing::TestParamInfo<const char*>& info) {
-                             std::string name = info.param;
+                             std::string name(info.param);
                              name = name.substr(0, name.find(".gguf"));
                              for (char& c : name) {
                                  if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';

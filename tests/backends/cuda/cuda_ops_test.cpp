@@ -132,26 +132,38 @@ TEST_F(CudaOpsTest, AddRmsNormEqualsAddThenRmsNorm) {
     }
 }
 
-TEST_F(CudaOpsTest, AddAndSwigluMatchCpu) {
+TEST_F(CudaOpsTest, AddScaleAndGatedActivationsMatchCpu) {
+  using GatedOp = void (tensor::Backend::*)(const Tensor&, const Tensor&, Tensor);
   // 5 x 1000 and 1 x 4096 take the 8-wide vector kernels, 3 x 37 the scalar ones.
   for (auto [n, k] : {std::pair<std::int64_t, std::int64_t>{5, 1000}, {1, 4096}, {3, 37}}) {
     std::vector<float> a = random_bf16(n * k, rng_, 2.0f), b = random_bf16(n * k, rng_, 2.0f);
-    std::vector<float> sum = a, act(n * k);
+    std::vector<float> sum = a, scaled = a;
     cpu_.add(host_view(sum, {n, k}), host_view(b, {n, k}));
-    cpu_.swiglu(host_view(a, {n, k}), host_view(b, {n, k}), host_view(act, {n, k}));
-    for (DType dtype : {DType::BF16, DType::F32}) {
+    cpu_.scale(host_view(scaled, {n, k}), 25.3f);
+    for (GatedOp op : {GatedOp{&tensor::Backend::swiglu}, GatedOp{&tensor::Backend::geglu}}) {
+      std::vector<float> act(n * k);
+      (cpu_.*op)(host_view(a, {n, k}), host_view(b, {n, k}), host_view(act, {n, k}));
+      for (DType dtype : {DType::BF16, DType::F32}) {
         const double tol = dtype == DType::F32 ? 1e-6 : kBf16Tolerance;
         DeviceTensor da = device_from(*gpu_, a, dtype, {n, k});
         DeviceTensor db = device_from(*gpu_, b, dtype, {n, k});
         DeviceTensor out = device_empty(*gpu_, dtype, {n, k});
         poison(*gpu_, out.tensor);
-        gpu_->swiglu(da.tensor, db.tensor, out.tensor);
+        ((*gpu_).*op)(da.tensor, db.tensor, out.tensor);
         EXPECT_LT(rel_error(download(*gpu_, out.tensor), act), tol);
-        gpu_->swiglu(da.tensor, db.tensor, da.tensor);  // out aliasing gate, as the model does
+        ((*gpu_).*op)(da.tensor, db.tensor, da.tensor);  // out aliasing gate, as the model does
         EXPECT_LT(rel_error(download(*gpu_, da.tensor), act), tol);
+      }
+    }
+    for (DType dtype : {DType::BF16, DType::F32}) {
+        const double tol = dtype == DType::F32 ? 1e-6 : kBf16Tolerance;
+        DeviceTensor db = device_from(*gpu_, b, dtype, {n, k});
         DeviceTensor dx = device_from(*gpu_, a, dtype, {n, k});
         gpu_->add(dx.tensor, db.tensor);
         EXPECT_LT(rel_error(download(*gpu_, dx.tensor), sum), tol);
+        DeviceTensor ds = device_from(*gpu_, a, dtype, {n, k});
+        gpu_->scale(ds.tensor, 25.3f);
+        EXPECT_LT(rel_error(download(*gpu_, ds.tensor), scaled), tol);
     }
   }
 }
