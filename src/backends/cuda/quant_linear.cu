@@ -5,8 +5,8 @@
 // backend runs them: the activations are first quantized per 32 elements (quantize_rows:
 // scale amax / 127, quants round(x * 127 / amax), half to even). A CTA of 8 warps owns a few
 // output rows; each warp takes kRowsPerWarp rows and a 1/warps_per_row share of the
-// 32-element chunks of `in` (lane l of a warp on chunk c, c + 32 * warps_per_row, ...), and
-// every chunk of a row meets every token's activations. Warp sums, then one sum per row and
+// 8-element pieces of `in` (lane l of a warp on piece p, p + 32 * warps_per_row, ...), and
+// every piece of a row meets every token's activations. Warp sums, then one sum per row and
 // token across the warps of the row through shared memory, in warp order: results do not
 // depend on timing.
 //
@@ -23,9 +23,6 @@ namespace {
 
 constexpr int kGemvThreads = 256, kGemvWarps = kGemvThreads / 32, kRowsPerWarp = 2;
 constexpr std::uint32_t kOnes = 0x01010101u;  // dp4a with it sums 4 int8 lanes
-// A lane's unit of work: 32 consecutive elements (4 pieces), one block of the 32-element types
-// or one sub-block of the K-quants' 256, sharing one activation scale.
-constexpr int kPiecesPerChunk = 4;
 
 // One thread per 32 activations: their scale and int8 quants.
 __global__ void quantize_rows_kernel(const bf16* x, std::int64_t groups, std::int8_t* q,
@@ -91,52 +88,36 @@ __global__ void __launch_bounds__(kGemvThreads) quant_gemv_kernel(GemvArgs a) {
         rows[r] = a.w + row * a.row_bytes;
     }
     float acc[kRowsPerWarp][N] = {};
-    const std::int64_t chunks = a.in / 32, stride = 32 * a.warps_per_row;
-    for (std::int64_t c = slice * 32 + lane; c < chunks; c += stride) {
-        // The 32 activations of this chunk: 8 words of int8 quants, their scale, and the sum
-        // of each piece's quants.
-        std::uint32_t xq[N][8];
-        float xscale[N], xsum[N][kPiecesPerChunk];
+    const std::int64_t pieces = a.in / 8, stride = 32 * a.warps_per_row, groups32 = a.in / 32;
+#pragma unroll 2
+    for (std::int64_t p = slice * 32 + lane; p < pieces; p += stride) {
+        const std::int64_t e0 = p * 8;
+        uint2 xq[N];
+        float xsum[N], xscale[N];
 #pragma unroll
         for (int t = 0; t < N; ++t) {
             if (t < a.n) {
-                const auto* v = reinterpret_cast<const uint4*>(a.xq + t * a.in + c * 32);
-                const uint4 v0 = v[0], v1 = v[1];
-                xq[t][0] = v0.x, xq[t][1] = v0.y, xq[t][2] = v0.z, xq[t][3] = v0.w;
-                xq[t][4] = v1.x, xq[t][5] = v1.y, xq[t][6] = v1.z, xq[t][7] = v1.w;
-                xscale[t] = a.xscale[t * chunks + c];
+                xq[t] = *reinterpret_cast<const uint2*>(a.xq + t * a.in + e0);
+                xscale[t] = a.xscale[t * groups32 + e0 / 32];
             } else {
-#pragma unroll
-                for (int k = 0; k < 8; ++k) xq[t][k] = 0;
+                xq[t] = make_uint2(0, 0);
                 xscale[t] = 0.0f;
             }
-#pragma unroll
-            for (int k = 0; k < kPiecesPerChunk; ++k) {
-                xsum[t][k] = static_cast<float>(
-                    __dp4a(static_cast<int>(xq[t][2 * k]), static_cast<int>(kOnes),
-                           __dp4a(static_cast<int>(xq[t][2 * k + 1]), static_cast<int>(kOnes), 0)));
-            }
+            xsum[t] = static_cast<float>(
+                __dp4a(static_cast<int>(xq[t].x), static_cast<int>(kOnes),
+                       __dp4a(static_cast<int>(xq[t].y), static_cast<int>(kOnes), 0)));
         }
-        const std::int64_t e0 = c * 32;
         const std::int64_t block = e0 / Codec::kElems;
         const int o = static_cast<int>(e0 % Codec::kElems);
 #pragma unroll
         for (int r = 0; r < kRowsPerWarp; ++r) {
-            const std::uint8_t* b = rows[r] + block * Codec::kBytes;
-            QuantPiece q[kPiecesPerChunk];
+            const QuantPiece q = Codec::piece(rows[r] + block * Codec::kBytes, o);
 #pragma unroll
-            for (int k = 0; k < kPiecesPerChunk; ++k) q[k] = Codec::piece(b, o + 8 * k);
-#pragma unroll
-            for (int k = 0; k < kPiecesPerChunk; ++k) {
-#pragma unroll
-                for (int t = 0; t < N; ++t) {
-                    const int dot =
-                        __dp4a(static_cast<int>(q[k].lo), static_cast<int>(xq[t][2 * k]),
-                               __dp4a(static_cast<int>(q[k].hi), static_cast<int>(xq[t][2 * k + 1]), 0));
-                    acc[r][t] = fmaf(xscale[t],
-                                     fmaf(q[k].scale, static_cast<float>(dot), q[k].offset * xsum[t][k]),
-                                     acc[r][t]);
-                }
+            for (int t = 0; t < N; ++t) {
+                const int dot = __dp4a(static_cast<int>(q.lo), static_cast<int>(xq[t].x),
+                                       __dp4a(static_cast<int>(q.hi), static_cast<int>(xq[t].y), 0));
+                acc[r][t] = fmaf(xscale[t], fmaf(q.scale, static_cast<float>(dot), q.offset * xsum[t]),
+                                 acc[r][t]);
             }
         }
     }
@@ -193,9 +174,9 @@ __global__ void dequantize_rows_kernel(const std::uint8_t* w, std::int64_t row_b
     }
 }
 
-// Each warp's share of the 32-element chunks should keep every lane busy for a few steps.
+// The pieces of a warp's share should keep every lane busy for a few steps.
 int warps_per_row(std::int64_t in) {
-    const std::int64_t steps = in / 32 / (32 * 2);
+    const std::int64_t steps = in / 8 / (32 * 4);
     return steps >= 8 ? 8 : steps >= 4 ? 4 : steps >= 2 ? 2 : 1;
 }
 
