@@ -3,8 +3,10 @@
 
 #include <cmath>
 #include <optional>
+#include <string>
 
 #include "model/llama_model.h"
+#include "tensor/quantized.h"
 
 namespace inferscale::model {
 namespace {
@@ -63,6 +65,13 @@ Result<LlamaModel> LlamaModel::create_random(tensor::Backend& backend, const Mod
                        kv_dim = c.num_kv_heads * c.head_dim, ffn = c.intermediate_size;
     RandomWeights rw(backend, seed);
     const WeightQuant quant = options.random_quant;
+    if (quant != WeightQuant::None &&
+        (h % tensor::kSuperBlock != 0 || ffn % tensor::kSuperBlock != 0 ||
+         q_dim % tensor::kSuperBlock != 0)) {
+        return make_error("random weights in a K-quant mix need the hidden, intermediate and "
+                          "attention sizes to be multiples of 256 (here " + std::to_string(h) +
+                          ", " + std::to_string(ffn) + ", " + std::to_string(q_dim) + ")");
+    }
     const std::int64_t layers = c.num_layers;
     const auto dtype = [&](WeightRole role, std::int64_t layer) -> std::optional<tensor::DType> {
         if (quant == WeightQuant::None) return std::nullopt;

@@ -214,6 +214,28 @@ def test_random_weights_use_the_config_shape_and_the_model_tokenizer(tmp_path):
 
 
 @needs_model
+def test_random_weights_in_the_q4_k_m_mix(tmp_path):
+    """--quant q4_k_m makes the random matrices K-quant blocks: seeded, and not the dense run."""
+    cfg = json.loads(open(tiny_config(tmp_path)).read())
+    cfg.update({"hidden_size": 256, "intermediate_size": 512, "num_attention_heads": 4})
+    path = tmp_path / "k.json"
+    path.write_text(json.dumps(cfg))
+    args = ("generate", "--model", MODEL, "--random-weights", str(path), "--prompt", "Hello there",
+            "--max-tokens", "6", "--ignore-eos", "--json")
+    a, b = run(*args, "--quant", "q4_k_m"), run(*args, "--quant", "Q4_K_M")
+    assert a.returncode == 0, a.stderr
+    assert json.loads(a.stdout)["token_ids"] == json.loads(b.stdout)["token_ids"]
+    assert json.loads(a.stdout)["token_ids"] != json.loads(run(*args).stdout)["token_ids"]
+    # The blocks need rows of whole 256-element super-blocks; other errors are named too.
+    assert_clean_failure(run("generate", "--model", MODEL, "--random-weights", tiny_config(tmp_path),
+                             "--quant", "q4_k_m", "--prompt", "x"), "multiples of 256")
+    assert_clean_failure(run("generate", "--model", MODEL, "--random-weights", str(path),
+                             "--quant", "q3_k_s", "--prompt", "x"), "unknown weight quantization")
+    assert_clean_failure(run("generate", "--model", MODEL, "--quant", "q4_k_m", "--prompt", "x"),
+                         "--quant needs --random-weights")
+
+
+@needs_model
 def test_random_weights_config_errors(tmp_path):
     assert_clean_failure(run("generate", "--model", MODEL, "--prompt", "x", "--random-weights",
                              str(tmp_path / "missing.json")), "missing.json")
