@@ -20,10 +20,12 @@ def free_port():
 
 
 class Server:
-    def __init__(self, tmp_path, *extra, keys=None, port=None):
-        """`port`: the port to serve on (default: a free one, chosen at each start)."""
+    def __init__(self, tmp_path, *extra, keys=None, port=None, model=MODEL):
+        """`port`: the port to serve on (default: a free one, chosen at each start); `model`:
+        the model file (default: the bundled one)."""
         self.tmp_path = tmp_path
         self.fixed_port = port
+        self.model = model
         self.db = str(tmp_path / "memory.db")
         self.extra = list(extra)
         self.keys_file = None
@@ -37,7 +39,7 @@ class Server:
     def start(self):
         self.port = self.fixed_port or free_port()
         self.url = f"http://127.0.0.1:{self.port}"
-        args = [BIN, "serve", "--model", MODEL, "--port", str(self.port), "--db", self.db,
+        args = [BIN, "serve", "--model", self.model, "--port", str(self.port), "--db", self.db,
                 "--chunk-dir", str(self.tmp_path / "chunks")] + self.extra
         if self.keys_file:
             args += ["--api-keys", self.keys_file]
