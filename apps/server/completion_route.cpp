@@ -123,6 +123,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                     return send_error(res, from_error(*event->error));
                 }
                 choices.finish(i, *event);
+                ctx_.metrics.observe_end(*event);
             }
         }
         ctx_.metrics.latency.observe(seconds_since(start));
@@ -171,6 +172,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                 if (event.finished) {
                     out += state->writer.chunk(i, "", event.finish_reason, nullptr);
                     c.finish(i, event);
+                    ctx_.metrics.observe_end(event);
                 }
             };
             // Whatever any choice has ready; with nothing ready, a short wait on the first
