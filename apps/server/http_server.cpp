@@ -9,6 +9,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/server/access_log.h"
+
 namespace inferscale::server {
 namespace {
 
@@ -53,6 +55,11 @@ HttpServer::HttpServer(ServerContext& context)
     });
     http.set_payload_max_length(ctx_.options.max_body_bytes);
     http.set_keep_alive_max_count(1000);
+    http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+        begin_access_record();
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
+    http.set_logger(write_access_line);
 
     http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
         handle_completion(req, res, true);

@@ -69,7 +69,8 @@ def test_counters_move_by_what_requests_did(server):
     first = chat(server, 6)
     second = chat(server, 3, "Say hi.")
     assert httpx.get(server.url + "/no/such/route").status_code == 404
-    assert httpx.post(server.url + "/v1/chat/completions", json={"model": MODEL_ID}).status_code == 400
+    bad = httpx.post(server.url + "/v1/chat/completions", json={"model": MODEL_ID})
+    assert bad.status_code == 400
     after = scrape(server)
 
     def grew(family, sample=None, **labels):
