@@ -2,13 +2,13 @@
 // model and the embedded SQLite store by default.
 
 #include <csignal>
-#include <cstdio>
 #include <filesystem>
 
 #include "apps/cli/cli_support.h"
 #include "apps/cli/commands.h"
 #include "apps/server/http_server.h"
 #include "apps/cli/local_engine.h"
+#include "base/log.h"
 
 namespace inferscale::cli {
 namespace {
@@ -33,6 +33,7 @@ Command add_serve_command(CLI::App& app) {
         std::int64_t max_batch_seqs = 64;
         std::string api_keys;
         std::string memory_mode = "kv";
+        std::string log_format = "text";
         EngineMemoryArgs memory;
         bool no_memory = false;
         bool no_background_encode = false;
@@ -82,6 +83,11 @@ Command add_serve_command(CLI::App& app) {
     cmd->add_option("--memory-prepare-ahead", a->engine.memory_prepare_ahead,
                     "queued requests whose memory chunks are fetched ahead of admission")
         ->capture_default_str();
+    cmd->add_option("--log-format", a->log_format,
+                    "log lines on stderr as text or as one JSON object per line (access log "
+                    "included)")
+        ->check(CLI::IsMember({"text", "json"}))
+        ->capture_default_str();
     cmd->add_flag("--log-requests", a->engine.log_requests,
                   "log where each request's time went (stderr)");
     cmd->add_flag("--no-memory", a->no_memory, "serve without a memory store");
@@ -93,6 +99,7 @@ Command add_serve_command(CLI::App& app) {
                   "tunes GEMMs and records decode graphs)");
 
     return [a, device_pool_flag]() -> int {
+        set_log_format(a->log_format == "json" ? LogFormat::Json : LogFormat::Text);
         if (!(a->gpu_memory_utilization > 0.0 && a->gpu_memory_utilization <= 1.0))
             return fail("--gpu-memory-utilization must be in (0, 1], got " +
                         std::to_string(a->gpu_memory_utilization));
@@ -131,9 +138,9 @@ Command add_serve_command(CLI::App& app) {
         server::HttpServer http(ctx);
         auto port = http.bind();
         if (!port.ok()) return fail(port.error().message);
-        std::fprintf(stderr, "inferscale: serving %s on http://%s:%d (memory: %s)\n",
-                     ctx.options.model_name.c_str(), ctx.options.host.c_str(), *port,
-                     store ? a->memory_mode.c_str() : "off");
+        IS_LOG(Info) << "serving " << ctx.options.model_name << " on http://"
+                     << ctx.options.host << ":" << *port
+                     << " (memory: " << (store ? a->memory_mode : "off") << ")";
         g_running = &http;
         std::signal(SIGINT, on_signal);
         std::signal(SIGTERM, on_signal);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "apps/server/access_log.h"
 #include "apps/server/completion_writer.h"
 #include "apps/server/http_server.h"
 
@@ -63,6 +64,13 @@ std::string echo_text(const engine::EngineRequest& prompt, const tokenizer::Toke
     return prompt.prompt ? *prompt.prompt : tok.decode(prompt.prompt_token_ids);
 }
 
+// The call's token counts, for its access-log line.
+void record_usage(const engine::Usage& usage) {
+    AccessRecord& record = access_record();
+    record.prompt_tokens = usage.prompt_tokens;
+    record.completion_tokens = usage.completion_tokens;
+}
+
 }  // namespace
 
 void HttpServer::handle_completion(const httplib::Request& req, httplib::Response& res,
@@ -77,6 +85,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
     CompletionCall call = std::move(std::get<CompletionCall>(parsed));
     const std::string& user = call.prompts.front().user;
+    access_record().user = user;
     if (!user.empty() && !key->may_access(user))
         return send_error(res, {403, "this API key may not act for user '" + user + "'",
                                 "permission_error", "user", "forbidden_user"});
@@ -123,9 +132,11 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                     return send_error(res, from_error(*event->error));
                 }
                 choices.finish(i, *event);
+                ctx_.metrics.observe_end(*event);
             }
         }
         ctx_.metrics.latency.observe(seconds_since(start));
+        record_usage(choices.usage);
         CompletionWriter writer(chat, ctx_.options.model_name, choices.outputs.size());
         return send_json(res, writer.response(choices.outputs, choices.usage, logprobs));
     }
@@ -171,6 +182,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                 if (event.finished) {
                     out += state->writer.chunk(i, "", event.finish_reason, nullptr);
                     c.finish(i, event);
+                    ctx_.metrics.observe_end(event);
                 }
             };
             // Whatever any choice has ready; with nothing ready, a short wait on the first
@@ -187,8 +199,10 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
             }
             const bool ended = failed || c.done();
             if (failed) c.cancel();
-            if (c.done() && !failed && state->include_usage)
-                out += state->writer.usage_chunk(c.usage);
+            if (c.done() && !failed) {
+                record_usage(c.usage);
+                if (state->include_usage) out += state->writer.usage_chunk(c.usage);
+            }
             if (ended) out += CompletionWriter::kDone;
             if (!out.empty() && !sink.write(out.data(), out.size())) {
                 c.cancel();

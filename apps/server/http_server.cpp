@@ -9,6 +9,8 @@
 #include <httplib.h>
 #include <nlohmann/json.hpp>
 
+#include "apps/server/access_log.h"
+
 namespace inferscale::server {
 namespace {
 
@@ -53,6 +55,11 @@ HttpServer::HttpServer(ServerContext& context)
     });
     http.set_payload_max_length(ctx_.options.max_body_bytes);
     http.set_keep_alive_max_count(1000);
+    http.set_pre_routing_handler([](const httplib::Request&, httplib::Response&) {
+        begin_access_record();
+        return httplib::Server::HandlerResponse::Unhandled;
+    });
+    http.set_logger(write_access_line);
 
     http.Post("/v1/chat/completions", [this](const httplib::Request& req, httplib::Response& res) {
         handle_completion(req, res, true);
@@ -77,7 +84,8 @@ HttpServer::HttpServer(ServerContext& context)
         send_json(res, R"({"status":"ok"})");
     });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-        res.set_content(ctx_.metrics.render(ctx_.engine.stats()), "text/plain; version=0.0.4");
+        res.set_content(ctx_.metrics.render(ctx_.engine.stats(), ctx_.options.model_name),
+                        "text/plain; version=0.0.4");
     });
     add_tokenize_routes(http, ctx_);
     if (ctx_.store) add_memory_routes(http, ctx_);
@@ -85,10 +93,7 @@ HttpServer::HttpServer(ServerContext& context)
     // Whatever httplib answers on its own (unknown route 404, body too large 413, bad
     // request 400) gets an OpenAI error body too.
     http.set_error_handler([this](const httplib::Request& req, httplib::Response& res) {
-        {
-            std::lock_guard lock(ctx_.metrics.mutex);
-            ++ctx_.metrics.http_errors;
-        }
+        ctx_.metrics.count_http_error(res.status);
         if (!res.body.empty()) return;
         std::string message = "HTTP " + std::to_string(res.status);
         if (res.status == 404) message = "no route " + req.method + " " + req.path;

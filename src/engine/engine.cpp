@@ -4,6 +4,7 @@
 #include "engine/engine.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "base/log.h"
 #include "engine/chunk_invalidator.h"
@@ -204,10 +205,13 @@ void Engine::end(Active& a, StreamEvent event) {
     }
     event.finished = true;
     event.usage = a.usage;
+    event.admitted_seconds = a.t_admitted;
     event.first_token_seconds = a.t_first;
     event.finished_seconds = a.since_submit.seconds();
     const bool cancelled = a.stream->cancelled();
     const bool failed = event.error.has_value();
+    const bool hit_length = std::string_view(event.finish_reason) == "length";
+    const std::int64_t prompt_tokens = a.usage.prompt_tokens;
     a.stream->push(std::move(event));
     scheduler_.finish(&a.seq);
     active_.erase(a.seq.id);  // destroys a
@@ -216,6 +220,8 @@ void Engine::end(Active& a, StreamEvent event) {
     if (cancelled) ++stats_.requests_cancelled;
     else if (failed) ++stats_.requests_failed;
     else ++stats_.requests_finished;
+    if (!cancelled && !failed && hit_length) ++stats_.requests_finished_length;
+    stats_.prompt_tokens += static_cast<std::uint64_t>(prompt_tokens);
 }
 
 void Engine::fail(Active& a, Error error) {

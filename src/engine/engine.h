@@ -72,9 +72,11 @@ struct EngineStats {
     std::int32_t kv_blocks_total = 0;
     std::int32_t kv_blocks_used = 0;     // held by requests (the prefix cache's unused ones not)
     std::int32_t kv_blocks_cached = 0;   // held by the prefix cache
-    std::uint64_t requests_finished = 0;
+    std::uint64_t requests_finished = 0;         // answered: stop or length
+    std::uint64_t requests_finished_length = 0;  // of which cut at their token limit
     std::uint64_t requests_cancelled = 0;
     std::uint64_t requests_failed = 0;
+    std::uint64_t prompt_tokens = 0;     // of ended requests, injected memory included
     std::uint64_t computed_tokens = 0;   // run through the model (prompt and decode)
     std::uint64_t injected_tokens = 0;
     std::uint64_t cached_tokens = 0;     // prefix-cache hits

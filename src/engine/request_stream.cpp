@@ -43,6 +43,7 @@ void RequestStream::push(StreamEvent event) {
             p.finished = event.finished;
             p.finish_reason = event.finish_reason;
             p.usage = event.usage;
+            p.admitted_seconds = event.admitted_seconds;
             p.first_token_seconds = event.first_token_seconds;
             p.finished_seconds = event.finished_seconds;
             if (event.error) p.error = std::move(event.error);

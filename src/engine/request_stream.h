@@ -51,8 +51,9 @@ struct StreamEvent {
     bool finished = false;
     const char* finish_reason = "stop";  // "stop" or "length", with finished
     Usage usage;                   // with finished
-    // With finished: seconds from submit to the first token and to the end, on the engine's
-    // clock.
+    // With finished: seconds from submit to the first step that scheduled the request (0: never
+    // scheduled), to the first token and to the end, on the engine's clock.
+    double admitted_seconds = 0;
     double first_token_seconds = 0;
     double finished_seconds = 0;
     std::optional<Error> error;    // the request failed; finished is set

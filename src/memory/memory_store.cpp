@@ -5,6 +5,7 @@
 
 #include <algorithm>
 
+#include "base/log.h"
 #include "memory/text_checks.h"
 
 namespace inferscale::memory {
@@ -111,7 +112,7 @@ Status MemoryStore::init_schema() {
     return tx.commit();
 }
 
-std::string MemoryStore::now() const { return options_.clock ? options_.clock() : iso_utc_now(); }
+std::string MemoryStore::now() const { return options_.clock ? options_.clock() : utc_timestamp(); }
 
 Result<bool> MemoryStore::has_user_locked(std::string_view user) {
     Statement stmt = IS_TRY(db_.prepare("SELECT 1 FROM users WHERE id = ?1"));

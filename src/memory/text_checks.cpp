@@ -1,9 +1,6 @@
 #include "memory/text_checks.h"
 
-#include <chrono>
 #include <cstdint>
-#include <cstdio>
-#include <ctime>
 
 namespace inferscale::memory {
 namespace {
@@ -84,20 +81,6 @@ Result<std::string> normalize_fact_text(std::string_view text, std::size_t max_b
         return make_error(ErrorKind::InvalidArgument,
                           "fact text is longer than " + std::to_string(max_bytes) + " bytes");
     return normalized;
-}
-
-std::string iso_utc_now() {
-    using namespace std::chrono;
-    const auto now = system_clock::now();
-    const std::time_t seconds = system_clock::to_time_t(now);
-    const auto millis = duration_cast<milliseconds>(now.time_since_epoch()).count() % 1000;
-    std::tm tm{};
-    gmtime_r(&seconds, &tm);
-    char buffer[64];
-    std::snprintf(buffer, sizeof buffer, "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900,
-                  tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                  static_cast<int>(millis));
-    return buffer;
 }
 
 }  // namespace inferscale::memory

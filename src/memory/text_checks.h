@@ -21,7 +21,4 @@ Status check_user_id(std::string_view user, std::size_t max_bytes);
 // The normalized fact text, or Error when it is empty, not UTF-8 or longer than max_bytes.
 Result<std::string> normalize_fact_text(std::string_view text, std::size_t max_bytes);
 
-// Now as ISO-8601 UTC with milliseconds: "2024-01-02T03:04:05.678Z".
-std::string iso_utc_now();
-
 }  // namespace inferscale::memory

@@ -1,6 +1,7 @@
 """Starts the real `inferscale serve` binary for a test and stops it afterwards."""
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -11,6 +12,7 @@ import httpx
 BIN = os.path.join(os.environ.get("INFERSCALE_BIN", "build/bin"), "inferscale")
 MODEL = os.path.join(os.environ.get("INFERSCALE_MODELS", "models"), "SmolLM2-135M-Instruct.Q4_1.gguf")
 MODEL_ID = "SmolLM2-135M-Instruct.Q4_1"
+MODEL_LABEL = re.compile(r'model_name="[^"]*"')
 
 
 def free_port():
@@ -63,10 +65,12 @@ class Server:
             return f.read()
 
     def metrics(self):
+        """Every series by name and labels, without the `model_name` label all of them carry."""
         out = {}
         for line in httpx.get(self.url + "/metrics").text.splitlines():
             if line and not line.startswith("#"):
                 name, value = line.rsplit(" ", 1)
+                name = MODEL_LABEL.sub("", name).replace("{,", "{").replace("{}", "")
                 out[name] = float(value)
         return out
 
