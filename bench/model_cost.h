@@ -1,5 +1,6 @@
 #pragma once
-// What a Llama-family forward step must at least move and compute, from the config alone.
+// What a Llama-family forward step must at least move and compute, from the config and the
+// bytes the model's weights take (block-quantized ones as stored).
 //   FLOPs: 2 per multiply-add. Matmuls: 2 x (q, k, v, o, gate, up, down params) per new token,
 //   plus 2 x vocab x hidden per logit row (the LM head runs only on those rows). Attention:
 //   a new token at KV index j attends to j + 1 keys, costing 4 x heads x head_dim x (j + 1)
@@ -16,17 +17,6 @@
 namespace inferscale::bench {
 
 struct ModelCost {
-    // Weights of `weight_elem_bytes` each (a dense checkpoint's shapes from the config).
-    ModelCost(const model::ModelConfig& c, std::size_t weight_elem_bytes, std::size_t kv_elem_bytes)
-        : config(c), kv_elem(kv_elem_bytes) {
-        const double h = double(config.hidden_size);
-        double vectors = double(config.num_layers) * 2.0 * h + h;
-        if (config.attention_bias) vectors += double(config.num_layers) * (q_dim() + 2 * kv_dim());
-        const double head = config.tie_word_embeddings ? 0.0 : head_params();
-        embedding_bytes = head_params() * double(weight_elem_bytes);
-        weight_bytes = (layer_matmul_params() + vectors + head) * double(weight_elem_bytes) +
-                       embedding_bytes;
-    }
     // Weights that take `total_weight_bytes`, the embedding table `embedding_table_bytes` of
     // them (a model's own, block-quantized ones as stored).
     ModelCost(const model::ModelConfig& c, double total_weight_bytes, double embedding_table_bytes,

@@ -303,10 +303,14 @@ Status grow(void*& p, std::size_t& bytes, std::size_t want, const char* what) {
     return {};
 }
 
-// Bytes of the int8 activations of n tokens of `in`, then their scales, 16-byte aligned.
+// Bytes of the int8 activations of n tokens of `in`, padded to 16 (their scales follow).
+std::size_t quant_bytes(std::int64_t n, std::int64_t in) {
+    return static_cast<std::size_t>(n * in + 15) / 16 * 16;
+}
+
+// Those quants, then their f32 scales, one per 32.
 std::size_t quant_activation_bytes(std::int64_t n, std::int64_t in) {
-    const auto quants = static_cast<std::size_t>(n * in + 15) / 16 * 16;
-    return quants + static_cast<std::size_t>(n * (in / 32)) * sizeof(float);
+    return quant_bytes(n, in) + static_cast<std::size_t>(n * (in / 32)) * sizeof(float);
 }
 
 }  // namespace
@@ -327,8 +331,8 @@ QuantActivations CudaBackend::quant_activations(std::int64_t n, std::int64_t in)
     IS_CHECK(quant_activation_bytes(n, in) <= quant_activations_bytes_)
         << n << " x " << in << " activations past the block weights' scratch";
     auto* base = static_cast<char*>(quant_activations_);
-    const auto quants = static_cast<std::size_t>(n * in + 15) / 16 * 16;
-    return {reinterpret_cast<std::int8_t*>(base), reinterpret_cast<float*>(base + quants)};
+    return {reinterpret_cast<std::int8_t*>(base),
+            reinterpret_cast<float*>(base + quant_bytes(n, in))};
 }
 
 // ---- simple ops -----------------------------------------------------------------------------
