@@ -90,3 +90,39 @@ def test_counters_move_by_what_requests_did(server):
         assert grew(histogram, histogram + "_count") == 2
         assert grew(histogram, histogram + "_sum") > 0
     assert value(after, "inferscale_kv_cache_usage_ratio") == 0.0  # nothing running
+
+
+DASHBOARD = os.path.join(os.path.dirname(__file__), "..", "..", "docs", "grafana",
+                         "inferscale-dashboard.json")
+
+
+def test_grafana_dashboard_reads_only_exported_series_and_labels(tmp_path):
+    """Every series a dashboard query names, and every label it groups by, is in /metrics of
+    a server with memory on (the chunk pool's series appear only then)."""
+    import json
+    import re
+
+    with open(DASHBOARD) as f:
+        dashboard = json.load(f)
+    exprs = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    assert exprs
+    s = Server(tmp_path)
+    try:
+        chat(s, 2)
+        r = httpx.get(s.url + "/v1/chat/completions")
+        labels_of = {}
+        for family in text_string_to_metric_families(httpx.get(s.url + "/metrics").text):
+            for sample in family.samples:
+                labels_of.setdefault(sample.name, set()).update(sample.labels)
+    finally:
+        s.stop()
+    assert r.status_code >= 400  # so the HTTP error series has a sample
+    for expr in exprs:
+        names = re.findall(r"\binferscale_\w+", expr)
+        assert names, expr
+        for name in names:
+            assert name in labels_of, f"{name} (in {expr}) is not exported"
+            assert "model_name" in labels_of[name], name
+            for group in re.findall(r"by \(([^)]*)\)", expr):
+                for label in (x.strip() for x in group.split(",")):
+                    assert label == "le" or label in labels_of[name], (label, expr)
