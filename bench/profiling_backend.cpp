@@ -261,9 +261,9 @@ void ProfilingBackend::inject_chunks(const tensor::InjectArgs& args,
     close(s);
 }
 
-void ProfilingBackend::argmax(const Tensor& logits, Tensor ids) {
+void ProfilingBackend::argmax(const Tensor& logits, const Tensor& allowed, Tensor ids) {
     const int s = open("argmax", "", bytes_of(logits), 0.0);
-    inner_.argmax(logits, ids);
+    inner_.argmax(logits, allowed, ids);
     close(s);
 }
 

@@ -96,7 +96,8 @@ class ProfilingBackend final : public tensor::Backend {
     void paged_attention(const tensor::Tensor& q, const tensor::KvPages& pages,
                          const tensor::PagedAttentionArgs& args, tensor::Tensor out) override;
     void inject_chunks(const tensor::InjectArgs& args, const tensor::RopeTables& tables) override;
-    void argmax(const tensor::Tensor& logits, tensor::Tensor ids) override;
+    void argmax(const tensor::Tensor& logits, const tensor::Tensor& allowed,
+                tensor::Tensor ids) override;
 
   private:
     struct Pending {

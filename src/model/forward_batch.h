@@ -50,6 +50,10 @@ struct ForwardBatch {
     LogitsSelection logits = LogitsSelection::LastPerSequence;
     const KvCapture* capture = nullptr;  // optional
     const LayerHook* before_layer = nullptr;  // optional
+    // Constrained decoding, for LlamaModel::forward_greedy with last-token logits: per
+    // sequence, (vocab + 31) / 32 words of the bitmask of tokens its device argmax may pick
+    // (Backend::argmax); empty: every token.
+    std::span<const std::uint32_t> allowed_tokens = {};
 };
 
 }  // namespace inferscale::model

@@ -41,6 +41,7 @@ Result<ForwardWorkspace> ForwardWorkspace::create(tensor::Backend& backend, cons
     const std::int64_t t = limits.max_tokens, s = limits.max_seqs;
     const std::int64_t rows = std::max<std::int64_t>(1, limits.max_logit_rows);
     const std::int64_t q_dim = c.num_heads * c.head_dim, kv_dim = c.num_kv_heads * c.head_dim;
+    const std::int64_t words = (c.vocab_size + 31) / 32;
     // The largest layout: every region at its capacity (capture rows are at most T).
     const std::int64_t meta_capacity =
         MetaLayout::make(t, s, std::max(rows, t), t).end(limits.max_pages);
@@ -64,6 +65,7 @@ Result<ForwardWorkspace> ForwardWorkspace::create(tensor::Backend& backend, cons
         {&ws.final_hidden, act, rows, c.hidden_size},
         {&ws.logits, DType::F32, rows, c.vocab_size},
         {&ws.sampled_ids, DType::I32, rows, 0},
+        {&ws.allowed_tokens, DType::I32, s, words},
         {&ws.meta, DType::I32, meta_capacity, 0},
     };
     tensor::Arena arena;
@@ -80,10 +82,12 @@ Result<ForwardWorkspace> ForwardWorkspace::create(tensor::Backend& backend, cons
                                : ws.buffer.view(sl.dtype, {sl.d0}, offsets[i]);
     }
     void* host = backend.allocate_host(
-        static_cast<std::size_t>(meta_capacity + rows) * sizeof(std::int32_t));
+        static_cast<std::size_t>(meta_capacity + rows + s * words) * sizeof(std::int32_t));
     if (host == nullptr) return make_error("forward workspace: out of (pinned) host memory");
     ws.host = HostStaging(&backend, host);
     ws.meta_capacity = meta_capacity;
+    ws.logit_rows_capacity = rows;
+    ws.mask_words = words;
     ws.limits = limits;
     return ws;
 }

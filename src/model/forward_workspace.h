@@ -81,6 +81,7 @@ struct StagedStep {
     MetaLayout layout;
     tensor::Tensor capture_k, capture_v;  // the batch's KvCapture targets, or empty
     const LayerHook* before_layer = nullptr;  // the batch's, or null
+    bool masked = false;  // ws.allowed_tokens holds the step's allowed-token masks
 };
 
 struct ForwardWorkspace {
@@ -102,15 +103,21 @@ struct ForwardWorkspace {
     tensor::Tensor final_hidden;  // [max_logit_rows, hidden] act: the last layer's logit rows
     tensor::Tensor logits;        // [max_logit_rows, vocab] f32
     tensor::Tensor sampled_ids;   // [max_logit_rows] i32: device argmax of the logits
+    // [max_seqs, mask_words] i32: ForwardBatch::allowed_tokens of the staged step
+    tensor::Tensor allowed_tokens;
+    std::int64_t mask_words = 0;  // (vocab + 31) / 32
 
     // Batch metadata on the device: one packed array, laid out per step by MetaLayout.
     tensor::Tensor meta;  // [meta_capacity] i32
     std::int64_t meta_capacity = 0;
 
-    // Host side: the packed metadata staged for upload, then room for the sampled ids.
-    HostStaging host;  // [meta_capacity + max_logit_rows] i32
+    // Host side: the packed metadata staged for upload, room for the sampled ids, then the
+    // allowed-token masks staged for upload.
+    HostStaging host;  // [meta_capacity + max_logit_rows + max_seqs * mask_words] i32
     std::int32_t* host_meta() const { return host.i32(); }
     std::int32_t* host_ids() const { return host.i32() + meta_capacity; }
+    std::int32_t* host_allowed() const { return host_ids() + logit_rows_capacity; }
+    std::int64_t logit_rows_capacity = 0;
 
     StagedStep step;  // the step last staged
 };

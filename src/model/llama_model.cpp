@@ -180,6 +180,9 @@ Status LlamaModel::forward(const ForwardBatch& batch, kv::KvStorage& kv, Forward
     if (static_cast<std::int64_t>(logits.size()) < rows * config_.vocab_size) {
         return make_error("forward: logits span too small");
     }
+    if (!batch.allowed_tokens.empty()) {
+        return make_error("forward: allowed-token masks are for forward_greedy");
+    }
     IS_RETURN_IF_ERROR(stage(batch, kv, ws));
     enqueue(kv, ws, /*sample=*/false);
     read_results(ws, {}, logits.first(static_cast<std::size_t>(rows * config_.vocab_size)));
@@ -250,7 +253,10 @@ void LlamaModel::enqueue(kv::KvStorage& kv, ForwardWorkspace& ws, bool sample) {
     const Tensor& head = config_.tie_word_embeddings ? embed_.tensor : lm_head_.tensor;
     const Tensor out = leading(ws.logits, rows);
     be.linear(last, head, Tensor(), out);
-    if (sample) be.argmax(out, leading(ws.sampled_ids, rows));
+    if (sample) {
+        be.argmax(out, st.masked ? leading(ws.allowed_tokens, rows) : Tensor(),
+                  leading(ws.sampled_ids, rows));
+    }
 }
 
 void LlamaModel::read_results(ForwardWorkspace& ws, std::span<std::int32_t> ids,

@@ -88,7 +88,8 @@ class LlamaModel {
                    std::span<float> logits);
     // The same step with greedy sampling on the backend: ids[r] = argmax of logit row r, and
     // only the ids [num_logit_rows(batch)] i32 come back to the host (a decode step of a 128K
-    // vocabulary otherwise copies 512 KB of f32 logits per sequence).
+    // vocabulary otherwise copies 512 KB of f32 logits per sequence). With
+    // batch.allowed_tokens, each row's argmax is over its allowed tokens (-1 if none).
     Status forward_greedy(const ForwardBatch& batch, kv::KvStorage& kv, ForwardWorkspace& ws,
                           std::span<std::int32_t> ids);
 

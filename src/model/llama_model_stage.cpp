@@ -72,6 +72,12 @@ Status LlamaModel::validate(const ForwardBatch& batch, const kv::KvStorage& kv,
     const std::int64_t rows = num_logit_rows(batch);
     if (rows > lim.max_logit_rows)
         return make_error("forward: too many logit rows for the workspace");
+    if (!batch.allowed_tokens.empty() &&
+        (batch.logits != LogitsSelection::LastPerSequence ||
+         static_cast<std::int64_t>(batch.allowed_tokens.size()) != num_seqs * ws.mask_words)) {
+        return make_error("forward: allowed-token masks need last-token logits and " +
+                          std::to_string(ws.mask_words) + " words per sequence");
+    }
     if (const KvCapture* cap = batch.capture) {
         const auto m = static_cast<std::int64_t>(cap->rows.size());
         for (std::int32_t r : cap->rows) {
@@ -98,10 +104,10 @@ Status LlamaModel::stage(const ForwardBatch& batch, const kv::KvStorage& kv, For
     std::int64_t n = real_n, s = real_s;
     if (o.pad_to > 0 || o.fixed_max_kv_len > 0) {
         if (batch.logits != LogitsSelection::LastPerSequence || batch.capture != nullptr ||
-            batch.before_layer != nullptr || real_n != real_s) {
+            batch.before_layer != nullptr || !batch.allowed_tokens.empty() || real_n != real_s) {
             return make_error("forward: padded or fixed-size steps take decode batches only (one "
                               "token per sequence, last-token logits, no capture, no layer "
-                              "hook)");
+                              "hook, no allowed-token masks)");
         }
         if (o.pad_to > 0) {
             if (o.pad_to < real_s) return make_error("forward: batch larger than its padding");
@@ -177,6 +183,13 @@ Status LlamaModel::stage(const ForwardBatch& batch, const kv::KvStorage& kv, For
     const std::int64_t count = l.end(pages);
     backend_->copy_from_host(tensor::leading(ws.meta, count), h,
                              static_cast<std::size_t>(count) * sizeof(std::int32_t));
+    const bool masked = !batch.allowed_tokens.empty();
+    if (masked) {
+        std::copy(batch.allowed_tokens.begin(), batch.allowed_tokens.end(),
+                  reinterpret_cast<std::uint32_t*>(ws.host_allowed()));
+        backend_->copy_from_host(tensor::leading(ws.allowed_tokens, real_s), ws.host_allowed(),
+                                 batch.allowed_tokens.size_bytes());
+    }
 
     StagedStep& st = ws.step;
     st.num_tokens = n;
@@ -189,6 +202,7 @@ Status LlamaModel::stage(const ForwardBatch& batch, const kv::KvStorage& kv, For
     st.capture_k = cap != nullptr ? cap->k : tensor::Tensor();
     st.capture_v = cap != nullptr ? cap->v : tensor::Tensor();
     st.before_layer = batch.before_layer;
+    st.masked = masked;
     return {};
 }
 

@@ -144,8 +144,10 @@ class Backend {
 
     // Greedy sampling where the logits are: ids[r] = index of the largest logits[r, :], the
     // first on ties; NaNs never win (a row of NaNs gives 0).  logits [rows, vocab] f32,
-    // ids [rows] i32
-    virtual void argmax(const Tensor& logits, Tensor ids) = 0;
+    // ids [rows] i32. With `allowed` (constrained decoding; empty: every token): a bitmask
+    // [rows, (vocab + 31) / 32] i32, token t of row r allowed iff bit t % 32 of word t / 32 is
+    // set; only allowed tokens are candidates, and a row that allows none gives -1.
+    virtual void argmax(const Tensor& logits, const Tensor& allowed, Tensor ids) = 0;
 
     // ---- copies beside compute (optional) ------------------------------------------------
     // Starts copying `bytes` from `src` (from allocate_host) into `dst` on a transfer stream,

@@ -65,9 +65,34 @@ TEST(DecodeRunner, CpuArgmaxTiesAndNans) {
                               NAN, NAN, NAN, NAN,       // all NaN: 0
                               NAN, -5.0f, -2.0f, -2.5f};
     std::vector<std::int32_t> ids(3, -1);
-    cpu.argmax(tensor::Tensor(logits.data(), tensor::DType::F32, {3, 4}),
+    cpu.argmax(tensor::Tensor(logits.data(), tensor::DType::F32, {3, 4}), tensor::Tensor(),
                tensor::Tensor(ids.data(), tensor::DType::I32, {3}));
     EXPECT_EQ(ids, (std::vector<std::int32_t>{1, 0, 2}));
+}
+
+// Constrained decoding's argmax: only tokens whose bit is set compete; none allowed gives -1.
+TEST(DecodeRunner, CpuArgmaxOverAllowedTokens) {
+    backends::cpu::CpuBackend cpu;
+    const std::int64_t vocab = 70, rows = 3, words = 3;
+    std::vector<float> logits(rows * vocab);
+    for (std::int64_t i = 0; i < rows * vocab; ++i) logits[i] = static_cast<float>((i * 37) % 101);
+    std::vector<std::uint32_t> allowed(rows * words, 0);
+    allowed[0 * words + 0] = 0x5u;         // row 0: tokens 0 and 2
+    allowed[1 * words + 2] = 0x3fu;        // row 1: tokens 64..69, the last word's tail
+    allowed[1 * words + 1] = 1u << 31;     // and 63
+    std::vector<std::int32_t> ids(rows, 7);
+    cpu.argmax(tensor::Tensor(logits.data(), tensor::DType::F32, {rows, vocab}),
+               tensor::Tensor(allowed.data(), tensor::DType::I32, {rows, words}),
+               tensor::Tensor(ids.data(), tensor::DType::I32, {rows}));
+    const auto best_of = [&](std::int64_t r, std::initializer_list<std::int64_t> tokens) {
+        std::int64_t best = -1;
+        for (std::int64_t t : tokens)
+            if (best < 0 || logits[r * vocab + t] > logits[r * vocab + best]) best = t;
+        return static_cast<std::int32_t>(best);
+    };
+    EXPECT_EQ(ids[0], best_of(0, {0, 2}));
+    EXPECT_EQ(ids[1], best_of(1, {63, 64, 65, 66, 67, 68, 69}));
+    EXPECT_EQ(ids[2], -1);
 }
 
 TEST(DecodeRunner, RejectsOversizedBatches) {

@@ -268,19 +268,29 @@ void CpuBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
     cpu::paged_attention(q.as<float>(), q.shape[0], q.shape[1], view, meta, out.as<float>());
 }
 
-void CpuBackend::argmax(const Tensor& logits, Tensor ids) {
+void CpuBackend::argmax(const Tensor& logits, const Tensor& allowed, Tensor ids) {
     check_host(logits, DType::F32, 2, "argmax logits");
     check_host(ids, DType::I32, 1, "argmax ids");
     IS_CHECK_EQ(ids.shape[0], logits.shape[0]);
-    const std::int64_t vocab = logits.shape[1];
+    const std::int64_t vocab = logits.shape[1], words = (vocab + 31) / 32;
+    const bool masked = !allowed.empty();
+    if (masked) {
+        check_host(allowed, DType::I32, 2, "argmax allowed");
+        IS_CHECK(allowed.shape[0] == logits.shape[0] && allowed.shape[1] == words)
+            << "argmax: the mask is not [rows, (vocab + 31) / 32]";
+    }
     for (std::int64_t r = 0; r < logits.shape[0]; ++r) {
         const float* row = logits.as<float>() + r * vocab;
+        const auto* bits = masked ? allowed.as<std::uint32_t>() + r * words : nullptr;
         std::int64_t best = -1;
+        bool any = !masked;
         for (std::int64_t i = 0; i < vocab; ++i) {
+            if (masked && ((bits[i / 32] >> (i % 32)) & 1u) == 0) continue;
+            any = true;
             // Strict >: the first maximum wins; NaN compares false and never wins.
             if (!std::isnan(row[i]) && (best < 0 || row[i] > row[best])) best = i;
         }
-        ids.as<std::int32_t>()[r] = static_cast<std::int32_t>(best < 0 ? 0 : best);
+        ids.as<std::int32_t>()[r] = static_cast<std::int32_t>(!any ? -1 : best < 0 ? 0 : best);
     }
 }
 

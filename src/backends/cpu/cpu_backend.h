@@ -75,7 +75,8 @@ class CpuBackend final : public tensor::Backend {
     // In inject.cpp.
     void inject_chunks(const tensor::InjectArgs& args,
                        const tensor::RopeTables& tables) override;
-    void argmax(const tensor::Tensor& logits, tensor::Tensor ids) override;
+    void argmax(const tensor::Tensor& logits, const tensor::Tensor& allowed,
+                tensor::Tensor ids) override;
 
     // Whether the ops currently use ggml's arithmetic (see Arithmetic).
     bool ggml_arithmetic() const { return ggml_; }

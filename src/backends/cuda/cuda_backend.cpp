@@ -425,13 +425,19 @@ void CudaBackend::scale(Tensor x, float factor) {
     launch_scale(x.data, x.dtype, x.numel(), factor, stream_);
 }
 
-void CudaBackend::argmax(const Tensor& logits, Tensor ids) {
+void CudaBackend::argmax(const Tensor& logits, const Tensor& allowed, Tensor ids) {
     check_device(logits, DType::F32, 2, "argmax logits");
     check_device(ids, DType::I32, 1, "argmax ids");
     IS_CHECK_EQ(ids.shape[0], logits.shape[0]);
+    if (!allowed.empty()) {
+        check_device(allowed, DType::I32, 2, "argmax allowed");
+        IS_CHECK(allowed.shape[0] == logits.shape[0] &&
+                 allowed.shape[1] == (logits.shape[1] + 31) / 32)
+            << "argmax: the mask is not [rows, (vocab + 31) / 32]";
+    }
     activate();
-    argmax_rows(logits.as<float>(), logits.shape[0], logits.shape[1], ids.as<std::int32_t>(),
-                stream_);
+    argmax_rows(logits.as<float>(), allowed.empty() ? nullptr : allowed.as<std::uint32_t>(),
+                logits.shape[0], logits.shape[1], ids.as<std::int32_t>(), stream_);
 }
 
 }  // namespace inferscale::backends::cuda

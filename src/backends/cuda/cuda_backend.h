@@ -198,7 +198,8 @@ class CudaBackend final : public tensor::Backend {
 
     // Greedy sampling on the device: ids[r] = argmax of logits row r (first on ties).
     //   logits [rows, vocab] f32, ids [rows] i32
-    void argmax(const tensor::Tensor& logits, tensor::Tensor ids) override;
+    void argmax(const tensor::Tensor& logits, const tensor::Tensor& allowed,
+                tensor::Tensor ids) override;
 
     // Pinned host memory and CUDA graphs of the backend's stream (cuda_graph.cpp). Capture is
     // thread-local: other threads may keep using the runtime meanwhile.

@@ -20,16 +20,26 @@ __device__ __forceinline__ bool better(float v, int i, float best_v, int best_i)
     return v > best_v || (v == best_v && i < best_i);
 }
 
+// Masked: only tokens whose bit in `allowed` (row stride (vocab + 31) / 32 words) is set are
+// candidates; a row that allows none gives -1.
+template <bool Masked>
 __global__ void __launch_bounds__(kThreads)
-    argmax_kernel(const float* __restrict__ logits, std::int64_t vocab, std::int32_t* ids) {
+    argmax_kernel(const float* __restrict__ logits, const std::uint32_t* __restrict__ allowed,
+                  std::int64_t vocab, std::int32_t* ids) {
     allow_next_launch();
     wait_for_inputs();
     __shared__ float best_v_s[kThreads / 32];
     __shared__ int best_i_s[kThreads / 32];
     const float* row = logits + blockIdx.x * vocab;
+    const std::uint32_t* bits = Masked ? allowed + blockIdx.x * ((vocab + 31) / 32) : nullptr;
     float best_v = -INFINITY;
     int best_i = INT_MAX;
+    int any = !Masked;
     const auto consider = [&](float v, int i) {
+        if (Masked) {
+            if (((bits[i >> 5] >> (i & 31)) & 1u) == 0) return;
+            any = 1;
+        }
         if (better(v, i, best_v, best_i)) {  // false for NaN
             best_v = v;
             best_i = i;
@@ -64,7 +74,8 @@ __global__ void __launch_bounds__(kThreads)
         best_v_s[warp] = best_v;
         best_i_s[warp] = best_i;
     }
-    __syncthreads();
+    any = Masked ? __syncthreads_or(any) : 1;
+    if (!Masked) __syncthreads();
     if (threadIdx.x == 0) {
         for (int w = 1; w < kThreads / 32; ++w) {
             if (better(best_v_s[w], best_i_s[w], best_v, best_i)) {
@@ -72,19 +83,24 @@ __global__ void __launch_bounds__(kThreads)
                 best_i = best_i_s[w];
             }
         }
-        ids[blockIdx.x] = best_i == INT_MAX ? 0 : best_i;
+        ids[blockIdx.x] = !any ? -1 : best_i == INT_MAX ? 0 : best_i;
     }
 }
 
 }  // namespace
 
-void argmax_rows(const float* logits, std::int64_t rows, std::int64_t vocab, std::int32_t* ids,
-                 cudaStream_t stream) {
+void argmax_rows(const float* logits, const std::uint32_t* allowed, std::int64_t rows,
+                 std::int64_t vocab, std::int32_t* ids, cudaStream_t stream) {
     if (rows == 0) return;
     IS_CHECK(rows <= 0x7fffffff && vocab > 0 && vocab < INT_MAX)
         << "argmax " << rows << "x" << vocab;
-    launch_dependent(argmax_kernel, static_cast<unsigned>(rows), kThreads, 0, stream, logits, vocab,
-                     ids);
+    if (allowed != nullptr) {
+        launch_dependent(argmax_kernel<true>, static_cast<unsigned>(rows), kThreads, 0, stream,
+                         logits, allowed, vocab, ids);
+    } else {
+        launch_dependent(argmax_kernel<false>, static_cast<unsigned>(rows), kThreads, 0, stream,
+                         logits, allowed, vocab, ids);
+    }
 }
 
 }  // namespace inferscale::backends::cuda

@@ -229,7 +229,7 @@ TEST_F(CudaOpsTest, ArgmaxMatchesMaxElement) {
         DeviceTensor dl = device_from(*gpu_, logits, DType::F32, {rows, vocab});
         DeviceTensor ids = device_empty(*gpu_, DType::I32, {rows});
         poison(*gpu_, ids.tensor);
-        gpu_->argmax(dl.tensor, ids.tensor);
+        gpu_->argmax(dl.tensor, Tensor(), ids.tensor);
         std::vector<std::int32_t> got(rows);
         gpu_->copy_to_host(got.data(), ids.tensor, rows * 4);
         gpu_->synchronize();
@@ -237,6 +237,40 @@ TEST_F(CudaOpsTest, ArgmaxMatchesMaxElement) {
             const auto begin = logits.begin() + r * vocab;
             EXPECT_EQ(got[r], std::max_element(begin, begin + vocab) - begin)
                 << "vocab " << vocab << " row " << r;
+        }
+    }
+}
+
+// Constrained decoding: the masked argmax against the largest allowed logit found on the host,
+// at both scans, with a row that allows nothing (-1) and one that allows a single token.
+TEST_F(CudaOpsTest, MaskedArgmaxTakesTheBestAllowedToken) {
+    for (const std::int64_t vocab : {std::int64_t{32003}, std::int64_t{32000}}) {
+        const std::int64_t rows = 5, words = (vocab + 31) / 32;
+        const std::vector<float> logits = random_bf16(rows * vocab, rng_, 4.0f);
+        std::vector<std::uint32_t> allowed(rows * words);
+        std::uniform_int_distribution<std::uint32_t> bits;
+        for (std::uint32_t& w : allowed) w = bits(rng_) & bits(rng_);  // about a quarter set
+        std::fill_n(allowed.begin() + 2 * words, words, 0u);  // row 2: none
+        std::fill_n(allowed.begin() + 3 * words, words, 0u);  // row 3: the last token only
+        allowed[3 * words + (vocab - 1) / 32] = 1u << ((vocab - 1) % 32);
+        std::fill_n(allowed.begin() + 4 * words, words, ~0u);  // row 4: all
+        DeviceTensor dl = device_from(*gpu_, logits, DType::F32, {rows, vocab});
+        DeviceTensor dm = device_empty(*gpu_, DType::I32, {rows, words});
+        gpu_->copy_from_host(dm.tensor, allowed.data(), allowed.size() * 4);
+        DeviceTensor ids = device_empty(*gpu_, DType::I32, {rows});
+        // Not poison(): its -1 is the answer of row 2.
+        ASSERT_EQ(cudaMemsetAsync(ids.tensor.data, 0x7f, rows * 4, gpu_->stream()), cudaSuccess);
+        gpu_->argmax(dl.tensor, dm.tensor, ids.tensor);
+        std::vector<std::int32_t> got(rows);
+        gpu_->copy_to_host(got.data(), ids.tensor, rows * 4);
+        gpu_->synchronize();
+        for (std::int64_t r = 0; r < rows; ++r) {
+            std::int64_t want = -1;
+            for (std::int64_t t = 0; t < vocab; ++t) {
+                if (((allowed[r * words + t / 32] >> (t % 32)) & 1u) == 0) continue;
+                if (want < 0 || logits[r * vocab + t] > logits[r * vocab + want]) want = t;
+            }
+            EXPECT_EQ(got[r], want) << "vocab " << vocab << " row " << r;
         }
     }
 }
