@@ -32,8 +32,12 @@ class Grammar {
     // name the line and column; undefined rules and left recursion are errors too.
     static Result<std::shared_ptr<const Grammar>> from_gbnf(std::string_view text);
     // A JSON schema (the subset in json_schema.h). Errors (InvalidArgument) name the
-    // unsupported keyword and its JSON pointer.
+    // unsupported keyword and its JSON pointer. Properties are emitted in the object's
+    // iteration order: nlohmann::json sorts keys, so parse the schema as ordered_json to keep
+    // the schema's own order (what OpenAI's structured outputs do).
     static Result<std::shared_ptr<const Grammar>> from_json_schema(const nlohmann::json& schema);
+    static Result<std::shared_ptr<const Grammar>> from_json_schema(
+        const nlohmann::ordered_json& schema);
     // Any JSON object (response_format json_object). The same instance on every call.
     static std::shared_ptr<const Grammar> any_json_object();
 
@@ -54,6 +58,8 @@ class Grammar {
 // `rule_name-`, so callers can compose grammars (tool calls:
 // root ::= "<tool_call>\n" call "\n</tool_call>"). Errors as Grammar::from_json_schema.
 Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema,
+                                        std::string_view rule_name = "root");
+Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema,
                                         std::string_view rule_name = "root");
 
 }  // namespace inferscale::grammar

@@ -26,6 +26,8 @@ class GrammarCache {
     // Errors: those of Grammar::from_gbnf / from_json_schema (nothing is cached then).
     Result<std::shared_ptr<const CompiledGrammar>> gbnf(std::string_view text);
     Result<std::shared_ptr<const CompiledGrammar>> json_schema(const nlohmann::json& schema);
+    // Keeps the schema's property order (Grammar::from_json_schema).
+    Result<std::shared_ptr<const CompiledGrammar>> json_schema(const nlohmann::ordered_json& schema);
     // Compiled once per cache, kept outside the LRU.
     std::shared_ptr<const CompiledGrammar> json_object();
 

@@ -38,8 +38,10 @@ class Vocabulary {
     bool is_special(std::int32_t id) const { return is_special_[id]; }
     bool is_end_token(std::int32_t id) const { return is_end_[id]; }
     const std::vector<std::int32_t>& end_tokens() const { return end_tokens_; }
-    // Ids of the tokens a grammar may allow (not special, not end, non-empty), sorted by bytes.
+    // Ids of the tokens a grammar may allow (not special, not end, non-empty), sorted by bytes,
+    // and for each the length of the prefix it shares with the one before it (0 for the first).
     const std::vector<std::int32_t>& sorted_tokens() const { return sorted_; }
+    const std::vector<std::int32_t>& sorted_lcp() const { return sorted_lcp_; }
 
   private:
     std::vector<std::string> token_bytes_;
@@ -47,6 +49,7 @@ class Vocabulary {
     std::vector<bool> is_end_;
     std::vector<std::int32_t> end_tokens_;
     std::vector<std::int32_t> sorted_;
+    std::vector<std::int32_t> sorted_lcp_;
 };
 
 // The number of 32-bit words of a mask over `vocab_size` tokens: (vocab_size + 31) / 32.
@@ -104,6 +107,9 @@ class Matcher {
     bool finished() const;
     // Back to the start of the grammar.
     void reset();
+    // Whether accept_token(token) would succeed, checked byte by byte without the compiled
+    // tables (slow: for tests and debugging).
+    bool token_allowed_slow(std::int32_t token);
 
     const CompiledGrammar& compiled() const { return *grammar_; }
 
