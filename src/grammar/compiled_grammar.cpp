@@ -1,0 +1,212 @@
+// Vocabulary and CompiledGrammar::compile: for each automaton state that reads bytes (in rules
+// reachable from the root), one walk over the sorted vocabulary, sharing the work of common
+// prefixes, from a stack that holds just that state above a "context" bottom. A token is
+// accepted when some path reads all its bytes, uncertain when none does but some path ran past
+// the rule with a next byte the rule's follow set admits, rejected otherwise; once no path is
+// left, every token under the same prefix shares the verdict and is skipped.
+
+#include <algorithm>
+#include <numeric>
+
+#include "base/timer.h"
+#include "grammar/compiled_tables.h"
+#include "grammar/matcher.h"
+#include "grammar/rule_set.h"
+#include "grammar/stack_state.h"
+
+namespace inferscale::grammar {
+
+std::size_t mask_words(std::int64_t vocab_size) {
+    return static_cast<std::size_t>((vocab_size + 31) / 32);
+}
+
+Vocabulary::Vocabulary(std::vector<std::string> token_bytes, std::vector<bool> is_special,
+                       std::vector<std::int32_t> end_tokens)
+    : token_bytes_(std::move(token_bytes)),
+      is_special_(std::move(is_special)),
+      is_end_(token_bytes_.size(), false),
+      end_tokens_(std::move(end_tokens)) {
+    IS_CHECK(is_special_.size() == token_bytes_.size());
+    for (std::int32_t id : end_tokens_) {
+        IS_CHECK(id >= 0 && static_cast<std::size_t>(id) < token_bytes_.size()) << id;
+        is_end_[id] = true;
+    }
+    for (std::size_t id = 0; id < token_bytes_.size(); ++id) {
+        if (!is_special_[id] && !is_end_[id] && !token_bytes_[id].empty()) {
+            sorted_.push_back(static_cast<std::int32_t>(id));
+        }
+    }
+    std::sort(sorted_.begin(), sorted_.end(), [this](std::int32_t a, std::int32_t b) {
+        return token_bytes_[a] != token_bytes_[b] ? token_bytes_[a] < token_bytes_[b] : a < b;
+    });
+    sorted_lcp_.assign(sorted_.size(), 0);
+    for (std::size_t i = 1; i < sorted_.size(); ++i) {
+        const std::string& a = token_bytes_[sorted_[i - 1]];
+        const std::string& b = token_bytes_[sorted_[i]];
+        std::size_t n = 0;
+        while (n < a.size() && n < b.size() && a[n] == b[n]) ++n;
+        sorted_lcp_[i] = static_cast<std::int32_t>(n);
+    }
+}
+
+CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar,
+                                 std::shared_ptr<const Vocabulary> vocab,
+                                 std::shared_ptr<const CompiledTables> tables, double compile_ms)
+    : grammar_(std::move(grammar)),
+      vocab_(std::move(vocab)),
+      tables_(std::move(tables)),
+      compile_ms_(compile_ms) {}
+
+namespace {
+
+enum class Verdict : std::uint8_t { Rejected, Accepted, Uncertain };
+
+struct Level {
+    std::vector<std::int32_t> tops;
+    bool popped = false;     // the closure that made this level ran past the rule
+    bool uncertain = false;  // some path ran past the rule, with an admissible next byte, before
+};
+
+// The rules reachable from the root through calls (inlined rules are not called).
+std::vector<char> reachable_rules(const RuleSet& rules) {
+    std::vector<char> seen(rules.rule_start.size(), 0);
+    std::vector<std::int32_t> stack{rules.root};
+    seen[rules.root] = 1;
+    while (!stack.empty()) {
+        std::int32_t r = stack.back();
+        stack.pop_back();
+        for (std::size_t s = 0; s < rules.states.size(); ++s) {
+            const auto& st = rules.states[s];
+            if (st.rule != r) continue;
+            for (auto c = st.call_begin; c < st.call_end; ++c) {
+                std::int32_t callee = rules.calls[c].rule;
+                if (!seen[callee]) {
+                    seen[callee] = 1;
+                    stack.push_back(callee);
+                }
+            }
+        }
+    }
+    return seen;
+}
+
+class TableBuilder {
+  public:
+    TableBuilder(const RuleSet& rules, const Vocabulary& vocab)
+        : rules_(rules), vocab_(vocab), walker_(rules, pool_) {}
+
+    CompiledTables build() {
+        CompiledTables t;
+        t.words = mask_words(vocab_.size());
+        t.state_table.assign(rules_.states.size(), -1);
+        std::vector<char> live = reachable_rules(rules_);
+        verdict_.resize(vocab_.sorted_tokens().size());
+        for (std::size_t s = 0; s < rules_.states.size(); ++s) {
+            if (!live[rules_.states[s].rule] || !rules_.reads_bytes(static_cast<std::int32_t>(s))) {
+                continue;
+            }
+            walk(static_cast<std::int32_t>(s));
+            t.state_table[s] = static_cast<std::int32_t>(t.tables.size());
+            store(t);
+        }
+        return t;
+    }
+
+  private:
+    void walk(std::int32_t state) {
+        const auto& sorted = vocab_.sorted_tokens();
+        const auto& lcp = vocab_.sorted_lcp();
+        const ByteSet& follow = rules_.follow[rules_.states[state].rule];
+        if (levels_.empty()) levels_.resize(1);
+        levels_[0].tops.assign(1, pool_.get(state, kContextParent));
+        levels_[0].popped = false;
+        levels_[0].uncertain = false;
+        std::size_t valid = 0;  // levels_[0..valid] hold the previous token's prefix
+        std::size_t n = sorted.size();
+        std::size_t i = 0;
+        while (i < n) {
+            const std::string& bytes = vocab_.token_bytes(sorted[i]);
+            std::size_t len = bytes.size();
+            std::size_t d = std::min<std::size_t>(valid, i == 0 ? 0 : lcp[i]);
+            if (levels_.size() < len + 1) levels_.resize(len + 1);
+            bool pruned = false;
+            for (; d < len; ++d) {
+                Level& cur = levels_[d];
+                Level& next = levels_[d + 1];
+                auto b = static_cast<std::uint8_t>(bytes[d]);
+                next.uncertain = cur.uncertain || (cur.popped && byte_set_has(follow, b));
+                StepFlags flags;
+                if (cur.tops.empty()) {
+                    next.tops.clear();
+                } else {
+                    walker_.step(cur.tops, b, next.tops, flags);
+                }
+                next.popped = flags.context_popped;
+                valid = d + 1;
+                if (next.tops.empty() && !next.popped) {
+                    // Nothing is left under bytes[0..d]: all of them share one verdict.
+                    Verdict v = next.uncertain ? Verdict::Uncertain : Verdict::Rejected;
+                    verdict_[i++] = v;
+                    while (i < n && static_cast<std::size_t>(lcp[i]) >= d + 1) verdict_[i++] = v;
+                    pruned = true;
+                    break;
+                }
+            }
+            if (pruned) continue;
+            const Level& end = levels_[len];
+            verdict_[i++] = (!end.tops.empty() || end.popped) ? Verdict::Accepted
+                            : end.uncertain                   ? Verdict::Uncertain
+                                                              : Verdict::Rejected;
+        }
+    }
+
+    void store(CompiledTables& t) {
+        const auto& sorted = vocab_.sorted_tokens();
+        CompiledTables::StateTable table;
+        std::size_t accepted = 0;
+        for (Verdict v : verdict_) accepted += v == Verdict::Accepted;
+        table.dense = accepted > t.words;
+        table.uncertain_begin = static_cast<std::uint32_t>(t.uncertain.size());
+        if (table.dense) {
+            table.accepted_begin = static_cast<std::uint32_t>(t.dense_words.size());
+            t.dense_words.resize(t.dense_words.size() + t.words, 0);
+        } else {
+            table.accepted_begin = static_cast<std::uint32_t>(t.sparse_ids.size());
+            table.accepted_count = static_cast<std::uint32_t>(accepted);
+        }
+        for (std::size_t i = 0; i < verdict_.size(); ++i) {
+            std::int32_t id = sorted[i];
+            if (verdict_[i] == Verdict::Accepted) {
+                if (table.dense) {
+                    t.dense_words[table.accepted_begin + id / 32] |= 1u << (id % 32);
+                } else {
+                    t.sparse_ids.push_back(id);
+                }
+            } else if (verdict_[i] == Verdict::Uncertain) {
+                t.uncertain.push_back(static_cast<std::int32_t>(i));
+            }
+        }
+        table.uncertain_end = static_cast<std::uint32_t>(t.uncertain.size());
+        t.tables.push_back(table);
+    }
+
+    const RuleSet& rules_;
+    const Vocabulary& vocab_;
+    NodePool pool_;
+    StackWalker walker_;
+    std::vector<Level> levels_;
+    std::vector<Verdict> verdict_;  // per sorted position
+};
+
+}  // namespace
+
+std::shared_ptr<const CompiledGrammar> CompiledGrammar::compile(
+    std::shared_ptr<const Grammar> grammar, std::shared_ptr<const Vocabulary> vocab) {
+    Timer timer;
+    auto tables = std::make_shared<CompiledTables>(TableBuilder(grammar->rules(), *vocab).build());
+    double ms = timer.millis();
+    return std::make_shared<const CompiledGrammar>(std::move(grammar), std::move(vocab),
+                                                   std::move(tables), ms);
+}
+
+}  // namespace inferscale::grammar

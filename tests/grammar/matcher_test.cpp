@@ -1,0 +1,259 @@
+// Matcher masks on SmolLM2's real vocabulary (49152 tokens, from the tokenizer fixture): at
+// every step of random walks the fast mask (compiled tables + uncertain tokens) must equal a
+// brute-force mask (every token's bytes tried on the current stacks), and walks that finish
+// must produce JSON that parses and satisfies the schema.
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <random>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "grammar/grammar.h"
+#include "grammar/grammar_cache.h"
+#include "grammar/matcher.h"
+#include "schema_check.h"
+#include "tokenizer/byte_level.h"
+#include "tokenizer/tokenizer.h"
+
+namespace inferscale::grammar {
+namespace {
+
+using nlohmann::json;
+
+std::string fixture(const std::string& name) {
+    const char* root = std::getenv("INFERSCALE_FIXTURES");
+    std::ifstream in(std::string(root ? root : "tests/fixtures") + "/" + name, std::ios::binary);
+    std::stringstream buffer;
+    buffer << in.rdbuf();
+    return buffer.str();
+}
+
+// What the engine does once per model: every token's bytes (the GPT-2 byte map undone).
+std::shared_ptr<const Vocabulary> smollm2_vocabulary() {
+    static const std::shared_ptr<const Vocabulary> vocab = [] {
+        const json j = json::parse(fixture("tokenizer/smollm2_vocab.json"));
+        tokenizer::VocabData v;
+        v.model = j.at("model");
+        v.pre = j.at("pre");
+        v.tokens = j.at("tokens").get<std::vector<std::string>>();
+        for (int t : j.at("token_types")) v.token_types.push_back(static_cast<tokenizer::TokenType>(t));
+        v.merges = j.at("merges").get<std::vector<std::string>>();
+        v.bos_id = j.at("bos_id");
+        v.eos_id = j.at("eos_id");
+        v.unk_id = j.at("unk_id");
+        v.pad_id = j.at("pad_id");
+        v.add_bos = j.at("add_bos");
+        v.add_space_prefix = j.at("add_space_prefix");
+        auto tok = tokenizer::Tokenizer::from_vocab(v);
+        IS_CHECK(tok.ok()) << tok.error().message;
+        std::vector<std::string> bytes(tok->vocab_size());
+        std::vector<bool> special(tok->vocab_size());
+        std::vector<std::int32_t> ends;
+        for (std::int32_t id = 0; id < tok->vocab_size(); ++id) {
+            special[id] = tok->is_special(id);
+            if (tok->is_end_of_generation(id)) ends.push_back(id);
+            std::string_view text = tok->token_text(id);
+            if (!tokenizer::byte_level_decode(text, &bytes[id])) bytes[id] = std::string(text);
+        }
+        return std::make_shared<const Vocabulary>(std::move(bytes), std::move(special), ends);
+    }();
+    return vocab;
+}
+
+bool bit(const std::vector<std::uint32_t>& mask, std::int32_t id) {
+    return (mask[id / 32] >> (id % 32)) & 1;
+}
+
+struct Walk {
+    std::string text;
+    bool finished = false;
+};
+
+// Samples allowed tokens (favouring ones that start with a closing character, so walks end)
+// until the matcher finishes or `cap` tokens; with `brute_force`, checks every mask.
+Walk random_walk(const std::shared_ptr<const CompiledGrammar>& compiled, std::uint32_t seed,
+                 int cap, bool brute_force) {
+    const Vocabulary& vocab = compiled->vocabulary();
+    Matcher m(compiled);
+    std::mt19937 rng(seed);
+    std::vector<std::uint32_t> mask(mask_words(vocab.size()));
+    Walk walk;
+    std::vector<std::int32_t> allowed;
+    std::vector<std::int32_t> closing;
+    for (int step = 0; step < cap && !m.finished(); ++step) {
+        m.fill_next_token_mask(mask);
+        allowed.clear();
+        closing.clear();
+        int mismatches = 0;
+        for (std::int32_t id = 0; id < vocab.size(); ++id) {
+            bool fast = bit(mask, id);
+            if (brute_force) {
+                bool slow = m.token_allowed_slow(id);
+                if (fast != slow && ++mismatches <= 5) {
+                    ADD_FAILURE() << "step " << step << " after `" << walk.text << "`: token "
+                                  << id << " `" << vocab.token_bytes(id) << "` fast " << fast
+                                  << " slow " << slow;
+                }
+            }
+            if (!fast) continue;
+            allowed.push_back(id);
+            const std::string& b = vocab.token_bytes(id);
+            if (vocab.is_end_token(id) ||
+                (!b.empty() && std::string_view("\"}],").find(b[0]) != std::string_view::npos)) {
+                closing.push_back(id);
+            }
+        }
+        if (mismatches > 0) break;
+        EXPECT_FALSE(allowed.empty()) << "dead end after `" << walk.text << "`";
+        if (allowed.empty()) break;
+        const auto& pool = (!closing.empty() && rng() % 10 < 6) ? closing : allowed;
+        std::int32_t id = pool[rng() % pool.size()];
+        Status s = m.accept_token(id);
+        EXPECT_TRUE(s.ok()) << s.error().message;
+        if (!vocab.is_end_token(id)) walk.text += vocab.token_bytes(id);
+    }
+    walk.finished = m.finished();
+    return walk;
+}
+
+const char* kRichSchema = R"({
+  "type": "object",
+  "properties": {
+    "name": {"type": "string", "maxLength": 12},
+    "kind": {"enum": ["cat", "dog", "bird", 7]},
+    "age": {"type": "integer"},
+    "score": {"type": "number"},
+    "tags": {"type": "array", "items": {"type": "string"}, "maxItems": 3},
+    "owner": {
+      "type": "object",
+      "properties": {"first": {"type": "string"}, "vip": {"type": "boolean"},
+                     "nick": {"type": ["string", "null"]}},
+      "required": ["first"]
+    },
+    "loc": {"type": "array", "prefixItems": [{"type": "number"}, {"type": "number"}], "items": false,
+            "minItems": 2}
+  },
+  "required": ["name", "kind", "owner"]
+})";
+
+const char* kTreeSchema = R"({
+  "$defs": {"node": {"type": "object",
+    "properties": {"v": {"anyOf": [{"type": "integer"}, {"const": "leaf"}]},
+                   "kids": {"type": "array", "items": {"$ref": "#/$defs/node"}}},
+    "required": ["v"], "additionalProperties": false}},
+  "$ref": "#/$defs/node"
+})";
+
+struct Case {
+    std::string name;
+    std::shared_ptr<const Grammar> grammar;
+    json schema;  // null: only "parses as JSON" when is_json
+    bool is_json = true;
+};
+
+std::vector<Case> cases() {
+    std::vector<Case> out;
+    out.push_back({"json_object", Grammar::any_json_object(), json(), true});
+    for (auto [name, text] : {std::pair{"rich", kRichSchema}, std::pair{"tree", kTreeSchema}}) {
+        nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
+        json schema = json::parse(text);
+        auto g = Grammar::from_json_schema(ordered);
+        IS_CHECK(g.ok()) << g.error().message;
+        out.push_back({name, *g, schema, true});
+    }
+    auto utf8 = Grammar::from_gbnf(
+        "root ::= \"« \" [à-ÿ]+ (\" \" [à-ÿ]+)* \" »\" | [0-9]{1,3} (\",\" [0-9]{3})*");
+    IS_CHECK(utf8.ok()) << utf8.error().message;
+    out.push_back({"utf8", *utf8, json(), false});
+    auto list = Grammar::from_gbnf(
+        "root ::= \"[\" item (\", \" item)* \"]\"\nitem ::= \"\\\"\" [a-z ]* \"\\\"\" | \"x\" item");
+    IS_CHECK(list.ok()) << list.error().message;
+    out.push_back({"list", *list, json(), false});
+    return out;
+}
+
+TEST(MatcherTest, FastMaskEqualsBruteForce) {
+    auto vocab = smollm2_vocabulary();
+    ASSERT_EQ(vocab->size(), 49152);
+    for (const Case& c : cases()) {
+        SCOPED_TRACE(c.name);
+        auto compiled = CompiledGrammar::compile(c.grammar, vocab);
+        for (std::uint32_t seed = 0; seed < 3; ++seed) {
+            Walk w = random_walk(compiled, seed, 40, true);
+            std::printf("%s walk %u: %s%s\n", c.name.c_str(), seed, w.text.c_str(),
+                        w.finished ? "" : " ...");
+            if (HasFailure()) return;
+        }
+    }
+}
+
+TEST(MatcherTest, WalksProduceValidJson) {
+    auto vocab = smollm2_vocabulary();
+    for (const Case& c : cases()) {
+        if (!c.is_json) continue;
+        SCOPED_TRACE(c.name);
+        auto compiled = CompiledGrammar::compile(c.grammar, vocab);
+        int finished = 0;
+        for (std::uint32_t seed = 100; seed < 140; ++seed) {
+            Walk w = random_walk(compiled, seed, 400, false);
+            if (!w.finished) continue;
+            ++finished;
+            EXPECT_TRUE(c.grammar->accepts(w.text)) << w.text;
+            json doc = json::parse(w.text, nullptr, false);
+            ASSERT_FALSE(doc.is_discarded()) << w.text;
+            if (c.schema.is_null()) {
+                EXPECT_TRUE(doc.is_object()) << w.text;
+            } else {
+                EXPECT_EQ(testing::schema_violation(doc, c.schema, c.schema), "") << w.text;
+            }
+        }
+        EXPECT_GE(finished, 10) << "too few walks finished";
+    }
+}
+
+TEST(MatcherTest, RejectedTokenLeavesStateUnchanged) {
+    auto vocab = smollm2_vocabulary();
+    auto compiled = CompiledGrammar::compile(Grammar::any_json_object(), vocab);
+    Matcher m(compiled);
+    std::vector<std::uint32_t> before(mask_words(vocab->size()));
+    std::vector<std::uint32_t> after(before.size());
+    ASSERT_TRUE(m.accept_bytes("{\"a\": [1").ok());
+    m.fill_next_token_mask(before);
+    EXPECT_FALSE(bit(before, vocab->end_tokens()[0]));
+    for (std::int32_t id = 0; id < vocab->size(); ++id) {
+        if (!bit(before, id)) {
+            EXPECT_FALSE(m.accept_token(id).ok());
+            break;
+        }
+    }
+    EXPECT_FALSE(m.accept_bytes("}").ok());
+    m.fill_next_token_mask(after);
+    EXPECT_EQ(before, after);
+    ASSERT_TRUE(m.accept_bytes("]}").ok());
+    EXPECT_TRUE(m.can_end());
+    EXPECT_TRUE(m.finished());
+}
+
+TEST(MatcherTest, CacheReusesCompiledGrammars) {
+    GrammarCache cache(smollm2_vocabulary(), 2);
+    json a = json::parse(R"({"type": "object", "properties": {"x": {"type": "integer"}}})");
+    json b = json::parse(R"({"type": "array", "items": {"type": "boolean"}})");
+    json c = json::parse(R"({"enum": ["p", "q"]})");
+    auto first = cache.json_schema(a);
+    ASSERT_TRUE(first.ok());
+    EXPECT_EQ(cache.json_schema(a)->get(), first->get());
+    ASSERT_TRUE(cache.json_schema(b).ok());
+    ASSERT_TRUE(cache.json_schema(c).ok());
+    EXPECT_EQ(cache.size(), 2u);
+    EXPECT_NE(cache.json_schema(a)->get(), first->get());  // evicted, compiled again
+    EXPECT_FALSE(cache.gbnf("root ::= nope").ok());
+    EXPECT_EQ(cache.json_object().get(), cache.json_object().get());
+}
+
+}  // namespace
+}  // namespace inferscale::grammar
