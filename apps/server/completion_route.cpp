@@ -80,7 +80,8 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     if (!key) return;
     const engine::LocalModel& model = ctx_.engine.model();
     auto parsed = parse_completion_call(req.body, chat,
-                                        {ctx_.options.model_name, model.config().vocab_size},
+                                        {ctx_.options.model_name, model.config().vocab_size,
+                                         &model.grammars()},
                                         ctx_.options.memory);
     if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
     CompletionCall call = std::move(std::get<CompletionCall>(parsed));

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "apps/server/json_fields.h"
+#include "apps/server/structured_output.h"
 
 namespace inferscale::server {
 namespace {
@@ -16,11 +17,12 @@ using nlohmann::json;
 const std::initializer_list<std::string_view> kChatFields = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
     "n", "frequency_penalty", "presence_penalty", "top_k", "stream", "stream_options",
-    "ignore_eos", "logprobs", "top_logprobs", "stop", "logit_bias", "user", "metadata", "memory"};
+    "ignore_eos", "logprobs", "top_logprobs", "stop", "logit_bias", "user", "metadata", "memory",
+    "response_format", "grammar"};
 const std::initializer_list<std::string_view> kCompletionFields = {
     "model", "prompt", "max_tokens", "temperature", "top_p", "seed", "n", "frequency_penalty",
     "presence_penalty", "top_k", "stream", "stream_options", "ignore_eos", "logprobs", "stop",
-    "logit_bias", "echo", "user"};
+    "logit_bias", "echo", "user", "response_format", "grammar"};
 
 // A list of token ids, each inside the vocabulary; nullopt when `v` is not one.
 std::optional<std::vector<std::int32_t>> token_ids(const json& v, std::int64_t vocab_size,
@@ -267,6 +269,11 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
     if (f.get("seed")) s.seed = static_cast<std::uint64_t>(seed);
     if (auto e = read_stop(f.get("stop"), s.stop)) return *e;
     if (auto e = read_logit_bias(f.get("logit_bias"), served.vocab_size, s.logit_bias)) return *e;
+    if (served.grammars != nullptr) {
+        if (auto e = read_output_format(doc, *served.grammars, r.grammar)) return *e;
+    } else if (f.get("response_format") || f.get("grammar")) {
+        return bad_request("structured outputs are not available here", "response_format");
+    }
 
     // Memory: the user, then the extension object.
     f.read("user", r.user, "a string", &json::is_string);

@@ -22,6 +22,7 @@
 
 #include "apps/server/api_error.h"
 #include "engine/engine.h"
+#include "grammar/grammar_cache.h"
 
 namespace inferscale::server {
 
@@ -44,6 +45,9 @@ inline constexpr int kMaxChoices = 16;  // the largest n
 struct ServedModel {
     std::string_view id;
     std::int64_t vocab_size = 0;
+    // Where response_format and grammar are compiled (the model's LocalModel::grammars());
+    // null: such requests are a 400.
+    grammar::GrammarCache* grammars = nullptr;
 };
 
 // `chat`: the body of /v1/chat/completions, else of /v1/completions. An unknown model is a 404;

@@ -127,6 +127,15 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
                                             lm.max_context());
     a->usage.prompt_tokens = prompt_len;
     a->keep_prompt_logits = request.keep_prompt_logits;
+    if (request.grammar) {
+        if (&request.grammar->vocabulary() != &lm.grammars().vocabulary())
+            return make_error(ErrorKind::InvalidArgument,
+                              "the grammar was compiled for another model's vocabulary");
+        if (request.sampling.ignore_eos)
+            return make_error(ErrorKind::InvalidArgument,
+                              "ignore_eos cannot be combined with a grammar");
+        a->matcher.emplace(request.grammar);
+    }
     if (request.prompt_logprobs) {
         if (request.sampling.logprobs < 0)
             return make_error(ErrorKind::InvalidArgument,
@@ -282,7 +291,8 @@ void Engine::emit(Active& a, std::int32_t token, std::span<const float> logits,
         event.token_ids.push_back(token);
         if (logprobs) event.logprobs.push_back(token_logprobs(model_.tokenizer(), *logprobs));
         event.text = a.stops.push(a.decoder.push(token));
-        done = a.stops.stopped();
+        // A complete answer of a grammar that admits nothing more ends here.
+        done = a.stops.stopped() || (a.matcher && a.matcher->finished());
         if (!done && static_cast<std::int64_t>(seq.tokens.size()) >= seq.max_len) {
             event.finish_reason = "length";
             done = true;
@@ -349,6 +359,24 @@ Status Engine::run_forward(StepPlan& plan) {
         if (a.want_prompt_logprobs && run.start < seq.prompt_len - 1) all_rows = true;
     }
     host_logits = host_logits || all_rows;
+    // Constrained requests: each sampled row's allowed tokens, every token for the others.
+    const std::size_t words = grammar::mask_words(model_.config().vocab_size);
+    bool masked = false;
+    for (const ScheduledRun& run : plan.runs)
+        masked = masked || (run.sample && active_.at(run.seq->id)->matcher.has_value());
+    step_masks_.clear();
+    if (masked) {
+        step_masks_.assign(plan.runs.size() * words, ~0u);
+        for (std::size_t r = 0; r < plan.runs.size(); ++r) {
+            Active& a = *active_.at(plan.runs[r].seq->id);
+            if (plan.runs[r].sample && a.matcher)
+                a.matcher->fill_next_token_mask(std::span(step_masks_).subspan(r * words, words));
+        }
+    }
+    const auto row_mask = [&](std::size_t r) {
+        return masked ? std::span<const std::uint32_t>(step_masks_).subspan(r * words, words)
+                      : std::span<const std::uint32_t>();
+    };
     model::ForwardBatch batch;
     batch.token_ids = step_ids_;
     batch.positions = step_positions_;
@@ -362,7 +390,8 @@ Status Engine::run_forward(StepPlan& plan) {
     const Timer forward;
     const bool device_argmax = greedy && !host_logits;
     last_step_graphed_ = false;
-    if (device_argmax && decode_only && graphs_ && layered_ == nullptr &&
+    if (device_argmax && masked) batch.allowed_tokens = step_masks_;
+    if (device_argmax && !masked && decode_only && graphs_ && layered_ == nullptr &&
         graphs_->bucket_for(static_cast<std::int64_t>(rows)) > 0) {
         sampled_.resize(rows);
         last_step_graphed_ = true;
@@ -405,7 +434,15 @@ Status Engine::run_forward(StepPlan& plan) {
         const std::span<const float> row =
             device_argmax ? std::span<const float>()
                           : logits_row(all_rows ? static_cast<std::size_t>(computed) - 1 : r);
-        const std::int32_t token = device_argmax ? sampled_[r] : a.sampler.sample(row);
+        const std::int32_t token = device_argmax ? sampled_[r] : a.sampler.sample(row, row_mask(r));
+        if (a.matcher) {
+            if (Status st = a.matcher->accept_token(token); !st.ok()) {
+                fail(a, make_error(ErrorKind::Failed,
+                              "structured output: the grammar refused the sampled token: " +
+                                  st.error().message));
+                continue;
+            }
+        }
         std::optional<sampling::SampledLogprobs> lp;
         if (a.params.logprobs >= 0) lp = sampling::sampled_logprobs(row, token, a.params.logprobs);
         emit(a, token, row, lp ? &*lp : nullptr);

@@ -178,6 +178,9 @@ class Engine {
     std::unordered_map<std::uint64_t, std::unique_ptr<Active>> active_;
     std::atomic<std::uint64_t> next_id_{1};
     std::vector<std::int32_t> step_ids_, step_positions_, sampled_;
+    // The step's allowed-token masks, one row of mask words per sampled row, when a request
+    // in it has a grammar.
+    std::vector<std::uint32_t> step_masks_;
     std::vector<model::BatchSequence> step_seqs_;
     std::vector<float> logits_;
     Timer since_block_count_;  // since the KV-block gauges were last counted

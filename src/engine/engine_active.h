@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "base/timer.h"
+#include "grammar/matcher.h"
 #include "engine/engine.h"
 #include "inject/inject_plan.h"
 #include "sampling/sampler.h"
@@ -24,6 +25,8 @@ struct Engine::Active {
     sampling::SamplingParams params;
     sampling::Sampler sampler;
     sampling::StopMatcher stops;
+    // Structured output (EngineRequest::grammar): where the answer is in the grammar.
+    std::optional<grammar::Matcher> matcher;
     tokenizer::IncrementalDecoder decoder;
     Usage usage;
     bool sent_first = false;

@@ -140,6 +140,26 @@ bool LocalModel::is_end_of_generation(std::int32_t id) const {
     return std::find(eos_ids_.begin(), eos_ids_.end(), id) != eos_ids_.end();
 }
 
+grammar::GrammarCache& LocalModel::grammars() const {
+    std::call_once(grammars_once_, [this] {
+        const std::int64_t vocab = config().vocab_size;
+        const std::int64_t known = std::min(vocab, tokenizer_.vocab_size());
+        std::vector<std::string> bytes(static_cast<std::size_t>(vocab));
+        std::vector<bool> special(static_cast<std::size_t>(vocab), false);
+        std::vector<std::int32_t> ends;
+        for (std::int32_t id = 0; id < vocab; ++id) {
+            if (id < known) {
+                special[id] = tokenizer_.is_special(id);
+                if (!special[id]) bytes[id] = tokenizer_.token_bytes(id);
+            }
+            if (is_end_of_generation(id)) ends.push_back(id);
+        }
+        grammars_ = std::make_unique<grammar::GrammarCache>(std::make_shared<grammar::Vocabulary>(
+            std::move(bytes), std::move(special), std::move(ends)));
+    });
+    return *grammars_;
+}
+
 Result<std::vector<std::int32_t>> LocalModel::encode_chat(
     const std::vector<jinja::ChatMessage>& messages, bool add_generation_prompt) const {
     if (!chat_template_)

@@ -10,12 +10,14 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "base/result.h"
 #include "engine/gpu_memory_plan.h"
+#include "grammar/grammar_cache.h"
 #include "kv/block_pool.h"
 #include "kv/kv_storage.h"
 #include "model/forward_workspace.h"
@@ -84,6 +86,10 @@ class LocalModel {
     // the backend could not report (then kv_tokens was taken as given).
     const std::optional<GpuMemoryPlan>& memory_plan() const { return memory_plan_; }
     bool is_end_of_generation(std::int32_t id) const;
+    // Compiled grammars over this model's vocabulary (structured outputs), built on first use:
+    // every id up to the model's vocab_size as the bytes it decodes to, special tokens never
+    // allowed, the end-of-generation tokens allowed where a grammar may end. Thread-safe.
+    grammar::GrammarCache& grammars() const;
 
     tensor::Backend& backend() { return *backend_; }
     model::LlamaModel& model() { return model_; }
@@ -114,6 +120,8 @@ class LocalModel {
     std::string model_name_;
     std::string device_description_;
     std::optional<GpuMemoryPlan> memory_plan_;
+    mutable std::once_flag grammars_once_;
+    mutable std::unique_ptr<grammar::GrammarCache> grammars_;
 };
 
 }  // namespace inferscale::engine

@@ -11,12 +11,14 @@
 //   none    the conversation alone.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "base/result.h"
+#include "grammar/matcher.h"
 #include "sampling/sampling_params.h"
 #include "template/chat_template.h"
 
@@ -42,6 +44,10 @@ struct EngineRequest {
     // empty; each must be inside the model's vocabulary).
     std::vector<std::int32_t> prompt_token_ids;
     sampling::SamplingParams sampling;
+    // Structured output: every sampled token keeps the output inside this grammar (compiled
+    // for the model's vocabulary: LocalModel::grammars()), and the answer ends when the
+    // grammar is complete; null: unconstrained.
+    std::shared_ptr<const grammar::CompiledGrammar> grammar;
     // Memory: the user whose facts are retrieved for the last user message. Only chat
     // requests carry memory; mode None ignores the user, and a user with no facts is answered
     // as mode None.

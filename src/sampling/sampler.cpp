@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 
 #include "base/check.h"
 
@@ -38,8 +39,9 @@ std::int32_t argmax(std::span<const float> logits) {
 Sampler::Sampler(const SamplingParams& params)
     : params_(params), rng_(params.seed ? *params.seed : std::random_device{}()) {}
 
-std::span<const float> Sampler::adjusted(std::span<const float> logits) {
-    if (!params_.adjusts_logits()) return logits;
+std::span<const float> Sampler::adjusted(std::span<const float> logits,
+                                         std::span<const std::uint32_t> allowed) {
+    if (!params_.adjusts_logits() && allowed.empty()) return logits;
     adjusted_.assign(logits.begin(), logits.end());
     for (const LogitBias& b : params_.logit_bias) {
         IS_CHECK(static_cast<std::size_t>(b.token) < logits.size())
@@ -50,13 +52,29 @@ std::span<const float> Sampler::adjusted(std::span<const float> logits) {
         adjusted_[token] -= static_cast<float>(counts_[token]) * params_.frequency_penalty +
                              params_.presence_penalty;
     }
+    if (!allowed.empty()) {
+        IS_CHECK(allowed.size() * 32 >= logits.size()) << "allowed-token mask too short";
+        bool any = false;
+        for (std::size_t t = 0; t < logits.size(); ++t) {
+            if ((allowed[t / 32] >> (t % 32)) & 1u) {
+                any = true;
+            } else {
+                adjusted_[t] = -std::numeric_limits<float>::infinity();
+            }
+        }
+        IS_CHECK(any) << "the allowed-token mask allows no token";
+    }
     return adjusted_;
 }
 
 void Sampler::select_candidates(std::span<const float> logits) {
+    // Tokens at -inf (outside a constrained request's allowed set) are never candidates.
     const auto vocab = static_cast<std::int32_t>(logits.size());
-    candidates_.resize(logits.size());
-    for (std::int32_t i = 0; i < vocab; ++i) candidates_[i] = {logits[i], i};
+    candidates_.clear();
+    constexpr float kExcluded = -std::numeric_limits<float>::infinity();
+    for (std::int32_t i = 0; i < vocab; ++i)
+        if (logits[i] != kExcluded) candidates_.emplace_back(logits[i], i);
+    IS_CHECK(!candidates_.empty()) << "no token to sample";
 
     auto by_logit_desc = [](const auto& a, const auto& b) {
         return a.first > b.first || (a.first == b.first && a.second < b.second);
@@ -93,8 +111,9 @@ void Sampler::select_candidates(std::span<const float> logits) {
     }
 }
 
-std::int32_t Sampler::sample(std::span<const float> logits) {
-    const std::span<const float> row = adjusted(logits);
+std::int32_t Sampler::sample(std::span<const float> logits,
+                             std::span<const std::uint32_t> allowed) {
+    const std::span<const float> row = adjusted(logits, allowed);
     std::int32_t token = 0;
     if (params_.temperature == 0.0f) {
         token = argmax(row);
@@ -120,7 +139,7 @@ std::int32_t Sampler::sample(std::span<const float> logits) {
 
 std::vector<float> Sampler::probabilities(std::span<const float> logits) {
     std::vector<float> probs(logits.size(), 0.0f);
-    const std::span<const float> row = adjusted(logits);
+    const std::span<const float> row = adjusted(logits, {});
     if (params_.temperature == 0.0f) {
         probs[argmax(row)] = 1.0f;
         return probs;

@@ -18,8 +18,11 @@ class Sampler {
   public:
     explicit Sampler(const SamplingParams& params);
 
-    // The next token; it counts as generated for the penalties of later calls.
-    std::int32_t sample(std::span<const float> logits);
+    // The next token; it counts as generated for the penalties of later calls. `allowed`
+    // (constrained decoding; empty: every token): a bitmask over the vocabulary, token t
+    // allowed iff bit t % 32 of allowed[t / 32] is set; it must allow at least one token.
+    std::int32_t sample(std::span<const float> logits,
+                        std::span<const std::uint32_t> allowed = {});
 
     // The probability each token would be drawn with next (after the logit bias, penalties,
     // temperature, top-k and top-p); zero outside the kept set. For tests. Greedy puts all mass
@@ -27,8 +30,10 @@ class Sampler {
     std::vector<float> probabilities(std::span<const float> logits);
 
   private:
-    // logits, or with the logit bias and penalties the request asks for applied to a copy.
-    std::span<const float> adjusted(std::span<const float> logits);
+    // logits, or with the logit bias and penalties the request asks for applied to a copy, and
+    // tokens outside `allowed` (when not empty) set to -inf.
+    std::span<const float> adjusted(std::span<const float> logits,
+                                    std::span<const std::uint32_t> allowed);
     // Fills candidates_ with the kept (token, probability) pairs, most probable first.
     void select_candidates(std::span<const float> logits);
 

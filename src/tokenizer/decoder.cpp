@@ -32,12 +32,12 @@ int byte_token_value(const std::string& t) {
     return v;
 }
 
-std::vector<std::string> byte_fallback(std::vector<std::string> tokens) {
+std::vector<std::string> byte_fallback(std::vector<std::string> tokens, bool raw_bytes) {
     std::vector<std::string> out;
     std::string pending;
     auto flush = [&] {
         if (pending.empty()) return;
-        std::string text = sanitize_utf8(pending);
+        std::string text = raw_bytes ? pending : sanitize_utf8(pending);
         if (text == pending) {
             out.push_back(std::move(text));
         } else {
@@ -77,7 +77,7 @@ std::string strip_chars(const std::string& t, const std::string& content, std::s
 
 }  // namespace
 
-std::string Decoder::decode(std::vector<std::string> tokens) const {
+std::string Decoder::decode(std::vector<std::string> tokens, bool raw_bytes) const {
     if (steps_.empty()) {
         std::string joined;
         for (std::size_t i = 0; i < tokens.size(); ++i) joined += (i ? " " : "") + tokens[i];
@@ -90,7 +90,7 @@ std::string Decoder::decode(std::vector<std::string> tokens) const {
                 for (const std::string& t : tokens) {
                     if (!byte_level_decode(t, &bytes)) bytes += t;
                 }
-                tokens.assign(1, sanitize_utf8(bytes));
+                tokens.assign(1, raw_bytes ? std::move(bytes) : sanitize_utf8(bytes));
                 break;
             }
             case DecoderStep::Kind::Metaspace:
@@ -106,7 +106,9 @@ std::string Decoder::decode(std::vector<std::string> tokens) const {
             case DecoderStep::Kind::Replace:
                 for (std::string& t : tokens) t = replace_all(t, step.a, step.b);
                 break;
-            case DecoderStep::Kind::ByteFallback: tokens = byte_fallback(std::move(tokens)); break;
+            case DecoderStep::Kind::ByteFallback:
+                tokens = byte_fallback(std::move(tokens), raw_bytes);
+                break;
             case DecoderStep::Kind::Fuse: {
                 std::string joined;
                 for (const std::string& t : tokens) joined += t;

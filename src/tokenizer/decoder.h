@@ -21,7 +21,9 @@ class Decoder {
   public:
     void add(DecoderStep step) { steps_.push_back(std::move(step)); }
     // Joins the decoded tokens; with no steps, tokens are joined with spaces (HF's default).
-    std::string decode(std::vector<std::string> tokens) const;
+    // Invalid UTF-8 becomes U+FFFD as in HF, unless `raw_bytes`: then the bytes stay as they
+    // are (a token holding part of a multi-byte character gives that part).
+    std::string decode(std::vector<std::string> tokens, bool raw_bytes = false) const;
 
   private:
     std::vector<DecoderStep> steps_;

@@ -91,6 +91,11 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view input, bool add_spe
 }
 
 std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_special) const {
+    return decode_ids(ids, skip_special, /*raw_bytes=*/false);
+}
+
+std::string Tokenizer::decode_ids(std::span<const std::int32_t> ids, bool skip_special,
+                                  bool raw_bytes) const {
     const TokenizerModel& m = *model_;
     std::vector<std::string> tokens;
     tokens.reserve(ids.size());
@@ -102,17 +107,22 @@ std::string Tokenizer::decode(std::span<const std::int32_t> ids, bool skip_speci
         const std::string_view text = m.bpe->id_to_token(id);
         if (!text.empty()) tokens.emplace_back(text);
     }
-    return m.decoder.decode(std::move(tokens));
+    return m.decoder.decode(std::move(tokens), raw_bytes);
 }
 
-std::string Tokenizer::decode_piece(std::int32_t id) const {
+std::string Tokenizer::decode_piece(std::int32_t id) const { return piece(id, false); }
+
+std::string Tokenizer::token_bytes(std::int32_t id) const { return piece(id, true); }
+
+std::string Tokenizer::piece(std::int32_t id, bool raw_bytes) const {
     const std::int32_t one[] = {id};
     const std::optional<std::int32_t> anchor = token_id("a");
-    if (!anchor) return decode(one);
+    if (!anchor) return decode_ids(one, false, raw_bytes);
     const std::int32_t both[] = {*anchor, id};
-    const std::string lead = decode(std::span(both, 1));
-    std::string text = decode(both);
-    if (lead.empty() || text.compare(0, lead.size(), lead) != 0) return decode(one);
+    const std::string lead = decode_ids(std::span(both, 1), false, raw_bytes);
+    std::string text = decode_ids(both, false, raw_bytes);
+    if (lead.empty() || text.compare(0, lead.size(), lead) != 0)
+        return decode_ids(one, false, raw_bytes);
     return text.substr(lead.size());
 }
 

@@ -43,6 +43,10 @@ class Tokenizer {
     // as decode({a, id}) minus decode({a}) for a plain one-letter token a; decode({id}) when
     // the vocabulary has none.
     std::string decode_piece(std::int32_t id) const;
+    // The bytes `id` adds after other text: decode_piece without the UTF-8 repair, so a token
+    // holding part of a multi-byte character gives those bytes (constrained decoding matches
+    // output bytes).
+    std::string token_bytes(std::int32_t id) const;
 
     std::int64_t vocab_size() const;
     std::int32_t bos_id() const;  // -1 when none
@@ -57,6 +61,9 @@ class Tokenizer {
 
   private:
     explicit Tokenizer(std::shared_ptr<const TokenizerModel> model) : model_(std::move(model)) {}
+    std::string decode_ids(std::span<const std::int32_t> ids, bool skip_special,
+                           bool raw_bytes) const;
+    std::string piece(std::int32_t id, bool raw_bytes) const;
     friend Result<Tokenizer> make_tokenizer(std::shared_ptr<TokenizerModel> model);
 
     std::shared_ptr<const TokenizerModel> model_;

@@ -263,5 +263,30 @@ TEST(Logprobs, TopEqualsAFullSortWithTies) {
     }
 }
 
+// Constrained decoding: only allowed tokens are drawn, with the model's probabilities
+// renormalized over them (top-k then counts allowed tokens only); greedy takes the best allowed.
+TEST(Sampler, AllowedTokensMaskRestrictsTheDraw) {
+    const std::vector<std::uint32_t> allowed{(1u << 0) | (1u << 3) | (1u << 5)};
+    SamplingParams params;
+    std::vector<float> only(kLogits.size(), -1e30f);
+    for (int t : {0, 3, 5}) only[t] = kLogits[t];
+    const int best = argmax(only);
+    EXPECT_EQ(Sampler(params).sample(kLogits, allowed), best);
+
+    params.temperature = 1.0f;
+    params.seed = 11;
+    Sampler s(params);
+    const int draws = 20000;
+    std::vector<int> counts(kLogits.size(), 0);
+    for (int i = 0; i < draws; ++i) ++counts[s.sample(kLogits, allowed)];
+    double total = 0;
+    for (int t : {0, 3, 5}) total += std::exp(kLogits[t]);
+    for (size_t t = 0; t < kLogits.size(); ++t) {
+        const bool ok = t == 0 || t == 3 || t == 5;
+        const double want = ok ? std::exp(kLogits[t]) / total : 0.0;
+        EXPECT_NEAR(counts[t] / double(draws), want, 0.015) << "token " << t;
+    }
+}
+
 }  // namespace
 }  // namespace inferscale::sampling

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include "fixture_util.h"
+#include "tokenizer/byte_level.h"
 #include "tokenizer/tokenizer.h"
 
 namespace inferscale::tokenizer {
@@ -83,6 +84,36 @@ TEST_P(GoldenTest, DecodePieceKeepsWordStartSpaces) {
         }
     }
     if (GetParam().starts_with("spm")) EXPECT_GT(word_starts, 100);
+}
+
+// Constrained decoding matches bytes: the bytes of HF's ids for a text, taken token by token
+// after a first token (so SentencePiece's first-token space rule does not apply), are exactly
+// the bytes HF decodes the whole text to, also where a character is split across tokens.
+TEST_P(GoldenTest, TokenBytesConcatenateToTheDecodedText) {
+    auto tok = Tokenizer::from_json_file(fixture_path(GetParam() + "_tokenizer.json"));
+    ASSERT_TRUE(tok.ok()) << tok.error().message;
+    for (const auto& c : read_json(GetParam() + "_expected.json").at("cases")) {
+        const Ids ids = c.at("ids_no_parse_special");
+        if (ids.size() < 2) continue;
+        Ids plain;
+        for (std::int32_t id : ids)
+            if (!tok->is_special(id)) plain.push_back(id);
+        if (plain.size() < 2) continue;
+        std::string bytes;
+        for (std::size_t i = 1; i < plain.size(); ++i) {
+            bytes += tok->token_bytes(plain[i]);
+        }
+        const std::string whole = tok->decode(plain, true);
+        const std::string first = tok->decode(Ids{plain[0]}, true);
+        ASSERT_TRUE(whole.starts_with(first)) << c.at("text");
+        EXPECT_EQ(bytes, whole.substr(first.size())) << c.at("text");
+    }
+    // A lone lead byte of a 4-byte character: its byte, where decode_piece repairs it.
+    const std::optional<std::int32_t> lead =
+        tok->token_id(GetParam().starts_with("spm") ? "<0xF0>" : byte_level_encode("\xF0"));
+    ASSERT_TRUE(lead.has_value());
+    EXPECT_EQ(tok->token_bytes(*lead), "\xF0");
+    EXPECT_EQ(tok->decode_piece(*lead), "\xEF\xBF\xBD");
 }
 
 INSTANTIATE_TEST_SUITE_P(Tokenizers, GoldenTest,
