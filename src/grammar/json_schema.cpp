@@ -7,12 +7,15 @@
 
 #include "grammar/json_schema.h"
 
+#include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
+#include "grammar/integer_range.h"
 
 namespace inferscale::grammar {
 namespace {
@@ -84,7 +87,8 @@ const std::set<std::string>& supported() {
         "type",      "properties", "required",  "additionalProperties", "enum",
         "const",     "anyOf",      "oneOf",     "allOf",                "items",
         "prefixItems", "minItems", "maxItems",  "minLength",            "maxLength",
-        "format",    "$ref"};
+        "format",    "$ref",       "minimum",   "maximum",              "exclusiveMinimum",
+        "exclusiveMaximum"};
     return k;
 }
 
@@ -182,7 +186,53 @@ class Converter {
         if (schema.contains("items") || schema.contains("prefixItems")) {
             return visit_type(schema, "array", path);
         }
+        // Keywords of one type only constrain values of that type; without a type the grammar
+        // would not enforce them.
+        for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                "minLength", "maxLength", "format", "minItems", "maxItems"}) {
+            if (schema.contains(key)) return unsupported(key, path);
+        }
         return p_ + "-value";
+    }
+
+    // Integer bounds: minimum/maximum and exclusive ones (numbers; draft 4's boolean forms are
+    // not supported).
+    Result<std::string> visit_integer(const json& schema, const std::string& path) {
+        std::optional<std::int64_t> lo;
+        std::optional<std::int64_t> hi;
+        auto bound = [&](const char* key) -> Result<std::optional<double>> {
+            if (!schema.contains(key)) return std::optional<double>();
+            const json& v = schema[key];
+            if (!v.is_number()) return unsupported(key, path);
+            double x = v.get<double>();
+            if (std::fabs(x) > 1e16) return std::optional<double>();  // beyond 16 digits
+            return std::optional<double>(x);
+        };
+        auto tighten_lo = [&](std::int64_t v) { lo = lo ? std::max(*lo, v) : v; };
+        auto tighten_hi = [&](std::int64_t v) { hi = hi ? std::min(*hi, v) : v; };
+        if (auto v = IS_TRY(bound("minimum"))) tighten_lo(static_cast<std::int64_t>(std::ceil(*v)));
+        if (auto v = IS_TRY(bound("exclusiveMinimum"))) {
+            tighten_lo(static_cast<std::int64_t>(std::floor(*v)) + 1);
+        }
+        if (auto v = IS_TRY(bound("maximum"))) tighten_hi(static_cast<std::int64_t>(std::floor(*v)));
+        if (auto v = IS_TRY(bound("exclusiveMaximum"))) {
+            tighten_hi(static_cast<std::int64_t>(std::ceil(*v)) - 1);
+        }
+        if (!lo && !hi) return p_ + "-integer";
+        if (lo && hi && *lo > *hi) return invalid("no integer lies between the bounds", path);
+        return new_rule("integer", integer_range_gbnf(lo, hi));
+    }
+
+    // Numbers: only `minimum: 0` (no sign) is supported among the bounds.
+    Result<std::string> visit_number(const json& schema, const std::string& path) {
+        for (const char* key : {"maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+            if (schema.contains(key)) return unsupported(key, path);
+        }
+        if (!schema.contains("minimum")) return p_ + "-number";
+        const json& m = schema["minimum"];
+        if (!m.is_number() || m.get<double>() != 0.0) return unsupported("minimum", path);
+        return new_rule("number", "(\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,16})? "
+                                  "([eE] [-+]? [0-9]{1,3})?");
     }
 
     // A branch of anyOf/oneOf/allOf with the parent's other keywords (e.g. a shared `type`).
@@ -224,8 +274,8 @@ class Converter {
         if (type == "object") return visit_object(schema, path);
         if (type == "array") return visit_array(schema, path);
         if (type == "string") return visit_string(schema, path);
-        if (type == "number") return p_ + "-number";
-        if (type == "integer") return p_ + "-integer";
+        if (type == "number") return visit_number(schema, path);
+        if (type == "integer") return visit_integer(schema, path);
         if (type == "boolean") return p_ + "-boolean";
         if (type == "null") return p_ + "-null";
         return invalid("unknown type `" + type + "`", path + "/type");
