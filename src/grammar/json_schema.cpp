@@ -16,6 +16,7 @@
 
 #include "grammar/grammar.h"
 #include "grammar/integer_range.h"
+#include "grammar/regex_gbnf.h"
 
 namespace inferscale::grammar {
 namespace {
@@ -32,25 +33,7 @@ bool is_rule_name(std::string_view name) {
     return true;
 }
 
-// A GBNF literal matching exactly `bytes`.
-std::string literal(std::string_view bytes) {
-    static const char* kHex = "0123456789ABCDEF";
-    std::string out = "\"";
-    for (char c : bytes) {
-        auto u = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (u < 0x20 || u == 0x7F) {
-            out += "\\x";
-            out += kHex[u >> 4];
-            out += kHex[u & 15];
-        } else {
-            out += c;
-        }
-    }
-    return out + "\"";
-}
+std::string literal(std::string_view bytes) { return gbnf_literal(bytes); }
 
 // The shared JSON rules, named prefix-NAME.
 std::string json_rules(const std::string& p) {
@@ -88,7 +71,7 @@ const std::set<std::string>& supported() {
         "const",     "anyOf",      "oneOf",     "allOf",                "items",
         "prefixItems", "minItems", "maxItems",  "minLength",            "maxLength",
         "format",    "$ref",       "minimum",   "maximum",              "exclusiveMinimum",
-        "exclusiveMaximum"};
+        "exclusiveMaximum", "pattern"};
     return k;
 }
 
@@ -189,7 +172,8 @@ class Converter {
         // Keywords of one type only constrain values of that type; without a type the grammar
         // would not enforce them.
         for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-                                "minLength", "maxLength", "format", "minItems", "maxItems"}) {
+                                "minLength", "maxLength", "format", "minItems", "maxItems",
+                                "pattern"}) {
             if (schema.contains(key)) return unsupported(key, path);
         }
         return p_ + "-value";
@@ -282,6 +266,19 @@ class Converter {
     }
 
     Result<std::string> visit_string(const json& schema, const std::string& path) {
+        if (schema.contains("pattern")) {
+            for (const char* key : {"format", "minLength", "maxLength"}) {
+                if (schema.contains(key)) return unsupported(std::string(key) + "` with `pattern", path);
+            }
+            const json& pattern = schema["pattern"];
+            if (!pattern.is_string()) return invalid("pattern must be a string", path + "/pattern");
+            auto body = regex_to_gbnf(pattern.get<std::string>(), p_ + "-char");
+            if (!body.ok()) {
+                return make_error(ErrorKind::InvalidArgument,
+                                  unsupported("pattern", path).message + ": " + body.error().message);
+            }
+            return new_rule("pattern", "\"\\\"\" " + *body + " \"\\\"\"");
+        }
         if (schema.contains("format")) {
             std::string f = schema["format"].is_string() ? schema["format"].get<std::string>() : "";
             std::string date = "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])";

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <random>
@@ -73,7 +74,8 @@ struct Walk {
     bool finished = false;
 };
 
-// Samples allowed tokens (favouring ones that start with a closing character, so walks end)
+// Samples allowed tokens (favouring ones that start with a closing character or a digit, so
+// walks end)
 // until the matcher finishes or `cap` tokens; with `brute_force`, checks every mask.
 // Odd seeds sample uniformly (long strings, odd tokens), even ones favour closing tokens.
 Walk random_walk(const std::shared_ptr<const CompiledGrammar>& compiled, std::uint32_t seed,
@@ -104,7 +106,7 @@ Walk random_walk(const std::shared_ptr<const CompiledGrammar>& compiled, std::ui
             allowed.push_back(id);
             const std::string& b = vocab.token_bytes(id);
             if (vocab.is_end_token(id) ||
-                (!b.empty() && std::string_view("\"}],").find(b[0]) != std::string_view::npos)) {
+                (!b.empty() && std::string_view("\"}],0123456789").find(b[0]) != std::string_view::npos)) {
                 closing.push_back(id);
             }
         }
@@ -154,8 +156,10 @@ const char* kExtrasSchema = R"({
   "type": "object",
   "properties": {"id": {"type": "string", "minLength": 2, "maxLength": 5},
                  "when": {"type": "string", "format": "date-time"},
+                 "code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}(x|yz)?$"},
+                 "tail": {"type": "string", "pattern": "[0-9]$"},
                  "n": {"type": "array", "items": {"type": "integer"}, "minItems": 1}},
-  "required": ["id"],
+  "required": ["id", "code", "tail"],
   "additionalProperties": {"type": ["number", "boolean"]}
 })";
 
@@ -224,6 +228,7 @@ TEST(MatcherTest, WalksProduceValidJson) {
         int finished = 0;
         for (std::uint32_t seed = 100; seed < 140; ++seed) {
             Walk w = random_walk(compiled, seed, 400, false);
+            if (seed == 100 && std::getenv("GRAMMAR_TEST_PRINT")) std::fprintf(stderr, "%s\n", w.text.c_str());
             if (!w.finished) continue;
             ++finished;
             EXPECT_TRUE(c.grammar->accepts(w.text)) << w.text;
