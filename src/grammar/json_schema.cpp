@@ -142,10 +142,12 @@ class Converter {
         }
         if (schema.contains("allOf")) {
             const json& all = schema["allOf"];
-            if (!all.is_array() || all.size() != 1) {
-                return unsupported("allOf", path);  // only a single member is supported
+            if (!all.is_array() || all.empty()) return invalid("allOf must be a non-empty array", path);
+            if (all.size() == 1) {
+                return visit(merged_with_siblings(schema, all[0], "allOf"), path + "/allOf/0");
             }
-            return visit(merged_with_siblings(schema, all[0], "allOf"), path + "/allOf/0");
+            json merged = IS_TRY(merge_objects(schema, path));
+            return visit(merged, path);
         }
         if (schema.contains("type")) {
             const json& type = schema["type"];
@@ -217,6 +219,57 @@ class Converter {
         if (!m.is_number() || m.get<double>() != 0.0) return unsupported("minimum", path);
         return new_rule("number", "(\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,16})? "
                                   "([eE] [-+]? [0-9]{1,3})?");
+    }
+
+    // allOf over object schemas (each with properties, required and nothing else that
+    // constrains): one object schema with every member's properties and required keys.
+    Result<json> merge_objects(const json& schema, const std::string& path) {
+        json merged = json::object();
+        for (const auto& [k, v] : schema.items()) {
+            if (k != "allOf") merged[k] = v;
+        }
+        if (!merged.contains("type")) merged["type"] = "object";
+        if (merged["type"] != "object") return unsupported("allOf", path);
+        json properties = merged.value("properties", json::object());
+        json required = merged.value("required", json::array());
+        const json& all = schema["allOf"];
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            const json* member = &all[i];
+            std::string at = path + "/allOf/" + std::to_string(i);
+            if (member->is_object() && member->contains("$ref") && (*member)["$ref"].is_string()) {
+                std::string target = (*member)["$ref"].get<std::string>();
+                json::json_pointer ptr;
+                try {
+                    ptr = json::json_pointer(target.substr(1));
+                } catch (const std::exception&) {
+                    return unsupported("allOf", at);
+                }
+                if (target.empty() || target[0] != '#' || !root_.contains(ptr)) {
+                    return unsupported("allOf", at);
+                }
+                member = &root_.at(ptr);
+            }
+            if (!member->is_object()) return unsupported("allOf", at);
+            for (const auto& [k, v] : member->items()) {
+                if (annotations().count(k)) continue;
+                if (k == "type" && v == "object") continue;
+                if (k == "properties" && v.is_object()) {
+                    for (const auto& [name, sub] : v.items()) {
+                        if (properties.contains(name)) return unsupported("allOf", at + "/properties/" + name);
+                        properties[name] = sub;
+                    }
+                    continue;
+                }
+                if (k == "required" && v.is_array()) {
+                    for (const json& r : v) required.push_back(r);
+                    continue;
+                }
+                return unsupported("allOf", at + "/" + k);
+            }
+        }
+        merged["properties"] = properties;
+        merged["required"] = required;
+        return merged;
     }
 
     // A branch of anyOf/oneOf/allOf with the parent's other keywords (e.g. a shared `type`).
