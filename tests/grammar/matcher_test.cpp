@@ -74,10 +74,10 @@ struct Walk {
     bool finished = false;
 };
 
-// Samples allowed tokens (favouring ones that start with a closing character or a digit, so
-// walks end)
-// until the matcher finishes or `cap` tokens; with `brute_force`, checks every mask.
-// Odd seeds sample uniformly (long strings, odd tokens), even ones favour closing tokens.
+// Samples allowed tokens until the matcher finishes or `cap` tokens; with `brute_force`, checks
+// every mask. Without brute force, and with even seeds, it favours tokens that start with a
+// closing character or a digit, so walks end; odd seeds sample uniformly (long strings, odd
+// tokens).
 Walk random_walk(const std::shared_ptr<const CompiledGrammar>& compiled, std::uint32_t seed,
                  int cap, bool brute_force) {
     const Vocabulary& vocab = compiled->vocabulary();
