@@ -163,6 +163,13 @@ const char* kExtrasSchema = R"({
   "additionalProperties": {"type": ["number", "boolean"]}
 })";
 
+// Long bounded strings: their positions share token sets once far enough from the bounds.
+const char* kLongSchema = R"({
+  "type": "array",
+  "items": {"type": "string", "minLength": 90, "maxLength": 120},
+  "minItems": 1, "maxItems": 2
+})";
+
 // llama.cpp's grammars/json.gbnf (as in gbnf_test.cpp).
 const char* kLlamaJson = R"(
 root   ::= object
@@ -185,7 +192,7 @@ std::vector<Case> cases() {
     std::vector<Case> out;
     out.push_back({"json_object", Grammar::any_json_object(), json(), true});
     for (auto [name, text] : {std::pair{"rich", kRichSchema}, std::pair{"tree", kTreeSchema},
-                              std::pair{"extras", kExtrasSchema}}) {
+                              std::pair{"extras", kExtrasSchema}, std::pair{"long", kLongSchema}}) {
         nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
         json schema = json::parse(text);
         auto g = Grammar::from_json_schema(ordered);
