@@ -6,7 +6,9 @@
 // left, every token under the same prefix shares the verdict and is skipped.
 
 #include <algorithm>
+#include <array>
 #include <numeric>
+#include <unordered_map>
 
 #include "base/timer.h"
 #include "grammar/compiled_tables.h"
@@ -90,6 +92,69 @@ std::vector<char> reachable_rules(const RuleSet& rules) {
     return seen;
 }
 
+struct VectorHash {
+    std::size_t operator()(const std::vector<std::int64_t>& v) const {
+        std::uint64_t h = 0x9E3779B97F4A7C15ULL;
+        for (std::int64_t x : v) {
+            h ^= static_cast<std::uint64_t>(x) + 0x9E3779B97F4A7C15ULL + (h << 6) + (h >> 2);
+        }
+        return static_cast<std::size_t>(h);
+    }
+};
+
+// Classes of states that no token can tell apart: same rule, finality and calls (exactly), and
+// byte edges into states of the same class, refined `depth` times (deeper than the longest
+// token). States of one class get the same token sets, so a long bounded repetition
+// (maxLength: 300) costs about as many vocabulary walks as one of `depth` repetitions.
+std::vector<std::int32_t> equivalence_classes(const RuleSet& rules, std::size_t depth) {
+    std::size_t n = rules.states.size();
+    std::vector<std::int32_t> cls(n);
+    std::unordered_map<std::vector<std::int64_t>, std::int32_t, VectorHash> ids;
+    std::vector<std::int64_t> sig;
+    auto assign = [&](std::size_t s) {
+        auto [it, inserted] = ids.emplace(sig, static_cast<std::int32_t>(ids.size()));
+        return it->second;
+    };
+    for (std::size_t s = 0; s < n; ++s) {
+        const auto& st = rules.states[s];
+        sig.assign({st.rule, st.final, st.pure_end});
+        for (auto c = st.call_begin; c < st.call_end; ++c) {
+            sig.push_back(rules.calls[c].rule);
+            sig.push_back(rules.calls[c].target);
+        }
+        cls[s] = assign(s);
+    }
+    std::size_t count = ids.size();
+    std::vector<std::int32_t> next(n);
+    std::vector<std::array<std::int64_t, 3>> edges;
+    for (std::size_t level = 0; level < depth; ++level) {
+        ids.clear();
+        for (std::size_t s = 0; s < n; ++s) {
+            const auto& st = rules.states[s];
+            edges.clear();
+            for (auto e = st.byte_begin; e < st.byte_end; ++e) {
+                const auto& edge = rules.byte_edges[e];
+                edges.push_back({edge.lo, edge.hi, cls[edge.target]});
+            }
+            std::sort(edges.begin(), edges.end());
+            sig.assign({cls[s]});
+            for (const auto& e : edges) {
+                std::size_t k = sig.size();
+                if (k >= 4 && sig[k - 1] == e[2] && sig[k - 2] + 1 == e[0]) {
+                    sig[k - 2] = e[1];  // adjacent range into the same class
+                } else {
+                    sig.insert(sig.end(), {e[0], e[1], e[2]});
+                }
+            }
+            next[s] = assign(s);
+        }
+        std::swap(cls, next);
+        if (ids.size() == count) break;  // stable: no token length tells more apart
+        count = ids.size();
+    }
+    return cls;
+}
+
 class TableBuilder {
   public:
     TableBuilder(const RuleSet& rules, const Vocabulary& vocab)
@@ -101,12 +166,24 @@ class TableBuilder {
         t.state_table.assign(rules_.states.size(), -1);
         std::vector<char> live = reachable_rules(rules_);
         verdict_.resize(vocab_.sorted_tokens().size());
+        std::size_t longest = 0;
+        for (std::int32_t id : vocab_.sorted_tokens()) {
+            longest = std::max(longest, vocab_.token_bytes(id).size());
+        }
+        std::vector<std::int32_t> cls = equivalence_classes(rules_, longest + 1);
+        std::unordered_map<std::int32_t, std::int32_t> table_of_class;
         for (std::size_t s = 0; s < rules_.states.size(); ++s) {
             if (!live[rules_.states[s].rule] || !rules_.reads_bytes(static_cast<std::int32_t>(s))) {
                 continue;
             }
+            auto known = table_of_class.find(cls[s]);
+            if (known != table_of_class.end()) {
+                t.state_table[s] = known->second;
+                continue;
+            }
             walk(static_cast<std::int32_t>(s));
             t.state_table[s] = static_cast<std::int32_t>(t.tables.size());
+            table_of_class.emplace(cls[s], t.state_table[s]);
             store(t);
         }
         return t;

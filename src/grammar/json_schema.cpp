@@ -7,12 +7,16 @@
 
 #include "grammar/json_schema.h"
 
+#include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
+#include "grammar/integer_range.h"
+#include "grammar/regex_gbnf.h"
 
 namespace inferscale::grammar {
 namespace {
@@ -29,25 +33,7 @@ bool is_rule_name(std::string_view name) {
     return true;
 }
 
-// A GBNF literal matching exactly `bytes`.
-std::string literal(std::string_view bytes) {
-    static const char* kHex = "0123456789ABCDEF";
-    std::string out = "\"";
-    for (char c : bytes) {
-        auto u = static_cast<unsigned char>(c);
-        if (c == '"' || c == '\\') {
-            out += '\\';
-            out += c;
-        } else if (u < 0x20 || u == 0x7F) {
-            out += "\\x";
-            out += kHex[u >> 4];
-            out += kHex[u & 15];
-        } else {
-            out += c;
-        }
-    }
-    return out + "\"";
-}
+std::string literal(std::string_view bytes) { return gbnf_literal(bytes); }
 
 // The shared JSON rules, named prefix-NAME.
 std::string json_rules(const std::string& p) {
@@ -84,7 +70,8 @@ const std::set<std::string>& supported() {
         "type",      "properties", "required",  "additionalProperties", "enum",
         "const",     "anyOf",      "oneOf",     "allOf",                "items",
         "prefixItems", "minItems", "maxItems",  "minLength",            "maxLength",
-        "format",    "$ref"};
+        "format",    "$ref",       "minimum",   "maximum",              "exclusiveMinimum",
+        "exclusiveMaximum", "pattern"};
     return k;
 }
 
@@ -155,10 +142,12 @@ class Converter {
         }
         if (schema.contains("allOf")) {
             const json& all = schema["allOf"];
-            if (!all.is_array() || all.size() != 1) {
-                return unsupported("allOf", path);  // only a single member is supported
+            if (!all.is_array() || all.empty()) return invalid("allOf must be a non-empty array", path);
+            if (all.size() == 1) {
+                return visit(merged_with_siblings(schema, all[0], "allOf"), path + "/allOf/0");
             }
-            return visit(merged_with_siblings(schema, all[0], "allOf"), path + "/allOf/0");
+            json merged = IS_TRY(merge_objects(schema, path));
+            return visit(merged, path);
         }
         if (schema.contains("type")) {
             const json& type = schema["type"];
@@ -182,7 +171,105 @@ class Converter {
         if (schema.contains("items") || schema.contains("prefixItems")) {
             return visit_type(schema, "array", path);
         }
+        // Keywords of one type only constrain values of that type; without a type the grammar
+        // would not enforce them.
+        for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
+                                "minLength", "maxLength", "format", "minItems", "maxItems",
+                                "pattern"}) {
+            if (schema.contains(key)) return unsupported(key, path);
+        }
         return p_ + "-value";
+    }
+
+    // Integer bounds: minimum/maximum and exclusive ones (numbers; draft 4's boolean forms are
+    // not supported).
+    Result<std::string> visit_integer(const json& schema, const std::string& path) {
+        std::optional<std::int64_t> lo;
+        std::optional<std::int64_t> hi;
+        auto bound = [&](const char* key) -> Result<std::optional<double>> {
+            if (!schema.contains(key)) return std::optional<double>();
+            const json& v = schema[key];
+            if (!v.is_number()) return unsupported(key, path);
+            double x = v.get<double>();
+            if (std::fabs(x) > 1e16) return std::optional<double>();  // beyond 16 digits
+            return std::optional<double>(x);
+        };
+        auto tighten_lo = [&](std::int64_t v) { lo = lo ? std::max(*lo, v) : v; };
+        auto tighten_hi = [&](std::int64_t v) { hi = hi ? std::min(*hi, v) : v; };
+        if (auto v = IS_TRY(bound("minimum"))) tighten_lo(static_cast<std::int64_t>(std::ceil(*v)));
+        if (auto v = IS_TRY(bound("exclusiveMinimum"))) {
+            tighten_lo(static_cast<std::int64_t>(std::floor(*v)) + 1);
+        }
+        if (auto v = IS_TRY(bound("maximum"))) tighten_hi(static_cast<std::int64_t>(std::floor(*v)));
+        if (auto v = IS_TRY(bound("exclusiveMaximum"))) {
+            tighten_hi(static_cast<std::int64_t>(std::ceil(*v)) - 1);
+        }
+        if (!lo && !hi) return p_ + "-integer";
+        if (lo && hi && *lo > *hi) return invalid("no integer lies between the bounds", path);
+        return new_rule("integer", integer_range_gbnf(lo, hi));
+    }
+
+    // Numbers: only `minimum: 0` (no sign) is supported among the bounds.
+    Result<std::string> visit_number(const json& schema, const std::string& path) {
+        for (const char* key : {"maximum", "exclusiveMinimum", "exclusiveMaximum"}) {
+            if (schema.contains(key)) return unsupported(key, path);
+        }
+        if (!schema.contains("minimum")) return p_ + "-number";
+        const json& m = schema["minimum"];
+        if (!m.is_number() || m.get<double>() != 0.0) return unsupported("minimum", path);
+        return new_rule("number", "(\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,16})? "
+                                  "([eE] [-+]? [0-9]{1,3})?");
+    }
+
+    // allOf over object schemas (each with properties, required and nothing else that
+    // constrains): one object schema with every member's properties and required keys.
+    Result<json> merge_objects(const json& schema, const std::string& path) {
+        json merged = json::object();
+        for (const auto& [k, v] : schema.items()) {
+            if (k != "allOf") merged[k] = v;
+        }
+        if (!merged.contains("type")) merged["type"] = "object";
+        if (merged["type"] != "object") return unsupported("allOf", path);
+        json properties = merged.value("properties", json::object());
+        json required = merged.value("required", json::array());
+        const json& all = schema["allOf"];
+        for (std::size_t i = 0; i < all.size(); ++i) {
+            const json* member = &all[i];
+            std::string at = path + "/allOf/" + std::to_string(i);
+            if (member->is_object() && member->contains("$ref") && (*member)["$ref"].is_string()) {
+                std::string target = (*member)["$ref"].get<std::string>();
+                json::json_pointer ptr;
+                try {
+                    ptr = json::json_pointer(target.substr(1));
+                } catch (const std::exception&) {
+                    return unsupported("allOf", at);
+                }
+                if (target.empty() || target[0] != '#' || !root_.contains(ptr)) {
+                    return unsupported("allOf", at);
+                }
+                member = &root_.at(ptr);
+            }
+            if (!member->is_object()) return unsupported("allOf", at);
+            for (const auto& [k, v] : member->items()) {
+                if (annotations().count(k)) continue;
+                if (k == "type" && v == "object") continue;
+                if (k == "properties" && v.is_object()) {
+                    for (const auto& [name, sub] : v.items()) {
+                        if (properties.contains(name)) return unsupported("allOf", at + "/properties/" + name);
+                        properties[name] = sub;
+                    }
+                    continue;
+                }
+                if (k == "required" && v.is_array()) {
+                    for (const json& r : v) required.push_back(r);
+                    continue;
+                }
+                return unsupported("allOf", at + "/" + k);
+            }
+        }
+        merged["properties"] = properties;
+        merged["required"] = required;
+        return merged;
     }
 
     // A branch of anyOf/oneOf/allOf with the parent's other keywords (e.g. a shared `type`).
@@ -224,14 +311,27 @@ class Converter {
         if (type == "object") return visit_object(schema, path);
         if (type == "array") return visit_array(schema, path);
         if (type == "string") return visit_string(schema, path);
-        if (type == "number") return p_ + "-number";
-        if (type == "integer") return p_ + "-integer";
+        if (type == "number") return visit_number(schema, path);
+        if (type == "integer") return visit_integer(schema, path);
         if (type == "boolean") return p_ + "-boolean";
         if (type == "null") return p_ + "-null";
         return invalid("unknown type `" + type + "`", path + "/type");
     }
 
     Result<std::string> visit_string(const json& schema, const std::string& path) {
+        if (schema.contains("pattern")) {
+            for (const char* key : {"format", "minLength", "maxLength"}) {
+                if (schema.contains(key)) return unsupported(std::string(key) + "` with `pattern", path);
+            }
+            const json& pattern = schema["pattern"];
+            if (!pattern.is_string()) return invalid("pattern must be a string", path + "/pattern");
+            auto body = regex_to_gbnf(pattern.get<std::string>(), p_ + "-char");
+            if (!body.ok()) {
+                return make_error(ErrorKind::InvalidArgument,
+                                  unsupported("pattern", path).message + ": " + body.error().message);
+            }
+            return new_rule("pattern", "\"\\\"\" " + *body + " \"\\\"\"");
+        }
         if (schema.contains("format")) {
             std::string f = schema["format"].is_string() ? schema["format"].get<std::string>() : "";
             std::string date = "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])";

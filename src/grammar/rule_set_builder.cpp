@@ -13,7 +13,7 @@
 namespace inferscale::grammar {
 namespace {
 
-constexpr int kInlineMaxSize = 64;
+constexpr int kInlineMaxSize = 256;
 constexpr std::size_t kMaxDfaStates = 4096;
 constexpr std::size_t kMaxRuleStates = 1 << 20;
 

@@ -83,7 +83,7 @@ TEST(GbnfTest, Utf8Classes) {
     EXPECT_TRUE(any->accepts("a😀"));
     EXPECT_TRUE(any->accepts("\n\xF4\x8F\xBF\xBF"));  // U+10FFFF
     EXPECT_FALSE(any->accepts("a"));
-    EXPECT_FALSE(any->accepts("\xF4\x90\x80\x80a"));  // above U+10FFFF
+    EXPECT_FALSE(any->accepts("\xF4\x90\x80\x80" "a"));  // above U+10FFFF
 }
 
 TEST(GbnfTest, RecursionAndEmpty) {

@@ -5,12 +5,14 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <optional>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
+#include "grammar/integer_range.h"
 
 namespace inferscale::grammar {
 namespace {
@@ -43,6 +45,29 @@ TEST(JsonSchemaTest, CommittedCases) {
         for (const auto& doc : c.at("invalid")) {
             EXPECT_FALSE((*g)->accepts(doc.get<std::string>())) << doc.get<std::string>();
         }
+    }
+}
+
+// Every integer in a window, and zero-padded forms, against the range's definition.
+TEST(JsonSchemaTest, IntegerRangesExactly) {
+    using Bound = std::optional<std::int64_t>;
+    const std::pair<Bound, Bound> ranges[] = {
+        {0, 130}, {-10, 10}, {1000, std::nullopt}, {std::nullopt, -37}, {7, 7}, {-999, -100},
+        {19, 2021}, {std::nullopt, std::nullopt}, {-5, std::nullopt}, {0, 0}, {99, 100}};
+    for (const auto& [lo, hi] : ranges) {
+        std::string expr = integer_range_gbnf(lo, hi);
+        SCOPED_TRACE(expr);
+        auto g = Grammar::from_gbnf("root ::= " + expr);
+        ASSERT_TRUE(g.ok()) << g.error().message;
+        for (std::int64_t x = -2100; x <= 2100; ++x) {
+            bool in = (!lo || x >= *lo) && (!hi || x <= *hi);
+            ASSERT_EQ((*g)->accepts(std::to_string(x)), in) << x;
+        }
+        EXPECT_FALSE((*g)->accepts("007"));
+        EXPECT_FALSE((*g)->accepts("-0"));
+        EXPECT_FALSE((*g)->accepts(""));
+        EXPECT_EQ((*g)->accepts("1234567890123456"), !hi || *hi >= 1234567890123456);
+        EXPECT_FALSE((*g)->accepts("12345678901234567"));  // 17 digits
     }
 }
 

@@ -74,8 +74,10 @@ struct Walk {
     bool finished = false;
 };
 
-// Samples allowed tokens (favouring ones that start with a closing character, so walks end)
-// until the matcher finishes or `cap` tokens; with `brute_force`, checks every mask.
+// Samples allowed tokens until the matcher finishes or `cap` tokens; with `brute_force`, checks
+// every mask. Without brute force, and with even seeds, it favours tokens that start with a
+// closing character or a digit, so walks end; odd seeds sample uniformly (long strings, odd
+// tokens).
 Walk random_walk(const std::shared_ptr<const CompiledGrammar>& compiled, std::uint32_t seed,
                  int cap, bool brute_force) {
     const Vocabulary& vocab = compiled->vocabulary();
@@ -104,14 +106,15 @@ Walk random_walk(const std::shared_ptr<const CompiledGrammar>& compiled, std::ui
             allowed.push_back(id);
             const std::string& b = vocab.token_bytes(id);
             if (vocab.is_end_token(id) ||
-                (!b.empty() && std::string_view("\"}],").find(b[0]) != std::string_view::npos)) {
+                (!b.empty() && std::string_view("\"}],0123456789").find(b[0]) != std::string_view::npos)) {
                 closing.push_back(id);
             }
         }
         if (mismatches > 0) break;
         EXPECT_FALSE(allowed.empty()) << "dead end after `" << walk.text << "`";
         if (allowed.empty()) break;
-        const auto& pool = (!closing.empty() && rng() % 10 < 6) ? closing : allowed;
+        const bool favour_closing = seed % 2 == 0 || !brute_force;
+        const auto& pool = (favour_closing && !closing.empty() && rng() % 10 < 6) ? closing : allowed;
         std::int32_t id = pool[rng() % pool.size()];
         Status s = m.accept_token(id);
         EXPECT_TRUE(s.ok()) << s.error().message;
@@ -149,6 +152,35 @@ const char* kTreeSchema = R"({
   "$ref": "#/$defs/node"
 })";
 
+const char* kExtrasSchema = R"({
+  "type": "object",
+  "properties": {"id": {"type": "string", "minLength": 2, "maxLength": 5},
+                 "when": {"type": "string", "format": "date-time"},
+                 "code": {"type": "string", "pattern": "^[A-Z]{2}-\\d{3}(x|yz)?$"},
+                 "tail": {"type": "string", "pattern": "[0-9]$"},
+                 "n": {"type": "array", "items": {"type": "integer"}, "minItems": 1}},
+  "required": ["id", "code", "tail"],
+  "additionalProperties": {"type": ["number", "boolean"]}
+})";
+
+// Long bounded strings: their positions share token sets once far enough from the bounds.
+const char* kLongSchema = R"({
+  "type": "array",
+  "items": {"type": "string", "minLength": 90, "maxLength": 120},
+  "minItems": 1, "maxItems": 2
+})";
+
+// llama.cpp's grammars/json.gbnf (as in gbnf_test.cpp).
+const char* kLlamaJson = R"(
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+)";
+
 struct Case {
     std::string name;
     std::shared_ptr<const Grammar> grammar;
@@ -159,13 +191,17 @@ struct Case {
 std::vector<Case> cases() {
     std::vector<Case> out;
     out.push_back({"json_object", Grammar::any_json_object(), json(), true});
-    for (auto [name, text] : {std::pair{"rich", kRichSchema}, std::pair{"tree", kTreeSchema}}) {
+    for (auto [name, text] : {std::pair{"rich", kRichSchema}, std::pair{"tree", kTreeSchema},
+                              std::pair{"extras", kExtrasSchema}, std::pair{"long", kLongSchema}}) {
         nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(text);
         json schema = json::parse(text);
         auto g = Grammar::from_json_schema(ordered);
         IS_CHECK(g.ok()) << g.error().message;
         out.push_back({name, *g, schema, true});
     }
+    auto llama = Grammar::from_gbnf(kLlamaJson);
+    IS_CHECK(llama.ok()) << llama.error().message;
+    out.push_back({"llama_json", *llama, json(), true});
     auto utf8 = Grammar::from_gbnf(
         "root ::= \"« \" [à-ÿ]+ (\" \" [à-ÿ]+)* \" »\" | [0-9]{1,3} (\",\" [0-9]{3})*");
     IS_CHECK(utf8.ok()) << utf8.error().message;
@@ -183,10 +219,8 @@ TEST(MatcherTest, FastMaskEqualsBruteForce) {
     for (const Case& c : cases()) {
         SCOPED_TRACE(c.name);
         auto compiled = CompiledGrammar::compile(c.grammar, vocab);
-        for (std::uint32_t seed = 0; seed < 3; ++seed) {
-            Walk w = random_walk(compiled, seed, 40, true);
-            std::printf("%s walk %u: %s%s\n", c.name.c_str(), seed, w.text.c_str(),
-                        w.finished ? "" : " ...");
+        for (std::uint32_t seed = 0; seed < 6; ++seed) {
+            random_walk(compiled, seed, 60, true);
             if (HasFailure()) return;
         }
     }
@@ -201,6 +235,7 @@ TEST(MatcherTest, WalksProduceValidJson) {
         int finished = 0;
         for (std::uint32_t seed = 100; seed < 140; ++seed) {
             Walk w = random_walk(compiled, seed, 400, false);
+            if (seed == 100 && std::getenv("GRAMMAR_TEST_PRINT")) std::fprintf(stderr, "%s\n", w.text.c_str());
             if (!w.finished) continue;
             ++finished;
             EXPECT_TRUE(c.grammar->accepts(w.text)) << w.text;

@@ -2,6 +2,8 @@
 
 #include "schema_check.h"
 
+#include <regex>
+
 namespace inferscale::grammar::testing {
 namespace {
 
@@ -95,6 +97,10 @@ std::string schema_violation(const json& doc, const json& schema, const json& ro
         std::size_t n = code_points(doc.get<std::string>());
         if (schema.contains("minLength") && n < schema["minLength"].get<std::size_t>()) return path + ": too short";
         if (schema.contains("maxLength") && n > schema["maxLength"].get<std::size_t>()) return path + ": too long";
+        if (schema.contains("pattern") &&
+            !std::regex_search(doc.get<std::string>(), std::regex(schema["pattern"].get<std::string>()))) {
+            return path + ": does not match the pattern";
+        }
     }
     return "";
 }
