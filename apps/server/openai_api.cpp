@@ -270,7 +270,7 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
     if (auto e = read_stop(f.get("stop"), s.stop)) return *e;
     if (auto e = read_logit_bias(f.get("logit_bias"), served.vocab_size, s.logit_bias)) return *e;
     if (served.grammars != nullptr) {
-        if (auto e = read_output_format(doc, *served.grammars, r.grammar)) return *e;
+        if (auto e = read_output_format(doc, body, *served.grammars, r.grammar)) return *e;
     } else if (f.get("response_format") || f.get("grammar")) {
         return bad_request("structured outputs are not available here", "response_format");
     }

@@ -8,7 +8,8 @@ namespace inferscale::server {
 
 using nlohmann::json;
 
-std::optional<ApiError> read_output_format(const json& body, grammar::GrammarCache& grammars,
+std::optional<ApiError> read_output_format(const json& body, std::string_view raw_body,
+                                           grammar::GrammarCache& grammars,
                                            std::shared_ptr<const grammar::CompiledGrammar>& out) {
     out = nullptr;
     const auto format = body.find("response_format");
@@ -62,8 +63,11 @@ std::optional<ApiError> read_output_format(const json& body, grammar::GrammarCac
     if (schema == spec->end() || !(schema->is_object() || schema->is_boolean()))
         return bad_request("'response_format.json_schema.schema' must be a JSON schema object",
                            "response_format.json_schema.schema");
-    // Strict or not, the answer follows the schema: decoding cannot leave it.
-    auto compiled = grammars.json_schema(*schema);
+    // Strict or not, the answer follows the schema: decoding cannot leave it. `body` sorted
+    // the keys; the raw body has the schema's own property order.
+    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(
+        raw_body)["response_format"]["json_schema"]["schema"];
+    auto compiled = grammars.json_schema(ordered);
     if (!compiled.ok())
         return bad_request("'response_format.json_schema.schema': " + compiled.error().message,
                            "response_format.json_schema.schema");

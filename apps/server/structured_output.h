@@ -6,6 +6,7 @@
 
 #include <memory>
 #include <optional>
+#include <string_view>
 
 #include <nlohmann/json.hpp>
 
@@ -14,9 +15,10 @@
 
 namespace inferscale::server {
 
-// The grammar `body` asks for; null when it asks for none. A 400 naming the field for a
-// malformed format, both fields at once, or a schema or grammar the engine does not support.
-std::optional<ApiError> read_output_format(const nlohmann::json& body,
+// The grammar `body` (parsed from `raw_body`) asks for; null when it asks for none. A 400 naming
+// the field for a malformed format, both fields at once, or a schema or grammar the engine does
+// not support. A schema's properties come in the order `raw_body` gives them, as OpenAI's do.
+std::optional<ApiError> read_output_format(const nlohmann::json& body, std::string_view raw_body,
                                            grammar::GrammarCache& grammars,
                                            std::shared_ptr<const grammar::CompiledGrammar>& out);
 
