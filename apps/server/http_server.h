@@ -21,6 +21,8 @@
 #include "engine/engine.h"
 #include "memory/memory_store.h"
 #include "retrieval/bm25_index.h"
+#include "toolcall/forced_grammar.h"
+#include "toolcall/template_tools.h"
 
 namespace httplib {
 class Server;
@@ -47,6 +49,11 @@ struct ServerContext {
     ApiKeys keys;
     ServerOptions options;
     ServerMetrics metrics;
+    // JSON schema to GBNF for the grammar that forces a tool call (tool_choice "required" or
+    // a named function); empty: requests carry no grammar.
+    toolcall::SchemaToGbnf schema_to_gbnf = {};
+    // How the model's chat template takes tools: set by HttpServer from the template.
+    toolcall::TemplateTools tool_template = {};
 };
 
 // Whether host:port can be bound now (as HttpServer::bind binds it), checked before a model

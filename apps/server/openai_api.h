@@ -22,6 +22,8 @@
 
 #include "apps/server/api_error.h"
 #include "engine/engine.h"
+#include "toolcall/forced_grammar.h"
+#include "toolcall/template_tools.h"
 
 namespace inferscale::server {
 
@@ -36,6 +38,10 @@ struct CompletionCall {
     // Completions: each choice's text starts with its prompt (and with logprobs, its logprobs
     // with the prompt's: EngineRequest::prompt_logprobs).
     bool echo = false;
+    // Chat with tools offered (tool_choice not "none"): calls are parsed from each choice's
+    // output in this format; with parallel_tool_calls false only the first is kept.
+    std::optional<toolcall::Format> tool_format;
+    bool parallel_tool_calls = true;
 };
 
 inline constexpr int kMaxChoices = 16;  // the largest n
@@ -44,6 +50,11 @@ inline constexpr int kMaxChoices = 16;  // the largest n
 struct ServedModel {
     std::string_view id;
     std::int64_t vocab_size = 0;
+    // How the chat template takes tools.
+    toolcall::TemplateTools tools;
+    // JSON schema to GBNF, for the grammar of tool_choice "required" or a named function
+    // (EngineRequest::grammar); empty: no grammar is built.
+    toolcall::SchemaToGbnf schema_to_gbnf;
 };
 
 // `chat`: the body of /v1/chat/completions, else of /v1/completions. An unknown model is a 404;
@@ -58,7 +69,9 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
 std::vector<engine::EngineRequest> choice_requests(const CompletionCall& call);
 
 // Chat messages: a non-empty list of {"role", "content"} ("developer" is taken as "system";
-// content a string or a list of text parts), or a 400 on `messages`.
+// content a string or a list of text parts; an optional "name"), assistant turns with
+// "tool_calls" (content may then be null) and "tool" turns with their "tool_call_id", or a
+// 400 naming the field.
 std::variant<std::vector<jinja::ChatMessage>, ApiError> parse_messages(
     const nlohmann::json* messages);
 

@@ -36,12 +36,19 @@ struct RetrievalOptions {
 struct EngineRequest {
     // Chat: rendered with the model's chat template and the generation prompt ...
     std::vector<jinja::ChatMessage> messages;
+    // ... with these tools for the template's `tools` (OpenAI function entries), or None. A
+    // request whose template renders tools runs without memory.
+    jinja::Value tools = jinja::None{};
     // ... or a completion: the raw prompt text (tokenized with the tokenizer's BOS rule) ...
     std::optional<std::string> prompt;
     // ... or a completion of these token ids as they are (used when messages and prompt are
     // empty; each must be inside the model's vocabulary).
     std::vector<std::int32_t> prompt_token_ids;
     sampling::SamplingParams sampling;
+    // GBNF (llama.cpp's syntax, start rule `root`) the output must follow: the server builds
+    // one for tool_choice "required" or a named function (toolcall/forced_grammar.h). Not
+    // applied yet: the output runs unconstrained until the grammar engine takes it.
+    std::optional<std::string> grammar;
     // Memory: the user whose facts are retrieved for the last user message. Only chat
     // requests carry memory; mode None ignores the user, and a user with no facts is answered
     // as mode None.
