@@ -251,7 +251,7 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
         auto messages = parse_messages(f.get("messages"));
         if (auto* e = std::get_if<ApiError>(&messages)) return *e;
         r.messages = std::move(std::get<std::vector<jinja::ChatMessage>>(messages));
-        auto tools = parse_tool_request(body);
+        auto tools = parse_tool_request(doc, body);
         if (auto* e = std::get_if<ApiError>(&tools)) return *e;
         const ToolRequest& t = std::get<ToolRequest>(tools);
         apply_tool_prompt(t, served.tools, r);

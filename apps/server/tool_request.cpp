@@ -62,8 +62,12 @@ std::variant<toolcall::Tool, ApiError> read_tool(const ordered_json& entry,
 
 }  // namespace
 
-std::variant<ToolRequest, ApiError> parse_tool_request(std::string_view body) {
+std::variant<ToolRequest, ApiError> parse_tool_request(const nlohmann::json& body_doc,
+                                                       std::string_view body) {
     ToolRequest out;
+    if (!body_doc.contains("tools") && !body_doc.contains("tool_choice") &&
+        !body_doc.contains("parallel_tool_calls"))
+        return out;
     const auto doc = ordered_json::parse(body, nullptr, false);
     if (!doc.is_object()) return out;  // parse_object already accepted the body
     if (const auto tools = doc.find("tools"); tools != doc.end() && !tools->is_null()) {

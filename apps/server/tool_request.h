@@ -30,8 +30,9 @@ struct ToolRequest {
 };
 
 // The tool fields of a request body (`body` is read again with its keys in order: templates
-// render the tools as sent).
-std::variant<ToolRequest, ApiError> parse_tool_request(std::string_view body);
+// render the tools as sent; only when `doc`, the body as read, has one of them).
+std::variant<ToolRequest, ApiError> parse_tool_request(const nlohmann::json& doc,
+                                                       std::string_view body);
 
 // Puts `tools` into `request`'s prompt for a template that takes them as `tmpl` says; the
 // generic format also rewrites the history's calls and results for templates without tools.
