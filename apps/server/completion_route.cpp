@@ -127,7 +127,8 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     choices.outputs.resize(choices.streams.size());
     choices.finished.assign(choices.streams.size(), false);
     if (call.tool_format)
-        choices.parsers.assign(choices.streams.size(), toolcall::CallParser(*call.tool_format));
+        choices.parsers.assign(choices.streams.size(),
+                               toolcall::CallParser(*call.tool_format, call.tool_names));
 
     if (!call.stream) {
         for (std::size_t i = 0; i < choices.streams.size(); ++i) {
@@ -154,7 +155,8 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                 ctx_.metrics.observe_end(*event);
             }
             if (call.tool_format) {
-                toolcall::ParsedOutput parsed = toolcall::parse_output(*call.tool_format, out.text);
+                toolcall::ParsedOutput parsed =
+                    toolcall::parse_output(*call.tool_format, out.text, call.tool_names);
                 out.text = std::move(parsed.content);
                 out.tool_calls = answer_calls(parsed.calls, 0, call.parallel_tool_calls);
                 if (!out.tool_calls.empty()) out.finish_reason = "tool_calls";

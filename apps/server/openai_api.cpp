@@ -156,7 +156,8 @@ std::optional<ApiError> read_tool_calls(const json& m, const std::string& at,
             call.id = c["id"].get<std::string>();
         }
         const json& fn = c["function"];
-        if (!fn.contains("name") || !fn["name"].is_string() || fn["name"].get<std::string>().empty())
+        if (!fn.contains("name") || !fn["name"].is_string() ||
+            fn["name"].get<std::string>().empty())
             return bad_request("'" + field + ".function.name' must be a string",
                                field + ".function.name");
         call.name = fn["name"].get<std::string>();
@@ -260,6 +261,7 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
                 served.tools.renders_tools ? served.tools.format : toolcall::Format::Generic;
             call.tool_format = format;
             call.parallel_tool_calls = t.parallel;
+            for (const toolcall::Tool& tool : t.tools) call.tool_names.push_back(tool.name);
             if (auto e = apply_tool_grammar(t, format, served.schema_to_gbnf, r)) return *e;
         }
     } else if (auto e = read_prompts(f.get("prompt"), served.vocab_size, prompts)) {

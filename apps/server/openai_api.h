@@ -10,6 +10,8 @@
 // Completions take a prompt string, a list of them, a list of token ids or a list of such
 // lists; `n` up to kMaxChoices copies of each prompt share its KV blocks through the prefix
 // cache (the scheduler lets the copies wait for the first one's prompt blocks).
+// Chat takes OpenAI tool calling: `tools`, `tool_choice`, `parallel_tool_calls` (tool_request.h);
+// the calls are parsed from the output by the route (toolcall/call_parser.h).
 
 #include <cstdint>
 #include <optional>
@@ -42,6 +44,7 @@ struct CompletionCall {
     // output in this format; with parallel_tool_calls false only the first is kept.
     std::optional<toolcall::Format> tool_format;
     bool parallel_tool_calls = true;
+    std::vector<std::string> tool_names;  // the functions a call may name
 };
 
 inline constexpr int kMaxChoices = 16;  // the largest n

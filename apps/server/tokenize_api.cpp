@@ -37,7 +37,8 @@ std::variant<std::vector<std::int32_t>, ApiError> tokenize(const std::string& bo
     json doc;
     if (auto e = parse_object(body, doc)) return *e;
     if (doc.contains("messages")) {
-        if (auto e = check_fields(doc, ctx, {"model", "messages", "add_generation_prompt", "tools"}))
+        if (auto e =
+                check_fields(doc, ctx, {"model", "messages", "add_generation_prompt", "tools"}))
             return *e;
         Fields f(doc);
         bool add_generation_prompt = true;

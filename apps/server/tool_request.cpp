@@ -17,8 +17,7 @@ bool valid_function_name(const std::string& name) {
     return true;
 }
 
-std::variant<toolcall::Tool, ApiError> read_tool(const ordered_json& entry,
-                                                 const std::string& at) {
+std::variant<toolcall::Tool, ApiError> read_tool(const ordered_json& entry, const std::string& at) {
     if (!entry.is_object()) return bad_request("'" + at + "' must be an object", at);
     for (const auto& [key, _] : entry.items())
         if (key != "type" && key != "function")
@@ -35,9 +34,9 @@ std::variant<toolcall::Tool, ApiError> read_tool(const ordered_json& entry,
         const std::string field = at + ".function." + key;
         if (key == "name") {
             if (!value.is_string() || !valid_function_name(value.get<std::string>()))
-                return bad_request("'" + field +
-                                       "' must be 1 to 64 letters, digits, underscores or dashes",
-                                   field);
+                return bad_request(
+                    "'" + field + "' must be 1 to 64 letters, digits, underscores or dashes",
+                    field);
             tool.name = value.get<std::string>();
         } else if (key == "description") {
             if (!value.is_string() && !value.is_null())
@@ -97,10 +96,14 @@ std::variant<ToolRequest, ApiError> parse_tool_request(const nlohmann::json& bod
         "tool_choice");
     if (choice->is_string()) {
         const std::string c = choice->get<std::string>();
-        if (c == "auto") out.choice.kind = Kind::Auto;
-        else if (c == "none") out.choice.kind = Kind::None;
-        else if (c == "required") out.choice.kind = Kind::Required;
-        else return wrong;
+        if (c == "auto")
+            out.choice.kind = Kind::Auto;
+        else if (c == "none")
+            out.choice.kind = Kind::None;
+        else if (c == "required")
+            out.choice.kind = Kind::Required;
+        else
+            return wrong;
     } else if (choice->is_object()) {
         const auto type = choice->find("type");
         const auto fn = choice->find("function");

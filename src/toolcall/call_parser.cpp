@@ -49,8 +49,8 @@ Start classify_start(Format format, std::string_view r) {
     std::size_t i = kFence.size();
     while (i < r.size() && is_letter(r[i])) ++i;
     const std::string_view lang = r.substr(kFence.size(), i - kFence.size());
-    if (i == r.size()) return std::string_view("json").starts_with(lang) ? Start::Unknown
-                                                                         : Start::Content;
+    if (i == r.size())
+        return std::string_view("json").starts_with(lang) ? Start::Unknown : Start::Content;
     if (!lang.empty() && lang != "json") return Start::Content;
     while (i < r.size() && is_json_space(r[i])) ++i;
     if (i == r.size()) return Start::Unknown;
@@ -79,13 +79,23 @@ void CallParser::advance(bool final, ParseDelta& out) {
         const State before = state_;
         const std::size_t size = buf_.size();
         switch (state_) {
-            case State::Start: start(final, out); break;
-            case State::Content: content(final, out); break;
-            case State::Block: block(final, out); break;
+            case State::Start:
+                start(final, out);
+                break;
+            case State::Content:
+                content(final, out);
+                break;
+            case State::Block:
+                block(final, out);
+                break;
             case State::JsonBody:
-            case State::MarkerBody:
+            case State::MarkerBody: {
                 if (!final) return;
-                if (auto parsed = parse_json_calls(format_, buf_)) {
+                auto parsed = parse_json_calls(format_, buf_);
+                if (parsed && !std::all_of(parsed->calls.begin(), parsed->calls.end(),
+                                           [&](const ParsedCall& c) { return known(c); }))
+                    parsed.reset();
+                if (parsed) {
                     emit_content(parsed->content, out);
                     for (ParsedCall& c : parsed->calls) emit_call(std::move(c), out);
                 } else {
@@ -97,6 +107,7 @@ void CallParser::advance(bool final, ParseDelta& out) {
                 buf_.clear();
                 state_ = State::Content;
                 break;
+            }
         }
         if (state_ == before && buf_.size() == size) return;  // waits for more text
     }
@@ -139,7 +150,7 @@ void CallParser::block(bool final, ParseDelta& out) {
     if (close == std::string::npos && !final) return;
     const std::string_view body =
         std::string_view(buf_).substr(0, close == std::string::npos ? buf_.size() : close);
-    if (auto call = parse_call_object(body)) {
+    if (auto call = parse_call_object(body); call && known(*call)) {
         emit_call(std::move(*call), out);
     } else {
         std::string raw = std::string(kHermesOpen) + std::string(body);
@@ -173,8 +184,12 @@ void CallParser::emit_call(ParsedCall call, ParseDelta& out) {
     out.calls.push_back(std::move(call));
 }
 
-ParsedOutput parse_output(Format format, std::string_view text) {
-    CallParser parser(format);
+bool CallParser::known(const ParsedCall& call) const {
+    return names_.empty() || std::find(names_.begin(), names_.end(), call.name) != names_.end();
+}
+
+ParsedOutput parse_output(Format format, std::string_view text, std::vector<std::string> names) {
+    CallParser parser(format, std::move(names));
     ParseDelta a = parser.push(text);
     ParseDelta b = parser.finish();
     ParsedOutput out{std::move(a.content), std::move(a.calls)};

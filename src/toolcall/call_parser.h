@@ -14,6 +14,8 @@
 //    closed.
 //  - What does not read as calls is content, byte for byte; whitespace between content and a
 //    call is dropped. With no call found, the content is the output unchanged.
+//  - Given the request's function names, a call naming another function does not read as a
+//    call (JSON that merely looks like one stays content).
 
 #include <string>
 #include <string_view>
@@ -30,7 +32,9 @@ struct ParseDelta {
 
 class CallParser {
   public:
-    explicit CallParser(Format format) : format_(format) {}
+    // `names`: the functions calls may name; empty: any.
+    explicit CallParser(Format format, std::vector<std::string> names = {})
+        : format_(format), names_(std::move(names)) {}
 
     ParseDelta push(std::string_view text);
     // The end of the output: whatever was held is resolved.
@@ -46,8 +50,10 @@ class CallParser {
     void block(bool final, ParseDelta& out);
     void emit_content(std::string_view text, ParseDelta& out);
     void emit_call(ParsedCall call, ParseDelta& out);
+    bool known(const ParsedCall& call) const;
 
     Format format_;
+    std::vector<std::string> names_;
     State state_ = State::Start;
     std::string buf_;            // undecided text
     std::string pending_space_;  // whitespace emitted only if content follows
@@ -61,6 +67,7 @@ struct ParsedOutput {
 };
 
 // The whole output at once: push then finish.
-ParsedOutput parse_output(Format format, std::string_view text);
+ParsedOutput parse_output(Format format, std::string_view text,
+                          std::vector<std::string> names = {});
 
 }  // namespace inferscale::toolcall

@@ -9,11 +9,21 @@ std::string gbnf_literal(std::string_view text) {
     for (const char ch : text) {
         const auto c = static_cast<unsigned char>(ch);
         switch (c) {
-            case '"': out += "\\\""; break;
-            case '\\': out += "\\\\"; break;
-            case '\n': out += "\\n"; break;
-            case '\r': out += "\\r"; break;
-            case '\t': out += "\\t"; break;
+            case '"':
+                out += "\\\"";
+                break;
+            case '\\':
+                out += "\\\\";
+                break;
+            case '\n':
+                out += "\\n";
+                break;
+            case '\r':
+                out += "\\r";
+                break;
+            case '\t':
+                out += "\\t";
+                break;
             default:
                 if (c < 0x20 || c == 0x7f) {
                     char buf[8];
@@ -31,8 +41,9 @@ Result<std::string> forced_call_grammar(Format format, const std::vector<Tool>& 
                                         const ToolChoice& choice, bool parallel,
                                         const SchemaToGbnf& convert) {
     if (choice.kind != ToolChoice::Kind::Required && choice.kind != ToolChoice::Kind::Named)
-        return make_error(ErrorKind::InvalidArgument, "only required or named tool choices "
-                                                      "force a call");
+        return make_error(ErrorKind::InvalidArgument,
+                          "only required or named tool choices "
+                          "force a call");
     if (!convert) return make_error(ErrorKind::InvalidArgument, "no schema converter");
     const char* args_key = format == Format::Llama3 ? "parameters" : "arguments";
     std::string rules, alternatives;
@@ -41,15 +52,15 @@ Result<std::string> forced_call_grammar(Format format, const std::vector<Tool>& 
         if (choice.kind == ToolChoice::Kind::Named && t.name != choice.name) continue;
         const std::string args_rule = "tool-" + std::to_string(i) + "-args";
         // An empty schema still asks for an object: arguments are one.
-        const nlohmann::json schema =
-            t.parameters.empty() ? nlohmann::json{{"type", "object"}}
-                                 : nlohmann::json::parse(t.parameters.dump());
+        const nlohmann::json schema = t.parameters.empty()
+                                          ? nlohmann::json{{"type", "object"}}
+                                          : nlohmann::json::parse(t.parameters.dump());
         auto converted = convert(schema, args_rule);
         if (!converted.ok())
             return make_error(ErrorKind::InvalidArgument,
                               "tool '" + t.name + "' parameters: " + converted.error().message);
-        const std::string head = "{\"name\": " + nlohmann::json(t.name).dump() + ", \"" +
-                                 args_key + "\": ";
+        const std::string head =
+            "{\"name\": " + nlohmann::json(t.name).dump() + ", \"" + args_key + "\": ";
         const std::string call_rule = "call-" + std::to_string(i);
         rules += call_rule + " ::= " + gbnf_literal(head) + " " + args_rule + " \"}\"\n";
         rules += *converted;
@@ -71,14 +82,16 @@ Result<std::string> forced_call_grammar(Format format, const std::vector<Tool>& 
                    "tool-call ::= " + gbnf_literal("<tool_call>\n") + " call " +
                    gbnf_literal("\n</tool_call>") + "\n";
             break;
-        case Format::Llama3: root = "root ::= call" + more("; ", "call") + "\n"; break;
+        case Format::Llama3:
+            root = "root ::= call" + more("; ", "call") + "\n";
+            break;
         case Format::Mistral:
             root = "root ::= " + gbnf_literal("[TOOL_CALLS][") + " call" + more(", ", "call") +
                    " \"]\"\n";
             break;
         case Format::Generic:
-            root = "root ::= " + gbnf_literal("{\"tool_calls\": [") + " call" +
-                   more(", ", "call") + " " + gbnf_literal("]}") + "\n";
+            root = "root ::= " + gbnf_literal("{\"tool_calls\": [") + " call" + more(", ", "call") +
+                   " " + gbnf_literal("]}") + "\n";
             break;
     }
     return root + "call ::= " + alternatives + "\n" + rules;

@@ -12,11 +12,10 @@
 // parses with CallParser in the same format.
 
 #include <functional>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "base/result.h"
 #include "toolcall/tool.h"

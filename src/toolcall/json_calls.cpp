@@ -72,12 +72,16 @@ std::size_t json_value_end(std::string_view text, std::size_t begin) {
     for (std::size_t i = begin; i < text.size(); ++i) {
         const char c = text[i];
         if (in_string) {
-            if (c == '\\') ++i;
-            else if (c == '"') in_string = false;
+            if (c == '\\')
+                ++i;
+            else if (c == '"')
+                in_string = false;
             continue;
         }
-        if (c == '"') in_string = true;
-        else if (c == '{' || c == '[') ++depth;
+        if (c == '"')
+            in_string = true;
+        else if (c == '{' || c == '[')
+            ++depth;
         else if (c == '}' || c == ']') {
             if (--depth == 0) return i + 1;
         }
@@ -113,8 +117,7 @@ std::optional<JsonCalls> parse_json_calls(Format format, std::string_view text) 
         if (v.is_discarded() || !take_value(format, v, out)) return std::nullopt;
         any = true;
         at = end;
-        while (at < text.size() &&
-               (is_json_space(text[at]) || text[at] == ';' || text[at] == ','))
+        while (at < text.size() && (is_json_space(text[at]) || text[at] == ';' || text[at] == ','))
             ++at;
     }
     if (!any) return std::nullopt;

@@ -22,23 +22,27 @@ ordered_json arguments_json(const std::string& text) {
 
 TemplateTools detect_template_tools(const jinja::ChatTemplate& tmpl) {
     TemplateTools out;
-    ordered_json probe = {{"type", "function"},
-                          {"function",
-                           {{"name", kProbeName},
-                            {"description", "probe"},
-                            {"parameters", {{"type", "object"}, {"properties", ordered_json::object()}}}}}};
+    ordered_json probe = {
+        {"type", "function"},
+        {"function",
+         {{"name", kProbeName},
+          {"description", "probe"},
+          {"parameters", {{"type", "object"}, {"properties", ordered_json::object()}}}}}};
     const std::vector<jinja::ChatMessage> messages = {{"user", "hello"}};
     const auto rendered =
         tmpl.render(messages, true, jinja::from_json(ordered_json::array({probe})));
     out.renders_tools = rendered.ok() && rendered->find(kProbeName) != std::string::npos;
     if (!out.renders_tools) return out;
     const std::string& source = tmpl.source();
-    if (source.find("[TOOL_CALLS]") != std::string::npos) out.format = Format::Mistral;
-    else if (source.find("<tool_call>") != std::string::npos) out.format = Format::Hermes;
+    if (source.find("[TOOL_CALLS]") != std::string::npos)
+        out.format = Format::Mistral;
+    else if (source.find("<tool_call>") != std::string::npos)
+        out.format = Format::Hermes;
     else if (source.find("<|python_tag|>") != std::string::npos ||
              source.find("<|start_header_id|>") != std::string::npos)
         out.format = Format::Llama3;
-    else out.format = Format::Hermes;
+    else
+        out.format = Format::Hermes;
     return out;
 }
 

@@ -6,10 +6,14 @@ namespace inferscale::toolcall {
 
 const char* format_name(Format format) {
     switch (format) {
-        case Format::Hermes: return "hermes";
-        case Format::Llama3: return "llama3";
-        case Format::Mistral: return "mistral";
-        case Format::Generic: return "generic";
+        case Format::Hermes:
+            return "hermes";
+        case Format::Llama3:
+            return "llama3";
+        case Format::Mistral:
+            return "mistral";
+        case Format::Generic:
+            return "generic";
     }
     return "generic";
 }

@@ -12,11 +12,10 @@
 //            message asks for {"tool_calls": [{"name": N, "arguments": {...}}]} or
 //            {"response": "..."} (generic_prompt.h).
 
+#include <nlohmann/json.hpp>
 #include <string>
 #include <string_view>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 namespace inferscale::toolcall {
 

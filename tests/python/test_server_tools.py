@@ -205,6 +205,15 @@ def test_qwen_tool_result_turn_continues_the_chat(qwen):
     assert text.tool_calls is None and "21" in text.content, text.content
 
 
+def test_qwen_tools_run_without_memory(qwen):
+    _, c = qwen
+    # A user rides along (the server's default memory mode is kv): answered without memory.
+    reply = chat(c, ASK, tools=[WEATHER], user="alice", max_tokens=100)
+    assert reply.choices[0].finish_reason == "tool_calls"
+    assert bad_param(lambda: chat(c, ASK, tools=[WEATHER], user="alice",
+                                  extra_body={"memory": {"mode": "kv"}})) == "memory.mode"
+
+
 def test_qwen_prompt_with_tools_matches_transformers(qwen):
     transformers_utils = pytest.importorskip("transformers.utils.chat_template_utils")
     gguf = pytest.importorskip("gguf")

@@ -9,9 +9,7 @@
 namespace inferscale::toolcall {
 namespace {
 
-ParsedCall weather(std::string city) {
-    return {"get_weather", "{\"city\":\"" + city + "\"}"};
-}
+ParsedCall weather(std::string city) { return {"get_weather", "{\"city\":\"" + city + "\"}"}; }
 
 // The whole text at once, then every two-piece split and byte-by-byte streaming, must agree.
 ParsedOutput check_streams(Format format, std::string_view text) {
@@ -87,24 +85,24 @@ TEST(CallParser, HermesMalformedBlockStaysContent) {
 
 TEST(CallParser, BareAndFencedJsonCalls) {
     // What Qwen2.5-Coder writes for the Hermes template.
-    const auto fenced = check_streams(
-        Format::Hermes,
-        "```json\n{\n  \"name\": \"get_weather\",\n  \"arguments\": {\n    \"city\": "
-        "\"Paris\"\n  }\n}\n```");
+    const auto fenced =
+        check_streams(Format::Hermes,
+                      "```json\n{\n  \"name\": \"get_weather\",\n  \"arguments\": {\n    \"city\": "
+                      "\"Paris\"\n  }\n}\n```");
     EXPECT_EQ(fenced.content, "");
     EXPECT_EQ(fenced.calls, std::vector<ParsedCall>{weather("Paris")});
-    const auto bare = check_streams(
-        Format::Hermes,
-        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
-        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"London\"}}");
+    const auto bare =
+        check_streams(Format::Hermes,
+                      "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n"
+                      "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"London\"}}");
     EXPECT_EQ(bare.calls, (std::vector<ParsedCall>{weather("Paris"), weather("London")}));
 }
 
 TEST(CallParser, JsonThatIsNotACallStaysContent) {
-    for (const std::string text :
-         {"{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}\n{\"temperature\": 21}",
-          "```python\nprint(1)\n```", "```json\n{\"a\": 1}\n```", "[1, 2]", "{\"name\": ",
-          "  {not json} tail  ", "```", "<|python"}) {
+    for (const std::string text : {"{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+                                   "\"Paris\"}}\n{\"temperature\": 21}",
+                                   "```python\nprint(1)\n```", "```json\n{\"a\": 1}\n```", "[1, 2]",
+                                   "{\"name\": ", "  {not json} tail  ", "```", "<|python"}) {
         const auto out = check_streams(Format::Hermes, text);
         EXPECT_EQ(out.content, text);
         EXPECT_TRUE(out.calls.empty()) << text;
@@ -139,7 +137,8 @@ TEST(CallParser, Mistral) {
     auto out = check_streams(
         Format::Mistral,
         "Checking.[TOOL_CALLS][{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}, "
-        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"London\"}, \"id\": \"abc123def\"}]");
+        "{\"name\": \"get_weather\", \"arguments\": {\"city\": \"London\"}, \"id\": "
+        "\"abc123def\"}]");
     EXPECT_EQ(out.content, "Checking.");
     EXPECT_EQ(out.calls, (std::vector<ParsedCall>{weather("Paris"), weather("London")}));
     // The marker is a special token some decoders drop: the bare list reads the same.
@@ -171,12 +170,28 @@ TEST(CallParser, ContentStreamsBeforeTheCallIsKnown) {
     CallParser p(Format::Hermes);
     EXPECT_EQ(p.push("Hello").content, "Hello");
     EXPECT_EQ(p.push(" there <tool").content, " there");
-    const ParseDelta d = p.push("_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": "
-                                "\"Paris\"}}</tool_call>");
+    const ParseDelta d = p.push(
+        "_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": "
+        "\"Paris\"}}</tool_call>");
     EXPECT_EQ(d.content, "");
     EXPECT_EQ(d.calls, std::vector<ParsedCall>{weather("Paris")});
     EXPECT_EQ(p.num_calls(), 1u);
     EXPECT_EQ(p.finish().content, "");
+}
+
+TEST(CallParser, CallsToOtherFunctionsStayContent) {
+    const std::vector<std::string> names = {"get_weather"};
+    const std::string person = "{\"name\": \"Ada\", \"arguments\": {\"age\": 36}}";
+    EXPECT_EQ(parse_output(Format::Hermes, person, names).content, person);
+    EXPECT_EQ(parse_output(Format::Hermes, person).calls.size(), 1u);  // no names: any
+    const std::string block = "<tool_call>" + person + "</tool_call>";
+    EXPECT_EQ(parse_output(Format::Hermes, block, names).content, block);
+    const auto ok =
+        parse_output(Format::Hermes,
+                     "<tool_call>{\"name\": \"get_weather\", \"arguments\": {\"city\": \"Paris\"}}"
+                     "</tool_call>",
+                     names);
+    EXPECT_EQ(ok.calls, std::vector<ParsedCall>{weather("Paris")});
 }
 
 TEST(CallParser, CallIds) {

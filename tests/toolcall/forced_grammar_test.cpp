@@ -9,8 +9,10 @@ namespace inferscale::toolcall {
 namespace {
 
 std::vector<Tool> two_tools() {
-    Tool weather{"get_weather", "Weather.",
-                 {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}}, {}};
+    Tool weather{"get_weather",
+                 "Weather.",
+                 {{"type", "object"}, {"properties", {{"city", {{"type", "string"}}}}}},
+                 {}};
     Tool add{"add", "", nlohmann::ordered_json::object(), {}};
     return {weather, add};
 }
@@ -61,12 +63,11 @@ TEST(ForcedGrammar, NamedSingleCallPerFormat) {
         "call ::= call-1\n"
         "call-1 ::= \"{\\\"name\\\": \\\"add\\\", \\\"arguments\\\": \" tool-1-args \"}\"\n"
         "tool-1-args ::= \"{}\" tool-1-args-x\ntool-1-args-x ::= \"\"\n";
-    EXPECT_EQ(grammar(Format::Generic),
-              "root ::= \"{\\\"tool_calls\\\": [\" call \"]}\"\n" + call);
+    EXPECT_EQ(grammar(Format::Generic), "root ::= \"{\\\"tool_calls\\\": [\" call \"]}\"\n" + call);
     EXPECT_EQ(grammar(Format::Mistral), "root ::= \"[TOOL_CALLS][\" call \"]\"\n" + call);
-    EXPECT_EQ(grammar(Format::Hermes),
-              "root ::= tool-call\ntool-call ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\n" +
-                  call);
+    EXPECT_EQ(
+        grammar(Format::Hermes),
+        "root ::= tool-call\ntool-call ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\n" + call);
     std::string llama = call;
     llama.replace(llama.find("arguments"), 9, "parameters");
     EXPECT_EQ(grammar(Format::Llama3), "root ::= call\n" + llama);
@@ -74,13 +75,14 @@ TEST(ForcedGrammar, NamedSingleCallPerFormat) {
 
 TEST(ForcedGrammar, Errors) {
     FakeConverter c;
-    EXPECT_FALSE(forced_call_grammar(Format::Hermes, two_tools(),
-                                     {ToolChoice::Kind::Named, "nope"}, true, c.fn())
+    EXPECT_FALSE(forced_call_grammar(Format::Hermes, two_tools(), {ToolChoice::Kind::Named, "nope"},
+                                     true, c.fn())
                      .ok());
     EXPECT_FALSE(
         forced_call_grammar(Format::Hermes, two_tools(), {ToolChoice::Kind::Auto, ""}, true, c.fn())
             .ok());
-    const SchemaToGbnf failing = [](const nlohmann::json&, std::string_view) -> Result<std::string> {
+    const SchemaToGbnf failing = [](const nlohmann::json&,
+                                    std::string_view) -> Result<std::string> {
         return make_error("unsupported keyword");
     };
     auto g = forced_call_grammar(Format::Hermes, two_tools(), {ToolChoice::Kind::Required, ""},

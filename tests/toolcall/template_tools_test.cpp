@@ -30,7 +30,8 @@ std::vector<Tool> weather_tool() {
                                      {"required", {"city"}}};
     nlohmann::ordered_json spec = {
         {"type", "function"},
-        {"function", {{"name", "get_weather"}, {"description", "Weather."}, {"parameters", params}}}};
+        {"function",
+         {{"name", "get_weather"}, {"description", "Weather."}, {"parameters", params}}}};
     return {{"get_weather", "Weather.", params, spec}};
 }
 
@@ -54,13 +55,11 @@ TEST(TemplateTools, DetectsFormats) {
         bool renders;
         Format format;
     };
-    for (const Case& c : {Case{"qwen2_5", true, Format::Hermes},
-                          Case{"qwen2_5_coder", true, Format::Hermes},
-                          Case{"llama3_1", true, Format::Llama3},
-                          Case{"llama3_2", true, Format::Llama3},
-                          Case{"mistral_v0_3", true, Format::Mistral},
-                          Case{"smollm2", false, Format::Generic},
-                          Case{"gemma3", false, Format::Generic}}) {
+    for (const Case& c :
+         {Case{"qwen2_5", true, Format::Hermes}, Case{"qwen2_5_coder", true, Format::Hermes},
+          Case{"llama3_1", true, Format::Llama3}, Case{"llama3_2", true, Format::Llama3},
+          Case{"mistral_v0_3", true, Format::Mistral}, Case{"smollm2", false, Format::Generic},
+          Case{"gemma3", false, Format::Generic}}) {
         const TemplateTools t = detect_template_tools(fixture_template(c.name, st));
         EXPECT_EQ(t.renders_tools, c.renders) << c.name;
         EXPECT_EQ(t.format, c.format) << c.name;
