@@ -52,9 +52,8 @@ Result<std::string> forced_call_grammar(Format format, const std::vector<Tool>& 
         if (choice.kind == ToolChoice::Kind::Named && t.name != choice.name) continue;
         const std::string args_rule = "tool-" + std::to_string(i) + "-args";
         // An empty schema still asks for an object: arguments are one.
-        const nlohmann::json schema = t.parameters.empty()
-                                          ? nlohmann::json{{"type", "object"}}
-                                          : nlohmann::json::parse(t.parameters.dump());
+        const nlohmann::ordered_json schema =
+            t.parameters.empty() ? nlohmann::ordered_json{{"type", "object"}} : t.parameters;
         auto converted = convert(schema, args_rule);
         if (!converted.ok())
             return make_error(ErrorKind::InvalidArgument,

@@ -23,9 +23,10 @@
 namespace inferscale::toolcall {
 
 // GBNF rules for `schema` whose start rule is `rule_name`, helper rules prefixed
-// `rule_name-`; an Error for a schema it cannot convert.
-using SchemaToGbnf =
-    std::function<Result<std::string>(const nlohmann::json& schema, std::string_view rule_name)>;
+// `rule_name-`; an Error for a schema it cannot convert. The schema keeps the request's key
+// order, so properties can be asked for in the order the tool declares them.
+using SchemaToGbnf = std::function<Result<std::string>(const nlohmann::ordered_json& schema,
+                                                       std::string_view rule_name)>;
 
 // `choice` must be Required or Named (a name among `tools`); an Error from the converter, or
 // for a choice that forces nothing.

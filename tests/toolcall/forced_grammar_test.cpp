@@ -21,7 +21,8 @@ std::vector<Tool> two_tools() {
 struct FakeConverter {
     std::vector<std::string> seen;
     SchemaToGbnf fn() {
-        return [this](const nlohmann::json& schema, std::string_view rule) -> Result<std::string> {
+        return [this](const nlohmann::ordered_json& schema,
+                      std::string_view rule) -> Result<std::string> {
             seen.push_back(std::string(rule) + "=" + schema.dump());
             return std::string(rule) + " ::= \"{}\" " + std::string(rule) + "-x\n" +
                    std::string(rule) + "-x ::= \"\"";
@@ -46,8 +47,8 @@ TEST(ForcedGrammar, HermesRequiredParallel) {
               "tool-1-args ::= \"{}\" tool-1-args-x\n"
               "tool-1-args-x ::= \"\"\n");
     EXPECT_EQ(c.seen, (std::vector<std::string>{
-                          "tool-0-args={\"properties\":{\"city\":{\"type\":\"string\"}},"
-                          "\"type\":\"object\"}",
+                          "tool-0-args={\"type\":\"object\",\"properties\":{\"city\":{"
+                          "\"type\":\"string\"}}}",
                           "tool-1-args={\"type\":\"object\"}"}));
 }
 
@@ -81,7 +82,7 @@ TEST(ForcedGrammar, Errors) {
     EXPECT_FALSE(
         forced_call_grammar(Format::Hermes, two_tools(), {ToolChoice::Kind::Auto, ""}, true, c.fn())
             .ok());
-    const SchemaToGbnf failing = [](const nlohmann::json&,
+    const SchemaToGbnf failing = [](const nlohmann::ordered_json&,
                                     std::string_view) -> Result<std::string> {
         return make_error("unsupported keyword");
     };
