@@ -10,6 +10,7 @@
 #include "apps/server/access_log.h"
 #include "apps/server/completion_writer.h"
 #include "apps/server/http_server.h"
+#include "toolcall/call_parser.h"
 
 namespace inferscale::server {
 namespace {
@@ -20,12 +21,26 @@ double seconds_since(Clock::time_point t) {
     return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
+// Parsed calls as the answer carries them: each with a new id, those past the first dropped
+// unless the request allows parallel calls (`already`: calls of the choice taken before).
+std::vector<jinja::ToolCall> answer_calls(const std::vector<toolcall::ParsedCall>& calls,
+                                          std::size_t already, bool parallel) {
+    std::vector<jinja::ToolCall> out;
+    for (const toolcall::ParsedCall& c : calls) {
+        if (!parallel && already + out.size() >= 1) break;
+        out.push_back({toolcall::new_call_id(), c.name, c.arguments});
+    }
+    return out;
+}
+
 // The choices of one call in flight: their streams and what has come back so far.
 struct Choices {
     std::vector<std::shared_ptr<engine::RequestStream>> streams;
     std::vector<std::string> echoes;  // per choice: the prompt text it starts with, or empty
     std::vector<ChoiceOutput> outputs;
     std::vector<bool> finished;
+    // Per choice, with tools: its output read as content and calls as it streams.
+    std::vector<toolcall::CallParser> parsers;
     std::size_t num_finished = 0;
     int n = 1;
     bool first_token_seen = false;
@@ -55,6 +70,7 @@ struct StreamState {
     CompletionWriter writer;
     bool include_usage = false;
     bool logprobs = false;  // the request asked for them
+    bool parallel_tool_calls = true;
     Clock::time_point start;
     bool finished = false;
 };
@@ -81,7 +97,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     const engine::LocalModel& model = ctx_.engine.model();
     auto parsed = parse_completion_call(req.body, chat,
                                         {ctx_.options.model_name, model.config().vocab_size,
-                                         &model.grammars()},
+                                         &model.grammars(), ctx_.tool_template},
                                         ctx_.options.memory);
     if (auto* error = std::get_if<ApiError>(&parsed)) return send_error(res, *error);
     CompletionCall call = std::move(std::get<CompletionCall>(parsed));
@@ -110,6 +126,9 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     }
     choices.outputs.resize(choices.streams.size());
     choices.finished.assign(choices.streams.size(), false);
+    if (call.tool_format)
+        choices.parsers.assign(choices.streams.size(),
+                               toolcall::CallParser(*call.tool_format, call.tool_names));
 
     if (!call.stream) {
         for (std::size_t i = 0; i < choices.streams.size(); ++i) {
@@ -135,6 +154,13 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                 choices.finish(i, *event);
                 ctx_.metrics.observe_end(*event);
             }
+            if (call.tool_format) {
+                toolcall::ParsedOutput parsed =
+                    toolcall::parse_output(*call.tool_format, out.text, call.tool_names);
+                out.text = std::move(parsed.content);
+                out.tool_calls = answer_calls(parsed.calls, 0, call.parallel_tool_calls);
+                if (!out.tool_calls.empty()) out.finish_reason = "tool_calls";
+            }
         }
         ctx_.metrics.latency.observe(seconds_since(start));
         record_usage(choices.usage);
@@ -146,7 +172,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     auto state = std::make_shared<StreamState>(
         StreamState{std::move(choices),
                     CompletionWriter(chat, ctx_.options.model_name, num_choices),
-                    call.include_usage, logprobs, start});
+                    call.include_usage, logprobs, call.parallel_tool_calls, start});
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -175,12 +201,33 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                     event.logprobs.insert(event.logprobs.begin(), event.prompt_logprobs.begin(),
                                           event.prompt_logprobs.end());
                 }
+                // With tools the text goes through the call parser: content now, calls as
+                // they complete, a possible call held back.
+                std::vector<jinja::ToolCall> calls;
+                if (!c.parsers.empty()) {
+                    toolcall::CallParser& parser = c.parsers[i];
+                    const std::size_t before = c.outputs[i].tool_calls.size();
+                    toolcall::ParseDelta d = parser.push(event.text);
+                    if (event.finished) {
+                        toolcall::ParseDelta end = parser.finish();
+                        d.content += end.content;
+                        d.calls.insert(d.calls.end(), end.calls.begin(), end.calls.end());
+                    }
+                    event.text = std::move(d.content);
+                    calls = answer_calls(d.calls, before, state->parallel_tool_calls);
+                    c.outputs[i].tool_calls.insert(c.outputs[i].tool_calls.end(), calls.begin(),
+                                                   calls.end());
+                }
                 // Logprobs go out with their tokens, also when the text is held back (a
-                // possible stop string, a partial character).
+                // possible stop string, a partial character, a possible tool call).
                 if (!event.text.empty() || event.first_token || !event.logprobs.empty())
                     out += state->writer.chunk(i, event.text, nullptr,
                                                state->logprobs ? &event.logprobs : nullptr);
+                if (!calls.empty())
+                    out += state->writer.tool_calls_chunk(
+                        i, calls, c.outputs[i].tool_calls.size() - calls.size());
                 if (event.finished) {
+                    if (!c.outputs[i].tool_calls.empty()) event.finish_reason = "tool_calls";
                     out += state->writer.chunk(i, "", event.finish_reason, nullptr);
                     c.finish(i, event);
                     ctx_.metrics.observe_end(event);

@@ -69,6 +69,12 @@ json logprobs_json(bool chat, const std::vector<engine::TokenLogprobs>* logprobs
             {"text_offset", offsets}};
 }
 
+json call_json(const jinja::ToolCall& call) {
+    return {{"id", call.id},
+            {"type", "function"},
+            {"function", {{"name", call.name}, {"arguments", call.arguments}}}};
+}
+
 }  // namespace
 
 CompletionWriter::CompletionWriter(bool chat, std::string model, std::size_t num_choices)
@@ -90,8 +96,20 @@ std::string CompletionWriter::response(const std::vector<ChoiceOutput>& choices,
                        {"finish_reason", c.finish_reason},
                        {"logprobs", logprobs_json(chat_, logprobs ? &c.logprobs : nullptr,
                                                   text_offsets_[i])}};
-        if (chat_) choice["message"] = {{"role", "assistant"}, {"content", c.text}};
-        else choice["text"] = c.text;
+        if (chat_) {
+            json message = {{"role", "assistant"},
+                            {"content", c.text.empty() && !c.tool_calls.empty()
+                                            ? json(nullptr)
+                                            : json(c.text)}};
+            if (!c.tool_calls.empty()) {
+                message["tool_calls"] = json::array();
+                for (const jinja::ToolCall& call : c.tool_calls)
+                    message["tool_calls"].push_back(call_json(call));
+            }
+            choice["message"] = std::move(message);
+        } else {
+            choice["text"] = c.text;
+        }
         out.push_back(std::move(choice));
     }
     return json{{"id", id_},
@@ -106,17 +124,37 @@ std::string CompletionWriter::response(const std::vector<ChoiceOutput>& choices,
 std::string CompletionWriter::chunk(std::size_t index, std::string_view text,
                                     const char* finish_reason,
                                     const std::vector<engine::TokenLogprobs>* logprobs) {
+    json delta = json::object();
+    if (chat_ && (!text.empty() || !sent_role_[index])) delta["content"] = std::string(text);
+    if (!chat_) delta = std::string(text);
+    return event(index, std::move(delta), finish_reason, logprobs);
+}
+
+std::string CompletionWriter::tool_calls_chunk(std::size_t index,
+                                               const std::vector<jinja::ToolCall>& calls,
+                                               std::size_t first) {
+    json list = json::array();
+    for (std::size_t i = 0; i < calls.size(); ++i) {
+        json c = call_json(calls[i]);
+        c["index"] = first + i;
+        list.push_back(std::move(c));
+    }
+    return event(index, {{"tool_calls", list}}, nullptr, nullptr);
+}
+
+// chat: `delta` is the message delta (the role is added to a choice's first); completions:
+// the text.
+std::string CompletionWriter::event(std::size_t index, json delta, const char* finish_reason,
+                                    const std::vector<engine::TokenLogprobs>* logprobs) {
     json choice = {{"index", index},
                    {"logprobs", logprobs_json(chat_, logprobs, text_offsets_[index])},
                    {"finish_reason", finish_reason ? json(finish_reason) : json(nullptr)}};
     if (chat_) {
-        json delta = json::object();
         if (!sent_role_[index]) delta["role"] = "assistant";
-        if (!text.empty() || !sent_role_[index]) delta["content"] = std::string(text);
         sent_role_[index] = true;
-        choice["delta"] = delta;
+        choice["delta"] = std::move(delta);
     } else {
-        choice["text"] = std::string(text);
+        choice["text"] = std::move(delta);
     }
     const json c = {{"id", id_},
                     {"object", chat_ ? "chat.completion.chunk" : "text_completion"},

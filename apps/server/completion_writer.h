@@ -7,14 +7,18 @@
 #include <string_view>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "apps/server/api_error.h"
 #include "engine/request_stream.h"
+#include "template/chat_template.h"
 
 namespace inferscale::server {
 
 // What one choice answered.
 struct ChoiceOutput {
-    std::string text;
+    std::string text;  // chat: the content, null in the message when empty beside tool calls
+    std::vector<jinja::ToolCall> tool_calls;
     const char* finish_reason = "stop";
     std::vector<engine::TokenLogprobs> logprobs;
 };
@@ -31,11 +35,18 @@ class CompletionWriter {
     // assistant role.
     std::string chunk(std::size_t index, std::string_view text, const char* finish_reason,
                       const std::vector<engine::TokenLogprobs>* logprobs);
+    // One event of chat choice `index` carrying tool calls whole (id, name, arguments), the
+    // first at position `first` of the choice's calls.
+    std::string tool_calls_chunk(std::size_t index, const std::vector<jinja::ToolCall>& calls,
+                                 std::size_t first);
     std::string usage_chunk(const engine::Usage& usage) const;
     static std::string error_event(const ApiError& error);
     static constexpr std::string_view kDone = "data: [DONE]\n\n";
 
   private:
+    std::string event(std::size_t index, nlohmann::json delta, const char* finish_reason,
+                      const std::vector<engine::TokenLogprobs>* logprobs);
+
     bool chat_;
     std::string model_;
     std::string id_;

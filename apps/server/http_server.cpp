@@ -46,6 +46,8 @@ const ApiKey* authenticate(const ServerContext& ctx, const httplib::Request& req
 
 HttpServer::HttpServer(ServerContext& context)
     : ctx_(context), http_(std::make_unique<httplib::Server>()) {
+    if (const auto& tmpl = ctx_.engine.model().chat_template())
+        ctx_.tool_template = toolcall::detect_template_tools(*tmpl);
     httplib::Server& http = *http_;
     const std::size_t threads = ctx_.options.threads;
     http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };

@@ -21,6 +21,7 @@
 #include "engine/engine.h"
 #include "memory/memory_store.h"
 #include "retrieval/bm25_index.h"
+#include "toolcall/template_tools.h"
 
 namespace httplib {
 class Server;
@@ -47,6 +48,8 @@ struct ServerContext {
     ApiKeys keys;
     ServerOptions options;
     ServerMetrics metrics;
+    // How the model's chat template takes tools: set by HttpServer from the template.
+    toolcall::TemplateTools tool_template = {};
 };
 
 // Whether host:port can be bound now (as HttpServer::bind binds it), checked before a model

@@ -7,6 +7,7 @@
 
 #include "apps/server/json_fields.h"
 #include "apps/server/structured_output.h"
+#include "apps/server/tool_request.h"
 
 namespace inferscale::server {
 namespace {
@@ -18,7 +19,7 @@ const std::initializer_list<std::string_view> kChatFields = {
     "model", "messages", "max_tokens", "max_completion_tokens", "temperature", "top_p", "seed",
     "n", "frequency_penalty", "presence_penalty", "top_k", "stream", "stream_options",
     "ignore_eos", "logprobs", "top_logprobs", "stop", "logit_bias", "user", "metadata", "memory",
-    "response_format", "grammar"};
+    "response_format", "grammar", "tools", "tool_choice", "parallel_tool_calls"};
 const std::initializer_list<std::string_view> kCompletionFields = {
     "model", "prompt", "max_tokens", "temperature", "top_p", "seed", "n", "frequency_penalty",
     "presence_penalty", "top_k", "stream", "stream_options", "ignore_eos", "logprobs", "stop",
@@ -130,6 +131,49 @@ std::optional<std::string> message_text(const json& content) {
     return out;
 }
 
+// An assistant message's "tool_calls": [{"id", "type": "function", "function": {"name",
+// "arguments": JSON text}}].
+std::optional<ApiError> read_tool_calls(const json& m, const std::string& at,
+                                        jinja::ChatMessage& message) {
+    if (!m.contains("tool_calls") || m["tool_calls"].is_null()) return std::nullopt;
+    const json& calls = m["tool_calls"];
+    if (message.role != "assistant")
+        return bad_request("only assistant messages carry 'tool_calls'", at + ".tool_calls");
+    if (!calls.is_array())
+        return bad_request("'" + at + ".tool_calls' must be a list", at + ".tool_calls");
+    for (std::size_t j = 0; j < calls.size(); ++j) {
+        const json& c = calls[j];
+        const std::string field = at + ".tool_calls[" + std::to_string(j) + "]";
+        if (!c.is_object() || !c.contains("function") || !c["function"].is_object())
+            return bad_request("'" + field + "' must be {\"id\", \"type\": \"function\", "
+                                             "\"function\": {\"name\", \"arguments\"}}",
+                               field);
+        if (c.contains("type") && c["type"] != "function")
+            return bad_request("'" + field + ".type' must be \"function\"", field + ".type");
+        jinja::ToolCall call;
+        if (c.contains("id") && !c["id"].is_null()) {
+            if (!c["id"].is_string())
+                return bad_request("'" + field + ".id' must be a string", field + ".id");
+            call.id = c["id"].get<std::string>();
+        }
+        const json& fn = c["function"];
+        if (!fn.contains("name") || !fn["name"].is_string() ||
+            fn["name"].get<std::string>().empty())
+            return bad_request("'" + field + ".function.name' must be a string",
+                               field + ".function.name");
+        call.name = fn["name"].get<std::string>();
+        if (!fn.contains("arguments") || !fn["arguments"].is_string())
+            return bad_request("'" + field + ".function.arguments' must be a string of JSON",
+                               field + ".function.arguments");
+        call.arguments = fn["arguments"].get<std::string>();
+        if (!json::accept(call.arguments))
+            return bad_request("'" + field + ".function.arguments' is not valid JSON",
+                               field + ".function.arguments");
+        message.tool_calls.push_back(std::move(call));
+    }
+    return std::nullopt;
+}
+
 }  // namespace
 
 std::variant<std::vector<jinja::ChatMessage>, ApiError> parse_messages(
@@ -137,18 +181,38 @@ std::variant<std::vector<jinja::ChatMessage>, ApiError> parse_messages(
     if (!messages || !messages->is_array() || messages->empty())
         return bad_request("'messages' must be a non-empty list", "messages");
     std::vector<jinja::ChatMessage> out;
-    for (const json& m : *messages) {
+    for (std::size_t i = 0; i < messages->size(); ++i) {
+        const json& m = (*messages)[i];
+        const std::string at = "messages[" + std::to_string(i) + "]";
         if (!m.is_object() || !m.contains("role") || !m["role"].is_string())
-            return bad_request("every message needs a string 'role'", "messages");
-        std::string role = m["role"].get<std::string>();
-        if (role == "developer") role = "system";
-        if (role != "system" && role != "user" && role != "assistant")
-            return bad_request("unsupported message role '" + role + "'", "messages");
-        const auto text = m.contains("content") ? message_text(m["content"]) : std::nullopt;
-        if (!text)
+            return bad_request("every message needs a string 'role'", at + ".role");
+        jinja::ChatMessage message;
+        message.role = m["role"].get<std::string>();
+        if (message.role == "developer") message.role = "system";
+        if (message.role != "system" && message.role != "user" && message.role != "assistant" &&
+            message.role != "tool")
+            return bad_request("unsupported message role '" + message.role + "'", at + ".role");
+        if (auto e = read_tool_calls(m, at, message)) return *e;
+        const bool content_optional = !message.tool_calls.empty();
+        const bool has_content = m.contains("content") && !m["content"].is_null();
+        const auto text = has_content ? message_text(m["content"]) : std::nullopt;
+        if (!text && (has_content || !content_optional))
             return bad_request("message content must be a string or a list of text parts",
-                               "messages");
-        out.push_back({role, *text});
+                               at + ".content");
+        if (text) message.content = *text;
+        if (m.contains("name") && !m["name"].is_null()) {
+            if (!m["name"].is_string())
+                return bad_request("'" + at + ".name' must be a string", at + ".name");
+            message.name = m["name"].get<std::string>();
+        }
+        if (message.role == "tool") {
+            if (!m.contains("tool_call_id") || !m["tool_call_id"].is_string() ||
+                m["tool_call_id"].get<std::string>().empty())
+                return bad_request("a tool message needs its 'tool_call_id'",
+                                   at + ".tool_call_id");
+            message.tool_call_id = m["tool_call_id"].get<std::string>();
+        }
+        out.push_back(std::move(message));
     }
     return out;
 }
@@ -189,6 +253,18 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
         auto messages = parse_messages(f.get("messages"));
         if (auto* e = std::get_if<ApiError>(&messages)) return *e;
         r.messages = std::move(std::get<std::vector<jinja::ChatMessage>>(messages));
+        auto tools = parse_tool_request(doc, body);
+        if (auto* e = std::get_if<ApiError>(&tools)) return *e;
+        const ToolRequest& t = std::get<ToolRequest>(tools);
+        apply_tool_prompt(t, served.tools, r);
+        if (t.active()) {
+            const toolcall::Format format =
+                served.tools.renders_tools ? served.tools.format : toolcall::Format::Generic;
+            call.tool_format = format;
+            call.parallel_tool_calls = t.parallel;
+            for (const toolcall::Tool& tool : t.tools) call.tool_names.push_back(tool.name);
+            if (auto e = apply_tool_grammar(t, format, served.grammars, r)) return *e;
+        }
     } else if (auto e = read_prompts(f.get("prompt"), served.vocab_size, prompts)) {
         return *e;
     }
@@ -270,7 +346,12 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
     if (auto e = read_stop(f.get("stop"), s.stop)) return *e;
     if (auto e = read_logit_bias(f.get("logit_bias"), served.vocab_size, s.logit_bias)) return *e;
     if (served.grammars != nullptr) {
+        const bool forced_call = r.grammar != nullptr;
         if (auto e = read_output_format(doc, body, *served.grammars, r.grammar)) return *e;
+        if (forced_call && (f.get("response_format") || f.get("grammar")))
+            return bad_request("a forced tool call (tool_choice 'required' or a function) cannot "
+                               "be combined with 'response_format' or 'grammar'",
+                               "tool_choice");
     } else if (f.get("response_format") || f.get("grammar")) {
         return bad_request("structured outputs are not available here", "response_format");
     }
@@ -307,6 +388,14 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
         const std::string param = "memory." + e->option;
         return bad_request(e->option == "mode" ? e->message : "'" + param + "' " + e->message,
                            param);
+    }
+    // The memory prompt's system turn and a template's tool section do not combine yet: a
+    // user's memory is left out of such a request unless it asked for memory by name.
+    if (!r.tools.is_none() && r.memory_mode != engine::MemoryMode::None) {
+        if (choice.mode)
+            return bad_request("memory is not supported with tools this model's template renders",
+                               "memory.mode");
+        r.memory_mode = engine::MemoryMode::None;
     }
     if (chat) {
         call.prompts.push_back(std::move(r));

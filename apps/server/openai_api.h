@@ -10,6 +10,8 @@
 // Completions take a prompt string, a list of them, a list of token ids or a list of such
 // lists; `n` up to kMaxChoices copies of each prompt share its KV blocks through the prefix
 // cache (the scheduler lets the copies wait for the first one's prompt blocks).
+// Chat takes OpenAI tool calling: `tools`, `tool_choice`, `parallel_tool_calls` (tool_request.h);
+// the calls are parsed from the output by the route (toolcall/call_parser.h).
 
 #include <cstdint>
 #include <optional>
@@ -23,6 +25,8 @@
 #include "apps/server/api_error.h"
 #include "engine/engine.h"
 #include "grammar/grammar_cache.h"
+#include "toolcall/forced_grammar.h"
+#include "toolcall/template_tools.h"
 
 namespace inferscale::server {
 
@@ -37,6 +41,11 @@ struct CompletionCall {
     // Completions: each choice's text starts with its prompt (and with logprobs, its logprobs
     // with the prompt's: EngineRequest::prompt_logprobs).
     bool echo = false;
+    // Chat with tools offered (tool_choice not "none"): calls are parsed from each choice's
+    // output in this format; with parallel_tool_calls false only the first is kept.
+    std::optional<toolcall::Format> tool_format;
+    bool parallel_tool_calls = true;
+    std::vector<std::string> tool_names;  // the functions a call may name
 };
 
 inline constexpr int kMaxChoices = 16;  // the largest n
@@ -45,9 +54,11 @@ inline constexpr int kMaxChoices = 16;  // the largest n
 struct ServedModel {
     std::string_view id;
     std::int64_t vocab_size = 0;
-    // Where response_format and grammar are compiled (the model's LocalModel::grammars());
-    // null: such requests are a 400.
+    // Where response_format, grammar and the forced tool-call grammar are compiled (the model's
+    // LocalModel::grammars()); null: such requests are a 400, and tool_choice is not enforced.
     grammar::GrammarCache* grammars = nullptr;
+    // How the chat template takes tools.
+    toolcall::TemplateTools tools;
 };
 
 // `chat`: the body of /v1/chat/completions, else of /v1/completions. An unknown model is a 404;
@@ -62,7 +73,9 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
 std::vector<engine::EngineRequest> choice_requests(const CompletionCall& call);
 
 // Chat messages: a non-empty list of {"role", "content"} ("developer" is taken as "system";
-// content a string or a list of text parts), or a 400 on `messages`.
+// content a string or a list of text parts; an optional "name"), assistant turns with
+// "tool_calls" (content may then be null) and "tool" turns with their "tool_call_id", or a
+// 400 naming the field.
 std::variant<std::vector<jinja::ChatMessage>, ApiError> parse_messages(
     const nlohmann::json* messages);
 

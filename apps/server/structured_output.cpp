@@ -11,7 +11,6 @@ using nlohmann::json;
 std::optional<ApiError> read_output_format(const json& body, std::string_view raw_body,
                                            grammar::GrammarCache& grammars,
                                            std::shared_ptr<const grammar::CompiledGrammar>& out) {
-    out = nullptr;
     const auto format = body.find("response_format");
     const auto gbnf = body.find("grammar");
     const bool has_format = format != body.end() && !format->is_null();

@@ -15,7 +15,7 @@
 
 namespace inferscale::server {
 
-// The grammar `body` (parsed from `raw_body`) asks for; null when it asks for none. A 400 naming
+// The grammar `body` (parsed from `raw_body`) asks for, into `out` (left as it is when none). A 400 naming
 // the field for a malformed format, both fields at once, or a schema or grammar the engine does
 // not support. A schema's properties come in the order `raw_body` gives them, as OpenAI's do.
 std::optional<ApiError> read_output_format(const nlohmann::json& body, std::string_view raw_body,

@@ -1,6 +1,6 @@
 // vLLM's tokenizer routes, in its shapes:
 //   POST /tokenize   {"model"?, "prompt", "add_special_tokens"? (true)}
-//                    {"model"?, "messages", "add_generation_prompt"? (true)}
+//                    {"model"?, "messages", "add_generation_prompt"? (true), "tools"?}
 //                    -> {"tokens": [ids], "count": N, "max_model_len": M}
 //   POST /detokenize {"model"?, "tokens": [ids]} -> {"prompt": text}
 // A prompt tokenizes as /v1/completions takes it, messages as /v1/chat/completions renders
@@ -10,6 +10,7 @@
 
 #include "apps/server/http_server.h"
 #include "apps/server/json_fields.h"
+#include "apps/server/tool_request.h"
 
 namespace inferscale::server {
 namespace {
@@ -36,7 +37,8 @@ std::variant<std::vector<std::int32_t>, ApiError> tokenize(const std::string& bo
     json doc;
     if (auto e = parse_object(body, doc)) return *e;
     if (doc.contains("messages")) {
-        if (auto e = check_fields(doc, ctx, {"model", "messages", "add_generation_prompt"}))
+        if (auto e =
+                check_fields(doc, ctx, {"model", "messages", "add_generation_prompt", "tools"}))
             return *e;
         Fields f(doc);
         bool add_generation_prompt = true;
@@ -44,8 +46,13 @@ std::variant<std::vector<std::int32_t>, ApiError> tokenize(const std::string& bo
         if (f.error) return *f.error;
         auto messages = parse_messages(f.get("messages"));
         if (auto* e = std::get_if<ApiError>(&messages)) return *e;
-        auto tokens = model.encode_chat(std::get<std::vector<jinja::ChatMessage>>(messages),
-                                        add_generation_prompt);
+        // Tools render as a chat request with tool_choice "auto" renders them.
+        auto tools = parse_tool_request(doc, body);
+        if (auto* e = std::get_if<ApiError>(&tools)) return *e;
+        engine::EngineRequest r;
+        r.messages = std::move(std::get<std::vector<jinja::ChatMessage>>(messages));
+        apply_tool_prompt(std::get<ToolRequest>(tools), ctx.tool_template, r);
+        auto tokens = model.encode_chat(r.messages, add_generation_prompt, r.tools);
         if (!tokens.ok()) return from_error(tokens.error());
         return std::move(tokens).value();
     }

@@ -112,7 +112,12 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
         // set `user` for abuse tracking whether or not they keep memories here.
         if (with_memory && runtime_ && !request.user.empty())
             with_memory = IS_TRY(store_->has_facts(request.user));
-        if (!with_memory) tokens = IS_TRY(lm.encode_chat(request.messages, true));
+        // The memory prompt renders its own system turn, which the template's tool section
+        // would have to share: not supported.
+        if (with_memory && !request.tools.is_none())
+            return make_error(ErrorKind::InvalidArgument,
+                              "memory is not supported with tools the chat template renders");
+        if (!with_memory) tokens = IS_TRY(lm.encode_chat(request.messages, true, request.tools));
     }
     if (with_memory) IS_RETURN_IF_ERROR(lay_out_memory(*a, request));
     const auto prompt_len = static_cast<std::int64_t>(tokens.size());

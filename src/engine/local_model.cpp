@@ -161,10 +161,12 @@ grammar::GrammarCache& LocalModel::grammars() const {
 }
 
 Result<std::vector<std::int32_t>> LocalModel::encode_chat(
-    const std::vector<jinja::ChatMessage>& messages, bool add_generation_prompt) const {
+    const std::vector<jinja::ChatMessage>& messages, bool add_generation_prompt,
+    const jinja::Value& tools) const {
     if (!chat_template_)
         return make_error(ErrorKind::InvalidArgument, "the model has no chat template");
-    const std::string prompt = IS_TRY(chat_template_->render(messages, add_generation_prompt));
+    const std::string prompt =
+        IS_TRY(chat_template_->render(messages, add_generation_prompt, tools));
     return tokenizer_.encode(prompt, /*add_special=*/false, /*parse_special=*/true);
 }
 

@@ -71,10 +71,11 @@ class LocalModel {
     const std::optional<jinja::ChatTemplate>& chat_template() const { return chat_template_; }
     std::int64_t max_context() const { return max_context_; }
     // The token ids a chat request's prompt becomes: `messages` rendered with the chat
-    // template (and the assistant's generation prompt when asked), special tokens parsed. An
-    // Error when the model has no chat template.
-    Result<std::vector<std::int32_t>> encode_chat(
-        const std::vector<jinja::ChatMessage>& messages, bool add_generation_prompt) const;
+    // template (and the assistant's generation prompt when asked, `tools` as the template's
+    // tools), special tokens parsed. An Error when the model has no chat template.
+    Result<std::vector<std::int32_t>> encode_chat(const std::vector<jinja::ChatMessage>& messages,
+                                                  bool add_generation_prompt,
+                                                  const jinja::Value& tools = jinja::None{}) const;
     // What the weights and KV values are (part of memory chunk identities): the model path,
     // plus "@cuda" on the GPU (its bf16 KV differs from the CPU's) and the random-weights
     // config and seed.

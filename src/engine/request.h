@@ -38,6 +38,9 @@ struct RetrievalOptions {
 struct EngineRequest {
     // Chat: rendered with the model's chat template and the generation prompt ...
     std::vector<jinja::ChatMessage> messages;
+    // ... with these tools for the template's `tools` (OpenAI function entries), or None. A
+    // request whose template renders tools runs without memory.
+    jinja::Value tools = jinja::None{};
     // ... or a completion: the raw prompt text (tokenized with the tokenizer's BOS rule) ...
     std::optional<std::string> prompt;
     // ... or a completion of these token ids as they are (used when messages and prompt are

@@ -45,6 +45,7 @@ Result<ChatTemplate> ChatTemplate::parse(std::string_view source, SpecialTokens 
     ChatTemplate t;
     t.template_ = std::move(parsed).value();
     t.tokens_ = std::move(tokens);
+    t.source_ = std::string(source);
     return t;
 }
 

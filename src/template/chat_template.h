@@ -51,10 +51,13 @@ class ChatTemplate {
     // further variables (date_string, ...), or nullptr.
     Result<std::string> render(std::span<const ChatMessage> messages, bool add_generation_prompt,
                                const Value& tools = None{}, const ValueDict* extra = nullptr) const;
+    // The template text as parsed (its markers tell tool-call formats apart).
+    const std::string& source() const { return source_; }
 
   private:
     Template template_;
     SpecialTokens tokens_;
+    std::string source_;
 };
 
 }  // namespace inferscale::jinja
