@@ -53,6 +53,17 @@ const char* kSchema = R"({
   "required": ["name", "species", "age", "owner", "visits"]
 })";
 
+// llama.cpp's grammars/json.gbnf: a user GBNF grammar with small rules of its own.
+const char* kLlamaJsonGbnf = R"(
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+)";
+
 // The vocabulary as bytes: byte-level tokens with GPT-2's byte map undone.
 std::shared_ptr<const Vocabulary> vocabulary_of(const tokenizer::Tokenizer& tok) {
     std::int64_t n = tok.vocab_size();
@@ -198,9 +209,13 @@ int run_bench(const std::string& model_path, int threads) {
     double parse_ms = timer.millis();
     auto schema = CompiledGrammar::compile(*schema_grammar, vocab);
     auto object = CompiledGrammar::compile(Grammar::any_json_object(), vocab);
-    std::printf("(c) compile: json_schema %.1f ms (+%.1f ms schema -> rules), json_object %.1f ms\n",
-                schema->compile_ms(), parse_ms, object->compile_ms());
-    for (const auto* c : {schema.get(), object.get()}) {
+    auto llama_grammar = Grammar::from_gbnf(kLlamaJsonGbnf);
+    IS_CHECK(llama_grammar.ok()) << llama_grammar.error().message;
+    auto llama = CompiledGrammar::compile(*llama_grammar, vocab);
+    std::printf("(c) compile: json_schema %.1f ms (+%.1f ms schema -> rules), json_object %.1f ms, "
+                "llama.cpp's json.gbnf %.1f ms\n",
+                schema->compile_ms(), parse_ms, object->compile_ms(), llama->compile_ms());
+    for (const auto* c : {schema.get(), object.get(), llama.get()}) {
         const grammar::CompiledTables& t = c->tables();
         std::size_t worst = 0;
         for (const auto& s : t.tables) worst = std::max<std::size_t>(worst, s.uncertain_end - s.uncertain_begin);
@@ -218,6 +233,7 @@ int run_bench(const std::string& model_path, int threads) {
         {"json_schema", schema,
          "Make up a pet record: name, species, age, weight, toys, owner (name, city) and two vet visits."},
         {"json_object", object, "Give a JSON object describing the planet Mars, with a few nested fields."},
+        {"gbnf json", llama, "Give a JSON object describing the city of Lyon, with a few nested fields."},
     };
     std::vector<double> all;
     for (const Job& job : jobs) {

@@ -88,6 +88,10 @@ TEST(JsonSchemaTest, ComposesUnderARuleName) {
     auto rules = json_schema_to_gbnf(schema, "call");
     ASSERT_TRUE(rules.ok()) << rules.error().message;
     EXPECT_EQ(rules->find("root"), std::string::npos);
+    std::istringstream lines(*rules);
+    for (std::string line; std::getline(lines, line);) {
+        EXPECT_TRUE(line.rfind("call ::= ", 0) == 0 || line.rfind("call-", 0) == 0) << line;
+    }
     auto g = Grammar::from_gbnf("root ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\n" + *rules);
     ASSERT_TRUE(g.ok()) << g.error().message;
     EXPECT_TRUE((*g)->accepts("<tool_call>\n{\"city\": \"Paris\"}\n</tool_call>"));
