@@ -113,7 +113,8 @@ void Matcher::fill_next_token_mask(std::span<std::uint32_t> words) {
 Status Matcher::accept_token(std::int32_t token) {
     const Vocabulary& vocab = grammar_->vocabulary();
     if (token < 0 || token >= vocab.size()) {
-        return make_error(ErrorKind::InvalidArgument, "token " + std::to_string(token) + " is out of range");
+        return make_error(ErrorKind::InvalidArgument,
+                          "token " + std::to_string(token) + " is out of range");
     }
     if (ended_) return make_error(ErrorKind::InvalidArgument, "the grammar has already ended");
     if (vocab.is_end_token(token)) {
