@@ -111,8 +111,13 @@ class Converter {
                           "invalid JSON schema at " + (path.empty() ? "/" : path) + ": " + what);
     }
 
+    // A rule for `body`; the same body twice (two fields with maxLength 100) is one rule, so
+    // the vocabulary is walked for its positions once.
     std::string new_rule(const std::string& hint, std::string body) {
+        auto known = bodies_.find(body);
+        if (known != bodies_.end()) return known->second;
         std::string name = p_ + "-" + hint + std::to_string(counter_++);
+        bodies_.emplace(body, name);
         rules_.emplace_back(name, std::move(body));
         return name;
     }
@@ -533,6 +538,7 @@ class Converter {
     std::string p_;
     std::vector<std::pair<std::string, std::string>> rules_;
     std::map<std::string, std::string> refs_;
+    std::map<std::string, std::string> bodies_;  // rule body -> name
     int counter_ = 0;
 };
 
