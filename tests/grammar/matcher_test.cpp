@@ -7,7 +7,6 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -246,8 +245,6 @@ TEST(MatcherTest, WalksProduceValidJson) {
         int finished = 0;
         for (std::uint32_t seed = 100; seed < 140; ++seed) {
             Walk w = random_walk(compiled, seed, 400, false);
-            if (seed == 100 && std::getenv("GRAMMAR_TEST_PRINT"))
-                std::fprintf(stderr, "%s\n", w.text.c_str());
             if (!w.finished) continue;
             ++finished;
             EXPECT_TRUE(c.grammar->accepts(w.text)) << w.text;
