@@ -8,10 +8,9 @@
 //   build/bin/grammar_bench [--model models/SmolLM2-135M-Instruct.Q4_1.gguf] [--threads 0]
 
 #include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 #include <numeric>
 #include <string>
 #include <vector>
@@ -52,6 +51,17 @@ const char* kSchema = R"({
   },
   "required": ["name", "species", "age", "owner", "visits"]
 })";
+
+// llama.cpp's grammars/json.gbnf: a user GBNF grammar with small rules of its own.
+const char* kLlamaJsonGbnf = R"(
+root   ::= object
+value  ::= object | array | string | number | ("true" | "false" | "null") ws
+object ::= "{" ws ( string ":" ws value ("," ws string ":" ws value)* )? "}" ws
+array  ::= "[" ws ( value ("," ws value)* )? "]" ws
+string ::= "\"" ( [^"\\\x7F\x00-\x1F] | "\\" (["\\bfnrt] | "u" [0-9a-fA-F]{4}) )* "\"" ws
+number ::= ("-"? ([0-9] | [1-9] [0-9]{0,15})) ("." [0-9]+)? ([eE] [-+]? [0-9] [1-9]{0,15})? ws
+ws ::= | " " | "\n" [ \t]{0,20}
+)";
 
 // The vocabulary as bytes: byte-level tokens with GPT-2's byte map undone.
 std::shared_ptr<const Vocabulary> vocabulary_of(const tokenizer::Tokenizer& tok) {
@@ -118,7 +128,8 @@ struct GrammarRun {
 // The model generates under the grammar: greedy over the allowed tokens.
 GrammarRun generate(engine::LocalModel& lm, std::shared_ptr<const CompiledGrammar> compiled,
                     const std::string& request, int max_tokens) {
-    auto prompt = lm.encode_chat({{"system", "You answer with JSON only."}, {"user", request}}, true);
+    auto prompt =
+        lm.encode_chat({{"system", "You answer with JSON only."}, {"user", request}}, true);
     IS_CHECK(prompt.ok()) << prompt.error().message;
     Decoder dec(lm);
     dec.prefill(*prompt);
@@ -133,7 +144,8 @@ GrammarRun generate(engine::LocalModel& lm, std::shared_ptr<const CompiledGramma
         std::span<const float> logits = dec.logits();
         std::int32_t best = -1;
         for (std::int32_t id = 0; id < vocab.size(); ++id) {
-            if (((mask[id / 32] >> (id % 32)) & 1) && (best < 0 || logits[id] > logits[best])) best = id;
+            if (((mask[id / 32] >> (id % 32)) & 1) && (best < 0 || logits[id] > logits[best]))
+                best = id;
         }
         IS_CHECK(best >= 0) << "empty mask after " << run.text;
         timer.reset();
@@ -169,7 +181,8 @@ int run_bench(const std::string& model_path, int threads) {
     }
     engine::LocalModel& model = **lm;
     std::printf("model %s on %s, vocab %lld\n", model_path.c_str(),
-                model.device_description().c_str(), static_cast<long long>(model.config().vocab_size));
+                model.device_description().c_str(),
+                static_cast<long long>(model.config().vocab_size));
 
     // (a) unconstrained decode steps.
     std::vector<double> step_ms;
@@ -185,8 +198,9 @@ int run_bench(const std::string& model_path, int threads) {
         }
     }
     double step = percentile(step_ms, 0.5);
-    std::printf("(a) decode step, batch 1: median %.3f ms, p99 %.3f ms (%zu steps after 5 of warm-up)\n", step,
-                percentile(step_ms, 0.99), step_ms.size());
+    std::printf(
+        "(a) decode step, batch 1: median %.3f ms, p99 %.3f ms (%zu steps after 5 of warm-up)\n",
+        step, percentile(step_ms, 0.99), step_ms.size());
 
     // (c) compile times.
     Timer timer;
@@ -198,12 +212,18 @@ int run_bench(const std::string& model_path, int threads) {
     double parse_ms = timer.millis();
     auto schema = CompiledGrammar::compile(*schema_grammar, vocab);
     auto object = CompiledGrammar::compile(Grammar::any_json_object(), vocab);
-    std::printf("(c) compile: json_schema %.1f ms (+%.1f ms schema -> rules), json_object %.1f ms\n",
-                schema->compile_ms(), parse_ms, object->compile_ms());
-    for (const auto* c : {schema.get(), object.get()}) {
+    auto llama_grammar = Grammar::from_gbnf(kLlamaJsonGbnf);
+    IS_CHECK(llama_grammar.ok()) << llama_grammar.error().message;
+    auto llama = CompiledGrammar::compile(*llama_grammar, vocab);
+    std::printf(
+        "(c) compile: json_schema %.1f ms (+%.1f ms schema -> rules), json_object %.1f ms, "
+        "llama.cpp's json.gbnf %.1f ms\n",
+        schema->compile_ms(), parse_ms, object->compile_ms(), llama->compile_ms());
+    for (const auto* c : {schema.get(), object.get(), llama.get()}) {
         const grammar::CompiledTables& t = c->tables();
         std::size_t worst = 0;
-        for (const auto& s : t.tables) worst = std::max<std::size_t>(worst, s.uncertain_end - s.uncertain_begin);
+        for (const auto& s : t.tables)
+            worst = std::max<std::size_t>(worst, s.uncertain_end - s.uncertain_begin);
         std::printf("    %zu grammar positions, %zu uncertain tokens in all, at most %zu at one\n",
                     t.tables.size(), t.num_uncertain(), worst);
     }
@@ -216,20 +236,24 @@ int run_bench(const std::string& model_path, int threads) {
     };
     const Job jobs[] = {
         {"json_schema", schema,
-         "Make up a pet record: name, species, age, weight, toys, owner (name, city) and two vet visits."},
-        {"json_object", object, "Give a JSON object describing the planet Mars, with a few nested fields."},
+         "Make up a pet record: name, species, age, weight, toys, owner (name, city) and two vet "
+         "visits."},
+        {"json_object", object,
+         "Give a JSON object describing the planet Mars, with a few nested fields."},
+        {"gbnf json", llama,
+         "Give a JSON object describing the city of Lyon, with a few nested fields."},
     };
     std::vector<double> all;
     for (const Job& job : jobs) {
         GrammarRun r = generate(model, job.grammar, job.request, kMaxTokens);
         all.insert(all.end(), r.total_ms.begin(), r.total_ms.end());
-        std::printf("(b) %s: %zu tokens, %s; mask median %.4f p99 %.4f ms, accept median %.4f "
-                    "p99 %.4f ms, both median %.4f p99 %.4f max %.4f ms\n",
-                    job.name, r.total_ms.size(), r.finished ? "finished" : "cut at the cap",
-                    percentile(r.mask_ms, 0.5), percentile(r.mask_ms, 0.99),
-                    percentile(r.accept_ms, 0.5), percentile(r.accept_ms, 0.99),
-                    percentile(r.total_ms, 0.5), percentile(r.total_ms, 0.99),
-                    percentile(r.total_ms, 1.0));
+        std::printf(
+            "(b) %s: %zu tokens, %s; mask median %.4f p99 %.4f ms, accept median %.4f "
+            "p99 %.4f ms, both median %.4f p99 %.4f max %.4f ms\n",
+            job.name, r.total_ms.size(), r.finished ? "finished" : "cut at the cap",
+            percentile(r.mask_ms, 0.5), percentile(r.mask_ms, 0.99), percentile(r.accept_ms, 0.5),
+            percentile(r.accept_ms, 0.99), percentile(r.total_ms, 0.5),
+            percentile(r.total_ms, 0.99), percentile(r.total_ms, 1.0));
         // The same tokens again without the model in between (warm caches): the grammar alone.
         Matcher replay(job.grammar);
         std::vector<std::uint32_t> mask(grammar::mask_words(vocab->size()));

@@ -61,8 +61,6 @@ CompiledGrammar::CompiledGrammar(std::shared_ptr<const Grammar> grammar,
 
 namespace {
 
-enum class Verdict : std::uint8_t { Rejected, Accepted, Uncertain };
-
 struct Level {
     std::vector<std::int32_t> tops;
     bool popped = false;     // the closure that made this level ran past the rule
@@ -158,14 +156,24 @@ std::vector<std::int32_t> equivalence_classes(const RuleSet& rules, std::size_t 
 class TableBuilder {
   public:
     TableBuilder(const RuleSet& rules, const Vocabulary& vocab)
-        : rules_(rules), vocab_(vocab), walker_(rules, pool_) {}
+        : rules_(rules), vocab_(vocab), walker_(rules, pool_) {
+        // Tokens starting with byte b end where those starting with a later byte begin.
+        const auto& sorted = vocab_.sorted_tokens();
+        first_byte_end_.fill(0);
+        for (std::size_t i = 0; i < sorted.size(); ++i) {
+            auto b = static_cast<std::uint8_t>(vocab_.token_bytes(sorted[i])[0]);
+            first_byte_end_[b] = static_cast<std::uint32_t>(i + 1);
+        }
+        for (int b = 1; b < 256; ++b) {
+            first_byte_end_[b] = std::max(first_byte_end_[b], first_byte_end_[b - 1]);
+        }
+    }
 
     CompiledTables build() {
         CompiledTables t;
         t.words = mask_words(vocab_.size());
         t.state_table.assign(rules_.states.size(), -1);
         std::vector<char> live = reachable_rules(rules_);
-        verdict_.resize(vocab_.sorted_tokens().size());
         std::size_t longest = 0;
         for (std::int32_t id : vocab_.sorted_tokens()) {
             longest = std::max(longest, vocab_.token_bytes(id).size());
@@ -222,49 +230,51 @@ class TableBuilder {
                 valid = d + 1;
                 if (next.tops.empty() && !next.popped) {
                     // Nothing is left under bytes[0..d]: all of them share one verdict.
-                    Verdict v = next.uncertain ? Verdict::Uncertain : Verdict::Rejected;
-                    verdict_[i++] = v;
-                    while (i < n && static_cast<std::size_t>(lcp[i]) >= d + 1) verdict_[i++] = v;
+                    std::size_t end = i + 1;
+                    if (d == 0) {
+                        end = first_byte_end_[b];
+                    } else {
+                        while (end < n && static_cast<std::size_t>(lcp[end]) >= d + 1) ++end;
+                    }
+                    if (next.uncertain) {
+                        for (; i < end; ++i) uncertain_.push_back(static_cast<std::int32_t>(i));
+                    }
+                    i = end;
                     pruned = true;
                     break;
                 }
             }
             if (pruned) continue;
-            const Level& end = levels_[len];
-            verdict_[i++] = (!end.tops.empty() || end.popped) ? Verdict::Accepted
-                            : end.uncertain                   ? Verdict::Uncertain
-                                                              : Verdict::Rejected;
+            const Level& last = levels_[len];
+            if (!last.tops.empty() || last.popped) {
+                accepted_.push_back(sorted[i]);
+            } else if (last.uncertain) {
+                uncertain_.push_back(static_cast<std::int32_t>(i));
+            }
+            ++i;
         }
     }
 
     void store(CompiledTables& t) {
-        const auto& sorted = vocab_.sorted_tokens();
         CompiledTables::StateTable table;
-        std::size_t accepted = 0;
-        for (Verdict v : verdict_) accepted += v == Verdict::Accepted;
-        table.dense = accepted > t.words;
-        table.uncertain_begin = static_cast<std::uint32_t>(t.uncertain.size());
+        table.dense = accepted_.size() > t.words;
         if (table.dense) {
             table.accepted_begin = static_cast<std::uint32_t>(t.dense_words.size());
             t.dense_words.resize(t.dense_words.size() + t.words, 0);
+            for (std::int32_t id : accepted_) {
+                t.dense_words[table.accepted_begin + id / 32] |= 1u << (id % 32);
+            }
         } else {
             table.accepted_begin = static_cast<std::uint32_t>(t.sparse_ids.size());
-            table.accepted_count = static_cast<std::uint32_t>(accepted);
+            table.accepted_count = static_cast<std::uint32_t>(accepted_.size());
+            t.sparse_ids.insert(t.sparse_ids.end(), accepted_.begin(), accepted_.end());
         }
-        for (std::size_t i = 0; i < verdict_.size(); ++i) {
-            std::int32_t id = sorted[i];
-            if (verdict_[i] == Verdict::Accepted) {
-                if (table.dense) {
-                    t.dense_words[table.accepted_begin + id / 32] |= 1u << (id % 32);
-                } else {
-                    t.sparse_ids.push_back(id);
-                }
-            } else if (verdict_[i] == Verdict::Uncertain) {
-                t.uncertain.push_back(static_cast<std::int32_t>(i));
-            }
-        }
+        table.uncertain_begin = static_cast<std::uint32_t>(t.uncertain.size());
+        t.uncertain.insert(t.uncertain.end(), uncertain_.begin(), uncertain_.end());
         table.uncertain_end = static_cast<std::uint32_t>(t.uncertain.size());
         t.tables.push_back(table);
+        accepted_.clear();
+        uncertain_.clear();
     }
 
     const RuleSet& rules_;
@@ -272,7 +282,9 @@ class TableBuilder {
     NodePool pool_;
     StackWalker walker_;
     std::vector<Level> levels_;
-    std::vector<Verdict> verdict_;  // per sorted position
+    std::vector<std::int32_t> accepted_;   // token ids, of the state being walked
+    std::vector<std::int32_t> uncertain_;  // positions in sorted_tokens(), ascending
+    std::array<std::uint32_t, 256> first_byte_end_{};
 };
 
 }  // namespace

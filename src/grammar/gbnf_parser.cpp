@@ -17,8 +17,8 @@ constexpr std::uint32_t kMaxCodePoint = 0x10FFFF;
 constexpr int kMaxRepeat = 100000;
 
 bool is_name_char(char c) {
-    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-           c == '-' || c == '_';
+    return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '-' ||
+           c == '_';
 }
 
 int hex_value(char c) {
@@ -75,8 +75,8 @@ class Parser {
         int col = 0;
         line_col(pos, line, col);
         return make_error(ErrorKind::InvalidArgument, "GBNF line " + std::to_string(line) +
-                                                          ", column " + std::to_string(col) +
-                                                          ": " + message);
+                                                          ", column " + std::to_string(col) + ": " +
+                                                          message);
     }
 
     void skip_space() {
@@ -269,16 +269,34 @@ class Parser {
             ++pos_;
             int digits = 0;
             switch (e) {
-                case 'n': return std::uint32_t{'\n'};
-                case 'r': return std::uint32_t{'\r'};
-                case 't': return std::uint32_t{'\t'};
-                case '0': return std::uint32_t{0};
-                case '\\': case '"': case '[': case ']': case '-': case '/': case '\'': case '^':
+                case 'n':
+                    return std::uint32_t{'\n'};
+                case 'r':
+                    return std::uint32_t{'\r'};
+                case 't':
+                    return std::uint32_t{'\t'};
+                case '0':
+                    return std::uint32_t{0};
+                case '\\':
+                case '"':
+                case '[':
+                case ']':
+                case '-':
+                case '/':
+                case '\'':
+                case '^':
                     return static_cast<std::uint32_t>(static_cast<unsigned char>(e));
-                case 'x': digits = 2; break;
-                case 'u': digits = 4; break;
-                case 'U': digits = 8; break;
-                default: return error_at(start, std::string("unknown escape `\\") + e + "`");
+                case 'x':
+                    digits = 2;
+                    break;
+                case 'u':
+                    digits = 4;
+                    break;
+                case 'U':
+                    digits = 8;
+                    break;
+                default:
+                    return error_at(start, std::string("unknown escape `\\") + e + "`");
             }
             std::uint32_t value = 0;
             for (int i = 0; i < digits; ++i) {

@@ -8,11 +8,10 @@
 #include <list>
 #include <memory>
 #include <mutex>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
 #include <unordered_map>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "base/result.h"
 #include "grammar/matcher.h"
@@ -27,7 +26,8 @@ class GrammarCache {
     Result<std::shared_ptr<const CompiledGrammar>> gbnf(std::string_view text);
     Result<std::shared_ptr<const CompiledGrammar>> json_schema(const nlohmann::json& schema);
     // Keeps the schema's property order (Grammar::from_json_schema).
-    Result<std::shared_ptr<const CompiledGrammar>> json_schema(const nlohmann::ordered_json& schema);
+    Result<std::shared_ptr<const CompiledGrammar>> json_schema(
+        const nlohmann::ordered_json& schema);
     // Compiled once per cache, kept outside the LRU.
     std::shared_ptr<const CompiledGrammar> json_object();
 

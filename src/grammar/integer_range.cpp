@@ -50,7 +50,8 @@ void same_length(const std::string& a, const std::string& b, const std::string& 
         ++first_lo;
     }
     if (rest_b != nines) --first_hi;
-    if (first_lo <= first_hi) alts.push_back(lead + digit_class(first_lo, first_hi) + any_digits(n - 1));
+    if (first_lo <= first_hi)
+        alts.push_back(lead + digit_class(first_lo, first_hi) + any_digits(n - 1));
     if (rest_b != nines) same_length(zeros, rest_b, lead + digit_class(b[0], b[0]), alts);
 }
 

@@ -9,10 +9,9 @@
 
 #include <cmath>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <optional>
 #include <set>
-
-#include <nlohmann/json.hpp>
 
 #include "grammar/grammar.h"
 #include "grammar/integer_range.h"
@@ -43,8 +42,7 @@ std::string json_rules(const std::string& p) {
     s += p + "-char ::= [^\"\\\\\\x00-\\x1F] | \"\\\\\" ([\"\\\\/bfnrt] | \"u\" [0-9a-fA-F]{4})\n";
     s += p + "-string ::= \"\\\"\" " + p + "-char* \"\\\"\"\n";
     s += p + "-integer ::= \"-\"? (\"0\" | [1-9] [0-9]{0,15})\n";
-    s += p + "-number ::= " + p +
-         "-integer (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?\n";
+    s += p + "-number ::= " + p + "-integer (\".\" [0-9]{1,16})? ([eE] [-+]? [0-9]{1,3})?\n";
     s += p + "-boolean ::= \"true\" | \"false\"\n";
     s += p + "-null ::= \"null\"\n";
     s += p + "-value ::= " + p + "-object | " + p + "-array | " + p + "-string | " + p +
@@ -58,20 +56,35 @@ std::string json_rules(const std::string& p) {
 }
 
 const std::set<std::string>& annotations() {
-    static const std::set<std::string> k = {"title",    "description", "examples",   "default",
-                                            "$schema",  "$id",         "$comment",   "strict",
-                                            "deprecated", "readOnly",  "writeOnly",  "$defs",
-                                            "definitions"};
+    static const std::set<std::string> k = {
+        "title",  "description", "examples", "default",   "$schema", "$id",        "$comment",
+        "strict", "deprecated",  "readOnly", "writeOnly", "$defs",   "definitions"};
     return k;
 }
 
 const std::set<std::string>& supported() {
-    static const std::set<std::string> k = {
-        "type",      "properties", "required",  "additionalProperties", "enum",
-        "const",     "anyOf",      "oneOf",     "allOf",                "items",
-        "prefixItems", "minItems", "maxItems",  "minLength",            "maxLength",
-        "format",    "$ref",       "minimum",   "maximum",              "exclusiveMinimum",
-        "exclusiveMaximum", "pattern"};
+    static const std::set<std::string> k = {"type",
+                                            "properties",
+                                            "required",
+                                            "additionalProperties",
+                                            "enum",
+                                            "const",
+                                            "anyOf",
+                                            "oneOf",
+                                            "allOf",
+                                            "items",
+                                            "prefixItems",
+                                            "minItems",
+                                            "maxItems",
+                                            "minLength",
+                                            "maxLength",
+                                            "format",
+                                            "$ref",
+                                            "minimum",
+                                            "maximum",
+                                            "exclusiveMinimum",
+                                            "exclusiveMaximum",
+                                            "pattern"};
     return k;
 }
 
@@ -89,17 +102,22 @@ class Converter {
 
   private:
     Error unsupported(const std::string& keyword, const std::string& path) {
-        return make_error(ErrorKind::InvalidArgument, "unsupported JSON schema keyword `" +
-                                                          keyword + "` at " +
-                                                          (path.empty() ? "/" : path));
+        return make_error(
+            ErrorKind::InvalidArgument,
+            "unsupported JSON schema keyword `" + keyword + "` at " + (path.empty() ? "/" : path));
     }
     Error invalid(const std::string& what, const std::string& path) {
         return make_error(ErrorKind::InvalidArgument,
                           "invalid JSON schema at " + (path.empty() ? "/" : path) + ": " + what);
     }
 
+    // A rule for `body`; the same body twice (two fields with maxLength 100) is one rule, so
+    // the vocabulary is walked for its positions once.
     std::string new_rule(const std::string& hint, std::string body) {
+        auto known = bodies_.find(body);
+        if (known != bodies_.end()) return known->second;
         std::string name = p_ + "-" + hint + std::to_string(counter_++);
+        bodies_.emplace(body, name);
         rules_.emplace_back(name, std::move(body));
         return name;
     }
@@ -120,7 +138,8 @@ class Converter {
         if (schema.contains("const")) return literal(schema["const"].dump());
         if (schema.contains("enum")) {
             const json& values = schema["enum"];
-            if (!values.is_array() || values.empty()) return invalid("enum must be a non-empty array", path + "/enum");
+            if (!values.is_array() || values.empty())
+                return invalid("enum must be a non-empty array", path + "/enum");
             std::string out = "(";
             for (std::size_t i = 0; i < values.size(); ++i) {
                 if (i > 0) out += " | ";
@@ -131,7 +150,8 @@ class Converter {
         for (const char* key : {"anyOf", "oneOf"}) {
             if (!schema.contains(key)) continue;
             const json& alts = schema[key];
-            if (!alts.is_array() || alts.empty()) return invalid(std::string(key) + " must be a non-empty array", path);
+            if (!alts.is_array() || alts.empty())
+                return invalid(std::string(key) + " must be a non-empty array", path);
             std::string out = "(";
             for (std::size_t i = 0; i < alts.size(); ++i) {
                 if (i > 0) out += " | ";
@@ -142,7 +162,8 @@ class Converter {
         }
         if (schema.contains("allOf")) {
             const json& all = schema["allOf"];
-            if (!all.is_array() || all.empty()) return invalid("allOf must be a non-empty array", path);
+            if (!all.is_array() || all.empty())
+                return invalid("allOf must be a non-empty array", path);
             if (all.size() == 1) {
                 return visit(merged_with_siblings(schema, all[0], "allOf"), path + "/allOf/0");
             }
@@ -155,7 +176,8 @@ class Converter {
                 if (type.empty()) return invalid("type list is empty", path + "/type");
                 std::string out = "(";
                 for (std::size_t i = 0; i < type.size(); ++i) {
-                    if (!type[i].is_string()) return invalid("type must be a string", path + "/type");
+                    if (!type[i].is_string())
+                        return invalid("type must be a string", path + "/type");
                     if (i > 0) out += " | ";
                     out += IS_TRY(visit_type(schema, type[i].get<std::string>(), path));
                 }
@@ -173,9 +195,9 @@ class Converter {
         }
         // Keywords of one type only constrain values of that type; without a type the grammar
         // would not enforce them.
-        for (const char* key : {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum",
-                                "minLength", "maxLength", "format", "minItems", "maxItems",
-                                "pattern"}) {
+        for (const char* key :
+             {"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "minLength",
+              "maxLength", "format", "minItems", "maxItems", "pattern"}) {
             if (schema.contains(key)) return unsupported(key, path);
         }
         return p_ + "-value";
@@ -200,7 +222,8 @@ class Converter {
         if (auto v = IS_TRY(bound("exclusiveMinimum"))) {
             tighten_lo(static_cast<std::int64_t>(std::floor(*v)) + 1);
         }
-        if (auto v = IS_TRY(bound("maximum"))) tighten_hi(static_cast<std::int64_t>(std::floor(*v)));
+        if (auto v = IS_TRY(bound("maximum")))
+            tighten_hi(static_cast<std::int64_t>(std::floor(*v)));
         if (auto v = IS_TRY(bound("exclusiveMaximum"))) {
             tighten_hi(static_cast<std::int64_t>(std::ceil(*v)) - 1);
         }
@@ -217,8 +240,9 @@ class Converter {
         if (!schema.contains("minimum")) return p_ + "-number";
         const json& m = schema["minimum"];
         if (!m.is_number() || m.get<double>() != 0.0) return unsupported("minimum", path);
-        return new_rule("number", "(\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,16})? "
-                                  "([eE] [-+]? [0-9]{1,3})?");
+        return new_rule("number",
+                        "(\"0\" | [1-9] [0-9]{0,15}) (\".\" [0-9]{1,16})? "
+                        "([eE] [-+]? [0-9]{1,3})?");
     }
 
     // allOf over object schemas (each with properties, required and nothing else that
@@ -255,7 +279,8 @@ class Converter {
                 if (k == "type" && v == "object") continue;
                 if (k == "properties" && v.is_object()) {
                     for (const auto& [name, sub] : v.items()) {
-                        if (properties.contains(name)) return unsupported("allOf", at + "/properties/" + name);
+                        if (properties.contains(name))
+                            return unsupported("allOf", at + "/properties/" + name);
                         properties[name] = sub;
                     }
                     continue;
@@ -321,22 +346,26 @@ class Converter {
     Result<std::string> visit_string(const json& schema, const std::string& path) {
         if (schema.contains("pattern")) {
             for (const char* key : {"format", "minLength", "maxLength"}) {
-                if (schema.contains(key)) return unsupported(std::string(key) + "` with `pattern", path);
+                if (schema.contains(key))
+                    return unsupported(std::string(key) + "` with `pattern", path);
             }
             const json& pattern = schema["pattern"];
             if (!pattern.is_string()) return invalid("pattern must be a string", path + "/pattern");
             auto body = regex_to_gbnf(pattern.get<std::string>(), p_ + "-char");
             if (!body.ok()) {
-                return make_error(ErrorKind::InvalidArgument,
-                                  unsupported("pattern", path).message + ": " + body.error().message);
+                return make_error(ErrorKind::InvalidArgument, unsupported("pattern", path).message +
+                                                                  ": " + body.error().message);
             }
             return new_rule("pattern", "\"\\\"\" " + *body + " \"\\\"\"");
         }
         if (schema.contains("format")) {
             std::string f = schema["format"].is_string() ? schema["format"].get<std::string>() : "";
-            std::string date = "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | \"3\" [01])";
+            std::string date =
+                "[0-9]{4} \"-\" (\"0\" [1-9] | \"1\" [0-2]) \"-\" (\"0\" [1-9] | [12] [0-9] | "
+                "\"3\" [01])";
             std::string time =
-                "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" [0-9]{1,6})? "
+                "([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9] \":\" [0-5] [0-9] (\".\" "
+                "[0-9]{1,6})? "
                 "(\"Z\" | [+-] ([01] [0-9] | \"2\" [0-3]) \":\" [0-5] [0-9])";
             std::string body;
             if (f == "date") {
@@ -346,8 +375,9 @@ class Converter {
             } else if (f == "date-time") {
                 body = date + " \"T\" " + time;
             } else if (f == "uuid") {
-                body = "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
-                       "[0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}";
+                body =
+                    "[0-9a-fA-F]{8} \"-\" [0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{4} \"-\" "
+                    "[0-9a-fA-F]{4} \"-\" [0-9a-fA-F]{12}";
             } else {
                 return unsupported("format", path);
             }
@@ -359,7 +389,8 @@ class Converter {
         if (schema.contains("maxLength")) max = IS_TRY(count(schema, "maxLength", path));
         if (min == 0 && max < 0) return p_ + "-string";
         if (max >= 0 && max < min) return invalid("maxLength < minLength", path);
-        std::string rep = "{" + std::to_string(min) + "," + (max < 0 ? "" : std::to_string(max)) + "}";
+        std::string rep =
+            "{" + std::to_string(min) + "," + (max < 0 ? "" : std::to_string(max)) + "}";
         return new_rule("string", "\"\\\"\" " + p_ + "-char" + rep + " \"\\\"\"");
     }
 
@@ -375,16 +406,19 @@ class Converter {
         std::vector<std::pair<std::string, std::string>> props;  // key literal, value expr
         std::set<std::string> required;
         if (schema.contains("required")) {
-            if (!schema["required"].is_array()) return invalid("required must be an array", path + "/required");
+            if (!schema["required"].is_array())
+                return invalid("required must be an array", path + "/required");
             for (const json& r : schema["required"]) {
-                if (!r.is_string()) return invalid("required must list strings", path + "/required");
+                if (!r.is_string())
+                    return invalid("required must list strings", path + "/required");
                 required.insert(r.get<std::string>());
             }
         }
         std::vector<bool> is_required;
         if (schema.contains("properties")) {
             const json& properties = schema["properties"];
-            if (!properties.is_object()) return invalid("properties must be an object", path + "/properties");
+            if (!properties.is_object())
+                return invalid("properties must be an object", path + "/properties");
             for (const auto& [key, sub] : properties.items()) {
                 std::string value = IS_TRY(visit(sub, path + "/properties/" + key));
                 props.emplace_back(literal(json(key).dump()), value);
@@ -404,7 +438,8 @@ class Converter {
         }
         for (const std::string& r : required) {
             if (!schema.contains("properties") || !schema["properties"].contains(r)) {
-                if (extra.empty()) return invalid("required property `" + r + "` is not allowed", path);
+                if (extra.empty())
+                    return invalid("required property `" + r + "` is not allowed", path);
                 return unsupported("required", path);  // a required key outside properties
             }
         }
@@ -424,8 +459,9 @@ class Converter {
             std::string f;
             std::string r;
             if (i == n) {
-                f = extra.empty() ? "\"\""
-                                  : "(" + extra_member + " (\",\" " + w + " " + extra_member + ")*)?";
+                f = extra.empty()
+                        ? "\"\""
+                        : "(" + extra_member + " (\",\" " + w + " " + extra_member + ")*)?";
                 r = extra.empty() ? "\"\"" : "(\",\" " + w + " " + extra_member + ")*";
             } else if (is_required[i]) {
                 f = member[i] + " " + rest(i + 1);
@@ -449,9 +485,11 @@ class Converter {
         std::vector<std::string> prefix;
         if (schema.contains("prefixItems")) {
             const json& items = schema["prefixItems"];
-            if (!items.is_array()) return invalid("prefixItems must be an array", path + "/prefixItems");
+            if (!items.is_array())
+                return invalid("prefixItems must be an array", path + "/prefixItems");
             for (std::size_t i = 0; i < items.size(); ++i) {
-                prefix.push_back(IS_TRY(visit(items[i], path + "/prefixItems/" + std::to_string(i))));
+                prefix.push_back(
+                    IS_TRY(visit(items[i], path + "/prefixItems/" + std::to_string(i))));
             }
         }
         std::string item;  // "" when no items follow the prefix
@@ -492,13 +530,15 @@ class Converter {
             std::string e = element(j, prefix[j]) + (content.empty() ? "" : " " + content);
             content = j < min ? e : "(" + e + ")?";
         }
-        return new_rule("array", "\"[\" " + w + " " + (content.empty() ? "" : content + " ") + "\"]\"");
+        return new_rule("array",
+                        "\"[\" " + w + " " + (content.empty() ? "" : content + " ") + "\"]\"");
     }
 
     const json& root_;
     std::string p_;
     std::vector<std::pair<std::string, std::string>> rules_;
     std::map<std::string, std::string> refs_;
+    std::map<std::string, std::string> bodies_;  // rule body -> name
     int counter_ = 0;
 };
 

@@ -21,10 +21,9 @@
 // of anything but objects. Keywords of one type (minLength, minimum ...) on a schema without a
 // type are errors too, since the grammar could not enforce them.
 
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <string_view>
-
-#include <nlohmann/json_fwd.hpp>
 
 #include "base/result.h"
 

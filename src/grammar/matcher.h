@@ -26,6 +26,10 @@ namespace inferscale::grammar {
 // the token decodes to (byte-level BPE already undone). Special tokens are never allowed by a
 // grammar; end tokens (EOS, end of turn) are allowed exactly when the grammar can end. Tokens
 // with no bytes that are neither are never allowed. Immutable; share it through shared_ptr.
+// From a tokenizer::Tokenizer: is_special(id), is_end_of_generation(id), and the bytes of
+// token_text(id) with the byte-level map undone (tokenizer/byte_level.h: byte_level_decode) for
+// byte-level BPE (SmolLM2, Llama 3, Qwen2); for SentencePiece vocabularies ▁ is a space and
+// <0xNN> the byte NN. Not decode(): it turns a token's partial UTF-8 sequence into U+FFFD.
 class Vocabulary {
   public:
     // is_special.size() must equal token_bytes.size(); end tokens must be ids in range (an end
@@ -54,6 +58,10 @@ class Vocabulary {
 
 // The number of 32-bit words of a mask over `vocab_size` tokens: (vocab_size + 31) / 32.
 std::size_t mask_words(std::int64_t vocab_size);
+
+// Sets logits[t] to -infinity for every token the mask does not allow, including ids past the
+// mask (a model's logits row may be longer than its tokenizer's vocabulary).
+void apply_token_mask(std::span<const std::uint32_t> words, std::span<float> logits);
 
 struct CompiledTables;  // per automaton state token sets, compiled_tables.h
 

@@ -34,14 +34,22 @@ namespace {
 // The JSON encoding of one code point inside a string.
 std::string json_char(std::uint32_t cp) {
     switch (cp) {
-        case '"': return "\\\"";
-        case '\\': return "\\\\";
-        case '\n': return "\\n";
-        case '\r': return "\\r";
-        case '\t': return "\\t";
-        case '\b': return "\\b";
-        case '\f': return "\\f";
-        default: break;
+        case '"':
+            return "\\\"";
+        case '\\':
+            return "\\\\";
+        case '\n':
+            return "\\n";
+        case '\r':
+            return "\\r";
+        case '\t':
+            return "\\t";
+        case '\b':
+            return "\\b";
+        case '\f':
+            return "\\f";
+        default:
+            break;
     }
     std::string out;
     if (cp < 0x20) {
@@ -76,7 +84,8 @@ class RegexParser {
     Result<std::string> run() {
         bool start_anchor = !p_.empty() && p_[0] == '^';
         if (start_anchor) p_.remove_prefix(1);
-        bool end_anchor = !p_.empty() && p_.back() == '$' && (p_.size() < 2 || p_[p_.size() - 2] != '\\');
+        bool end_anchor =
+            !p_.empty() && p_.back() == '$' && (p_.size() < 2 || p_[p_.size() - 2] != '\\');
         if (end_anchor) p_.remove_suffix(1);
         std::string body = IS_TRY(alternatives());
         if (pos_ < p_.size()) return fail("unbalanced `)`");
@@ -123,9 +132,11 @@ class RegexParser {
             if (close == std::string_view::npos) return fail("unterminated `{`");
             std::string_view inner = p_.substr(pos_ + 1, close - pos_ - 1);
             for (char d : inner) {
-                if (!(d >= '0' && d <= '9') && d != ',') return fail("bad repetition `{" + std::string(inner) + "}`");
+                if (!(d >= '0' && d <= '9') && d != ',')
+                    return fail("bad repetition `{" + std::string(inner) + "}`");
             }
-            if (inner.empty() || inner[0] == ',') return fail("bad repetition `{" + std::string(inner) + "}`");
+            if (inner.empty() || inner[0] == ',')
+                return fail("bad repetition `{" + std::string(inner) + "}`");
             q = "{" + std::string(inner) + "}";
             pos_ = close + 1;
         } else {
@@ -147,22 +158,35 @@ class RegexParser {
     // Ranges of a class escape (\d \w \s), or empty for others.
     static std::vector<CodeRange> class_escape(char e) {
         switch (e) {
-            case 'd': case 'D': return {{'0', '9'}};
-            case 'w': case 'W': return {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
-            case 's': case 'S': return {{'\t', '\r'}, {' ', ' '}};
-            default: return {};
+            case 'd':
+            case 'D':
+                return {{'0', '9'}};
+            case 'w':
+            case 'W':
+                return {{'0', '9'}, {'A', 'Z'}, {'_', '_'}, {'a', 'z'}};
+            case 's':
+            case 'S':
+                return {{'\t', '\r'}, {' ', ' '}};
+            default:
+                return {};
         }
     }
 
     // One escaped character after `\` (not a class escape).
     Result<std::uint32_t> escaped_char(char e) {
         switch (e) {
-            case 'n': return std::uint32_t{'\n'};
-            case 'r': return std::uint32_t{'\r'};
-            case 't': return std::uint32_t{'\t'};
-            case 'f': return std::uint32_t{'\f'};
-            case 'v': return std::uint32_t{'\v'};
-            default: break;
+            case 'n':
+                return std::uint32_t{'\n'};
+            case 'r':
+                return std::uint32_t{'\r'};
+            case 't':
+                return std::uint32_t{'\t'};
+            case 'f':
+                return std::uint32_t{'\f'};
+            case 'v':
+                return std::uint32_t{'\v'};
+            default:
+                break;
         }
         if ((e >= 'a' && e <= 'z') || (e >= 'A' && e <= 'Z') || (e >= '0' && e <= '9')) {
             return fail(std::string("escape `\\") + e + "` is not supported");
@@ -238,7 +262,8 @@ class RegexParser {
                 ++pos_;
                 auto cls = class_escape(e);
                 if (!cls.empty()) {
-                    if (e >= 'A' && e <= 'Z') return fail(std::string("`\\") + e + "` inside a class is not supported");
+                    if (e >= 'A' && e <= 'Z')
+                        return fail(std::string("`\\") + e + "` inside a class is not supported");
                     ranges.insert(ranges.end(), cls.begin(), cls.end());
                     continue;
                 }
@@ -273,7 +298,8 @@ class RegexParser {
         if (c == '(') {
             ++pos_;
             if (peek() == '?') {
-                if (p_.substr(pos_, 2) != "?:") return fail("lookaround and named groups are not supported");
+                if (p_.substr(pos_, 2) != "?:")
+                    return fail("lookaround and named groups are not supported");
                 pos_ += 2;
             }
             std::string inner = IS_TRY(alternatives());
@@ -287,7 +313,8 @@ class RegexParser {
             return negated_gbnf({{'\n', '\n'}, {'\r', '\r'}});
         }
         if (c == '^' || c == '$') return fail("anchors are only supported at the ends");
-        if (c == '*' || c == '+' || c == '?' || c == '{') return fail(std::string("nothing to repeat before `") + c + "`");
+        if (c == '*' || c == '+' || c == '?' || c == '{')
+            return fail(std::string("nothing to repeat before `") + c + "`");
         if (c == '\\') {
             ++pos_;
             if (at_end()) return fail("trailing `\\`");
@@ -297,7 +324,8 @@ class RegexParser {
             if (e == 'b' || e == 'B') return fail("word boundaries are not supported");
             auto cls = class_escape(e);
             if (!cls.empty()) {
-                return (e >= 'A' && e <= 'Z') ? negated_gbnf(normalize_ranges(cls)) : ranges_gbnf(cls);
+                return (e >= 'A' && e <= 'Z') ? negated_gbnf(normalize_ranges(cls))
+                                              : ranges_gbnf(cls);
             }
             return gbnf_literal(json_char(IS_TRY(escaped_char(e))));
         }

@@ -20,7 +20,9 @@ using ByteSet = std::array<std::uint64_t, 4>;
 inline bool byte_set_has(const ByteSet& set, std::uint8_t b) {
     return (set[b >> 6] >> (b & 63)) & 1;
 }
-inline void byte_set_add(ByteSet& set, std::uint8_t b) { set[b >> 6] |= std::uint64_t{1} << (b & 63); }
+inline void byte_set_add(ByteSet& set, std::uint8_t b) {
+    set[b >> 6] |= std::uint64_t{1} << (b & 63);
+}
 
 struct RuleSet {
     struct ByteEdge {

@@ -69,9 +69,12 @@ class Builder {
   private:
     Size expr_size(const Expr& e, std::vector<int>& visiting) {
         switch (e.kind) {
-            case Expr::Kind::Empty: return {0, false};
-            case Expr::Kind::Literal: return {static_cast<long>(e.text.size()), false};
-            case Expr::Kind::Class: return {static_cast<long>(e.ranges.size()) * 2, false};
+            case Expr::Kind::Empty:
+                return {0, false};
+            case Expr::Kind::Literal:
+                return {static_cast<long>(e.text.size()), false};
+            case Expr::Kind::Class:
+                return {static_cast<long>(e.ranges.size()) * 2, false};
             case Expr::Kind::Ref: {
                 if (std::find(visiting.begin(), visiting.end(), e.rule) != visiting.end()) {
                     return {1 << 20, true};
@@ -127,7 +130,8 @@ class Builder {
     // Adds `e` starting at state `from`; returns the state where it ends.
     int build_expr(const Expr& e, int from, Nfa& nfa) {
         switch (e.kind) {
-            case Expr::Kind::Empty: return from;
+            case Expr::Kind::Empty:
+                return from;
             case Expr::Kind::Literal: {
                 int cur = from;
                 for (char c : e.text) {
@@ -284,8 +288,8 @@ class Builder {
                 int hi = b;
                 while (hi + 1 < 256 && by_byte[hi + 1] == by_byte[b]) ++hi;
                 int target = id_of(by_byte[b]);
-                out.bytes.push_back({static_cast<std::uint8_t>(b), static_cast<std::uint8_t>(hi),
-                                     target});
+                out.bytes.push_back(
+                    {static_cast<std::uint8_t>(b), static_cast<std::uint8_t>(hi), target});
                 b = hi + 1;
             }
             for (auto& [rule, targets] : by_rule) out.calls.push_back({rule, id_of(targets)});
@@ -309,13 +313,14 @@ class Builder {
             st.byte_begin = static_cast<std::uint32_t>(rs.byte_edges.size());
             for (const auto& e : edges) {
                 auto& edges_out = rs.byte_edges;
-                if (edges_out.size() > st.byte_begin && edges_out.back().target == base + e.target &&
-                    edges_out.back().hi + 1 >= e.lo) {
+                if (edges_out.size() > st.byte_begin &&
+                    edges_out.back().target == base + e.target && edges_out.back().hi + 1 >= e.lo) {
                     edges_out.back().hi = std::max(edges_out.back().hi, e.hi);
                 } else {
                     edges_out.push_back({e.lo, e.hi, base + e.target});
                 }
-                for (int b = e.lo; b <= e.hi; ++b) byte_set_add(st.bytes, static_cast<std::uint8_t>(b));
+                for (int b = e.lo; b <= e.hi; ++b)
+                    byte_set_add(st.bytes, static_cast<std::uint8_t>(b));
             }
             st.byte_end = static_cast<std::uint32_t>(rs.byte_edges.size());
             std::set<std::pair<int, int>> calls;
@@ -380,9 +385,9 @@ class Builder {
             if (color[r] == 0) {
                 int found = dfs(r);
                 if (found >= 0) {
-                    return make_error(ErrorKind::InvalidArgument,
-                                      "grammar rule `" + ast_.rules[found].name +
-                                          "` is left-recursive");
+                    return make_error(
+                        ErrorKind::InvalidArgument,
+                        "grammar rule `" + ast_.rules[found].name + "` is left-recursive");
                 }
             }
         }

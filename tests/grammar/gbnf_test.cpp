@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <random>
 
 #include "grammar/grammar.h"
@@ -31,8 +32,10 @@ TEST(GbnfTest, ErrorsNameLineAndColumn) {
     EXPECT_EQ(parse_error("root ::= (\"a\" | \"b\"\n"), "GBNF line 2, column 1: expected `)`");
     EXPECT_EQ(parse_error("root ::= \"a\" )"), "GBNF line 1, column 14: unexpected `)`");
     EXPECT_EQ(parse_error("root ::= \"\\q\""), "GBNF line 1, column 11: unknown escape `\\q`");
-    EXPECT_EQ(parse_error("root ::= \"a\"{3,2}"), "GBNF line 1, column 13: repetition {m,n} with n < m");
-    EXPECT_EQ(parse_error("item ::= \"a\""), "GBNF line 1, column 1: the grammar has no `root` rule");
+    EXPECT_EQ(parse_error("root ::= \"a\"{3,2}"),
+              "GBNF line 1, column 13: repetition {m,n} with n < m");
+    EXPECT_EQ(parse_error("item ::= \"a\""),
+              "GBNF line 1, column 1: the grammar has no `root` rule");
     EXPECT_EQ(parse_error("root ::= \"a\"\nroot ::= \"b\""),
               "GBNF line 2, column 1: rule `root` is defined twice");
     EXPECT_EQ(parse_error("root ::= x \"a\"\nx ::= root \"b\" | \"c\""),
@@ -83,7 +86,9 @@ TEST(GbnfTest, Utf8Classes) {
     EXPECT_TRUE(any->accepts("a😀"));
     EXPECT_TRUE(any->accepts("\n\xF4\x8F\xBF\xBF"));  // U+10FFFF
     EXPECT_FALSE(any->accepts("a"));
-    EXPECT_FALSE(any->accepts("\xF4\x90\x80\x80" "a"));  // above U+10FFFF
+    EXPECT_FALSE(
+        any->accepts("\xF4\x90\x80\x80"
+                     "a"));  // above U+10FFFF
 }
 
 TEST(GbnfTest, RecursionAndEmpty) {
@@ -158,7 +163,8 @@ TEST(GbnfTest, TokensSplitAnywhere) {
             pos += len;
         }
         std::vector<bool> special(tokens.size(), false);
-        auto vocab = std::make_shared<const Vocabulary>(tokens, special, std::vector<std::int32_t>{256});
+        auto vocab =
+            std::make_shared<const Vocabulary>(tokens, special, std::vector<std::int32_t>{256});
         Matcher m(CompiledGrammar::compile(g, vocab));
         std::vector<std::uint32_t> mask(mask_words(vocab->size()));
         for (std::int32_t id : pieces) {
@@ -196,6 +202,16 @@ TEST(GbnfTest, MatcherFinishesWhenNothingCanFollow) {
     m.reset();
     ASSERT_TRUE(m.accept_bytes("abc").ok());
     EXPECT_TRUE(m.finished());
+}
+
+TEST(GbnfTest, ApplyTokenMask) {
+    std::vector<std::uint32_t> words = {0x80000001u, 0x2u};  // tokens 0, 31, 33
+    std::vector<float> logits(70, 1.0f);
+    apply_token_mask(words, logits);
+    for (std::size_t t = 0; t < logits.size(); ++t) {
+        bool allowed = t == 0 || t == 31 || t == 33;
+        EXPECT_EQ(logits[t], allowed ? 1.0f : -std::numeric_limits<float>::infinity()) << t;
+    }
 }
 
 }  // namespace

@@ -5,11 +5,10 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <optional>
 #include <fstream>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
 
 #include "grammar/grammar.h"
 #include "grammar/integer_range.h"
@@ -52,8 +51,9 @@ TEST(JsonSchemaTest, CommittedCases) {
 TEST(JsonSchemaTest, IntegerRangesExactly) {
     using Bound = std::optional<std::int64_t>;
     const std::pair<Bound, Bound> ranges[] = {
-        {0, 130}, {-10, 10}, {1000, std::nullopt}, {std::nullopt, -37}, {7, 7}, {-999, -100},
-        {19, 2021}, {std::nullopt, std::nullopt}, {-5, std::nullopt}, {0, 0}, {99, 100}};
+        {0, 130},     {-10, 10},  {1000, std::nullopt},         {std::nullopt, -37}, {7, 7},
+        {-999, -100}, {19, 2021}, {std::nullopt, std::nullopt}, {-5, std::nullopt},  {0, 0},
+        {99, 100}};
     for (const auto& [lo, hi] : ranges) {
         std::string expr = integer_range_gbnf(lo, hi);
         SCOPED_TRACE(expr);
@@ -88,6 +88,10 @@ TEST(JsonSchemaTest, ComposesUnderARuleName) {
     auto rules = json_schema_to_gbnf(schema, "call");
     ASSERT_TRUE(rules.ok()) << rules.error().message;
     EXPECT_EQ(rules->find("root"), std::string::npos);
+    std::istringstream lines(*rules);
+    for (std::string line; std::getline(lines, line);) {
+        EXPECT_TRUE(line.rfind("call ::= ", 0) == 0 || line.rfind("call-", 0) == 0) << line;
+    }
     auto g = Grammar::from_gbnf("root ::= \"<tool_call>\\n\" call \"\\n</tool_call>\"\n" + *rules);
     ASSERT_TRUE(g.ok()) << g.error().message;
     EXPECT_TRUE((*g)->accepts("<tool_call>\n{\"city\": \"Paris\"}\n</tool_call>"));

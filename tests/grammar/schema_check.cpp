@@ -60,7 +60,8 @@ std::string schema_violation(const json& doc, const json& schema, const json& ro
     if (doc.is_object()) {
         const json props = schema.value("properties", json::object());
         for (const json& r : schema.value("required", json::array())) {
-            if (!doc.contains(r.get<std::string>())) return path + ": missing " + r.get<std::string>();
+            if (!doc.contains(r.get<std::string>()))
+                return path + ": missing " + r.get<std::string>();
         }
         for (const auto& [key, value] : doc.items()) {
             if (props.contains(key)) {
@@ -77,28 +78,35 @@ std::string schema_violation(const json& doc, const json& schema, const json& ro
     }
     if (doc.is_array()) {
         std::size_t n = doc.size();
-        if (schema.contains("minItems") && n < schema["minItems"].get<std::size_t>()) return path + ": too few items";
-        if (schema.contains("maxItems") && n > schema["maxItems"].get<std::size_t>()) return path + ": too many items";
+        if (schema.contains("minItems") && n < schema["minItems"].get<std::size_t>())
+            return path + ": too few items";
+        if (schema.contains("maxItems") && n > schema["maxItems"].get<std::size_t>())
+            return path + ": too many items";
         std::size_t k = 0;
         if (schema.contains("prefixItems")) {
             for (; k < schema["prefixItems"].size() && k < n; ++k) {
-                std::string v = schema_violation(doc[k], schema["prefixItems"][k], root, path + "/" + std::to_string(k));
+                std::string v = schema_violation(doc[k], schema["prefixItems"][k], root,
+                                                 path + "/" + std::to_string(k));
                 if (!v.empty()) return v;
             }
         }
         if (schema.contains("items")) {
             for (; k < n; ++k) {
-                std::string v = schema_violation(doc[k], schema["items"], root, path + "/" + std::to_string(k));
+                std::string v =
+                    schema_violation(doc[k], schema["items"], root, path + "/" + std::to_string(k));
                 if (!v.empty()) return v;
             }
         }
     }
     if (doc.is_string()) {
         std::size_t n = code_points(doc.get<std::string>());
-        if (schema.contains("minLength") && n < schema["minLength"].get<std::size_t>()) return path + ": too short";
-        if (schema.contains("maxLength") && n > schema["maxLength"].get<std::size_t>()) return path + ": too long";
+        if (schema.contains("minLength") && n < schema["minLength"].get<std::size_t>())
+            return path + ": too short";
+        if (schema.contains("maxLength") && n > schema["maxLength"].get<std::size_t>())
+            return path + ": too long";
         if (schema.contains("pattern") &&
-            !std::regex_search(doc.get<std::string>(), std::regex(schema["pattern"].get<std::string>()))) {
+            !std::regex_search(doc.get<std::string>(),
+                               std::regex(schema["pattern"].get<std::string>()))) {
             return path + ": does not match the pattern";
         }
     }

@@ -2,9 +2,8 @@
 // A small JSON schema validator for the subset the grammar supports, written independently of
 // the grammar, to check what random walks produce.
 
-#include <string>
-
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace inferscale::grammar::testing {
 
