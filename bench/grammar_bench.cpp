@@ -64,20 +64,6 @@ ws ::= | " " | "\n" [ \t]{0,20}
 )";
 
 // The vocabulary as bytes: byte-level tokens with GPT-2's byte map undone.
-std::shared_ptr<const Vocabulary> vocabulary_of(const tokenizer::Tokenizer& tok) {
-    std::int64_t n = tok.vocab_size();
-    std::vector<std::string> bytes(n);
-    std::vector<bool> special(n);
-    std::vector<std::int32_t> ends;
-    for (std::int32_t id = 0; id < n; ++id) {
-        special[id] = tok.is_special(id);
-        if (tok.is_end_of_generation(id)) ends.push_back(id);
-        std::string_view text = tok.token_text(id);
-        if (!tokenizer::byte_level_decode(text, &bytes[id])) bytes[id] = std::string(text);
-    }
-    return std::make_shared<const Vocabulary>(std::move(bytes), std::move(special), ends);
-}
-
 double percentile(std::vector<double> v, double p) {
     if (v.empty()) return 0;
     std::sort(v.begin(), v.end());
@@ -204,17 +190,19 @@ int run_bench(const std::string& model_path, int threads) {
 
     // (c) compile times.
     Timer timer;
-    auto vocab = vocabulary_of(model.tokenizer());
+    grammar::GrammarCache& cache = model.grammars();  // the vocabulary as bytes
     std::printf("(c) vocabulary as bytes: %.1f ms\n", timer.millis());
     timer.reset();
     auto schema_grammar = Grammar::from_json_schema(nlohmann::ordered_json::parse(kSchema));
     IS_CHECK(schema_grammar.ok()) << schema_grammar.error().message;
     double parse_ms = timer.millis();
-    auto schema = CompiledGrammar::compile(*schema_grammar, vocab);
-    auto object = CompiledGrammar::compile(Grammar::any_json_object(), vocab);
-    auto llama_grammar = Grammar::from_gbnf(kLlamaJsonGbnf);
-    IS_CHECK(llama_grammar.ok()) << llama_grammar.error().message;
-    auto llama = CompiledGrammar::compile(*llama_grammar, vocab);
+    auto schema_compiled = cache.json_schema(nlohmann::ordered_json::parse(kSchema));
+    IS_CHECK(schema_compiled.ok()) << schema_compiled.error().message;
+    auto llama_compiled = cache.gbnf(kLlamaJsonGbnf);
+    IS_CHECK(llama_compiled.ok()) << llama_compiled.error().message;
+    const std::shared_ptr<const CompiledGrammar> schema = *schema_compiled;
+    const std::shared_ptr<const CompiledGrammar> object = cache.json_object();
+    const std::shared_ptr<const CompiledGrammar> llama = *llama_compiled;
     std::printf(
         "(c) compile: json_schema %.1f ms (+%.1f ms schema -> rules), json_object %.1f ms, "
         "llama.cpp's json.gbnf %.1f ms\n",
@@ -256,7 +244,7 @@ int run_bench(const std::string& model_path, int threads) {
             percentile(r.total_ms, 0.99), percentile(r.total_ms, 1.0));
         // The same tokens again without the model in between (warm caches): the grammar alone.
         Matcher replay(job.grammar);
-        std::vector<std::uint32_t> mask(grammar::mask_words(vocab->size()));
+        std::vector<std::uint32_t> mask(grammar::mask_words(cache.vocabulary().size()));
         std::vector<double> replay_ms;
         for (std::int32_t id : r.tokens) {
             Timer t;

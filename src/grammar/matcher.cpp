@@ -111,24 +111,6 @@ void Matcher::fill_next_token_mask(std::span<std::uint32_t> words) {
     }
 }
 
-void apply_token_mask(std::span<const std::uint32_t> words, std::span<float> logits) {
-    const float minus_inf = -std::numeric_limits<float>::infinity();
-    std::size_t n = logits.size();
-    std::size_t full = std::min(words.size(), n / 32);
-    for (std::size_t w = 0; w < full; ++w) {
-        std::uint32_t bits = words[w];
-        if (bits == ~0u) continue;
-        float* row = logits.data() + w * 32;
-        for (int b = 0; b < 32; ++b) {
-            if (!((bits >> b) & 1)) row[b] = minus_inf;
-        }
-    }
-    for (std::size_t t = full * 32; t < n; ++t) {
-        bool allowed = t / 32 < words.size() && ((words[t / 32] >> (t % 32)) & 1);
-        if (!allowed) logits[t] = minus_inf;
-    }
-}
-
 Status Matcher::accept_token(std::int32_t token) {
     const Vocabulary& vocab = grammar_->vocabulary();
     if (token < 0 || token >= vocab.size()) {

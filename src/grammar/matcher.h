@@ -59,10 +59,6 @@ class Vocabulary {
 // The number of 32-bit words of a mask over `vocab_size` tokens: (vocab_size + 31) / 32.
 std::size_t mask_words(std::int64_t vocab_size);
 
-// Sets logits[t] to -infinity for every token the mask does not allow, including ids past the
-// mask (a model's logits row may be longer than its tokenizer's vocabulary).
-void apply_token_mask(std::span<const std::uint32_t> words, std::span<float> logits);
-
 struct CompiledTables;  // per automaton state token sets, compiled_tables.h
 
 // A grammar prepared for one vocabulary (token sets per grammar position); immutable and shared

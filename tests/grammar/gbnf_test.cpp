@@ -204,15 +204,5 @@ TEST(GbnfTest, MatcherFinishesWhenNothingCanFollow) {
     EXPECT_TRUE(m.finished());
 }
 
-TEST(GbnfTest, ApplyTokenMask) {
-    std::vector<std::uint32_t> words = {0x80000001u, 0x2u};  // tokens 0, 31, 33
-    std::vector<float> logits(70, 1.0f);
-    apply_token_mask(words, logits);
-    for (std::size_t t = 0; t < logits.size(); ++t) {
-        bool allowed = t == 0 || t == 31 || t == 33;
-        EXPECT_EQ(logits[t], allowed ? 1.0f : -std::numeric_limits<float>::infinity()) << t;
-    }
-}
-
 }  // namespace
 }  // namespace inferscale::grammar
