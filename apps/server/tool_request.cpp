@@ -143,12 +143,7 @@ std::optional<ApiError> apply_tool_grammar(const ToolRequest& tools, toolcall::F
     if (grammars == nullptr ||
         (tools.choice.kind != Kind::Required && tools.choice.kind != Kind::Named))
         return std::nullopt;
-    const toolcall::SchemaToGbnf convert = [](const nlohmann::ordered_json& schema,
-                                              std::string_view rule_name) {
-        return grammar::json_schema_to_gbnf(schema, rule_name);
-    };
-    auto text =
-        toolcall::forced_call_grammar(format, tools.tools, tools.choice, tools.parallel, convert);
+    auto text = toolcall::forced_call_grammar(format, tools.tools, tools.choice, tools.parallel);
     if (!text.ok()) return bad_request(text.error().message, "tools");
     auto compiled = grammars->gbnf(*text);
     if (!compiled.ok()) return bad_request("tools: " + compiled.error().message, "tools");

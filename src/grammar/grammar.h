@@ -56,6 +56,9 @@ class Grammar {
 // GBNF rules for a schema: the schema's own rule is named `rule_name`, helper rules are prefixed
 // `rule_name-`, so callers can compose grammars (tool calls:
 // root ::= "<tool_call>\n" call "\n</tool_call>"). Errors as Grammar::from_json_schema.
+// A GBNF string literal (quotes included) matching exactly `bytes`, for composing grammars.
+std::string gbnf_literal(std::string_view bytes);
+
 Result<std::string> json_schema_to_gbnf(const nlohmann::json& schema,
                                         std::string_view rule_name = "root");
 Result<std::string> json_schema_to_gbnf(const nlohmann::ordered_json& schema,

@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "grammar/grammar.h"
 #include "grammar/utf8_ranges.h"
 
 namespace inferscale::grammar {

@@ -20,7 +20,4 @@ namespace inferscale::grammar {
 // unanchored patterns. Errors (InvalidArgument) say what is unsupported.
 Result<std::string> regex_to_gbnf(std::string_view pattern, const std::string& any_char);
 
-// A GBNF literal matching exactly `bytes`.
-std::string gbnf_literal(std::string_view bytes);
-
 }  // namespace inferscale::grammar

@@ -1,50 +1,18 @@
 #include "toolcall/forced_grammar.h"
 
-#include <cstdio>
+#include <nlohmann/json.hpp>
+
+#include "grammar/grammar.h"
 
 namespace inferscale::toolcall {
 
-std::string gbnf_literal(std::string_view text) {
-    std::string out = "\"";
-    for (const char ch : text) {
-        const auto c = static_cast<unsigned char>(ch);
-        switch (c) {
-            case '"':
-                out += "\\\"";
-                break;
-            case '\\':
-                out += "\\\\";
-                break;
-            case '\n':
-                out += "\\n";
-                break;
-            case '\r':
-                out += "\\r";
-                break;
-            case '\t':
-                out += "\\t";
-                break;
-            default:
-                if (c < 0x20 || c == 0x7f) {
-                    char buf[8];
-                    std::snprintf(buf, sizeof(buf), "\\x%02X", c);
-                    out += buf;
-                } else {
-                    out += ch;
-                }
-        }
-    }
-    return out + "\"";
-}
-
 Result<std::string> forced_call_grammar(Format format, const std::vector<Tool>& tools,
-                                        const ToolChoice& choice, bool parallel,
-                                        const SchemaToGbnf& convert) {
+                                        const ToolChoice& choice, bool parallel) {
+    using grammar::gbnf_literal;
     if (choice.kind != ToolChoice::Kind::Required && choice.kind != ToolChoice::Kind::Named)
         return make_error(ErrorKind::InvalidArgument,
                           "only required or named tool choices "
                           "force a call");
-    if (!convert) return make_error(ErrorKind::InvalidArgument, "no schema converter");
     const char* args_key = format == Format::Llama3 ? "parameters" : "arguments";
     std::string rules, alternatives;
     for (std::size_t i = 0; i < tools.size(); ++i) {
@@ -54,7 +22,7 @@ Result<std::string> forced_call_grammar(Format format, const std::vector<Tool>& 
         // An empty schema still asks for an object: arguments are one.
         const nlohmann::ordered_json schema =
             t.parameters.empty() ? nlohmann::ordered_json{{"type", "object"}} : t.parameters;
-        auto converted = convert(schema, args_rule);
+        auto converted = grammar::json_schema_to_gbnf(schema, args_rule);
         if (!converted.ok())
             return make_error(ErrorKind::InvalidArgument,
                               "tool '" + t.name + "' parameters: " + converted.error().message);
