@@ -5,15 +5,18 @@
 rank-bm25's BM25Okapi does the term counting, length normalization and summing; only its idf is
 replaced by Lucene's ln(1 + (N - n + 0.5) / (n + 0.5)), which is what Bm25Index uses (see
 src/retrieval/bm25_index.h for why). The tokenizer is re-implemented here from the rules in
-src/retrieval/lexical_tokenizer.h, and its output is stored too so the C++ side checks it.
+src/retrieval/lexical_tokenizer.h, stemming included (terms of three or more ASCII letters go
+through the Porter stemmer of the PyPI package snowballstemmer, as tools/make_porter_fixture.py's
+do), and its output is stored too so the C++ side checks it.
 
-    pip install rank-bm25==0.2.2 && python3 tools/make_bm25_fixture.py
+    pip install rank-bm25==0.2.2 snowballstemmer==3.1.1 && python3 tools/make_bm25_fixture.py
 """
 import json
 import math
 import os
 import re
 
+import snowballstemmer
 from rank_bm25 import BM25Okapi
 
 K1, B = 1.2, 0.75
@@ -22,10 +25,18 @@ STOPWORDS = {"a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if"
              "there", "these", "they", "this", "to", "was", "will", "with"}
 
 
+PORTER = snowballstemmer.stemmer("porter")
+
+
+def stem(term):
+    return PORTER.stemWord(term) if len(term) > 2 and re.fullmatch(r"[a-z]+", term) else term
+
+
 def terms(text):
     # bytes.lower() lowercases ASCII only, as the C++ tokenizer does; bytes >= 0x80 join terms.
     raw = re.split(rb"[^a-z0-9\x80-\xff]+", text.encode("utf-8").lower())
-    return [t.decode("utf-8", "surrogateescape") for t in raw if t and t.decode("utf-8", "surrogateescape") not in STOPWORDS]
+    words = [t.decode("utf-8", "surrogateescape") for t in raw if t]
+    return [stem(w) for w in words if w not in STOPWORDS]
 
 
 class LuceneIdfBM25(BM25Okapi):
@@ -55,6 +66,8 @@ CORPUS = [
     "Running 5k and 10k races; Melanie's best 10k was 52 minutes.",
     "東京 trip planned for 2024 with the family.",
     "Camping, hiking and painting are Melanie's favourite weekend hobbies.",
+    "Bob is allergic to peanuts.",
+    "Bob's daughter has a severe peanut allergy.",
 ]
 
 QUERIES = [
@@ -69,6 +82,9 @@ QUERIES = [
     "what is the",                # only stopwords: no hits
     "submarine",                  # unknown term: no hits
     "MELANIE Camping",
+    "allergies",                  # stems to "allergi", as "allergy" does; "allergic" is "allerg"
+    "Is Bob allergic to peanut butter?",
+    "races painted",              # "race" and "paint" match their other forms
 ]
 
 # The second case reaches a new corpus by removing, replacing and adding facts, so the C++ test
@@ -101,7 +117,8 @@ def main():
     second = {i: t for i, t in first.items() if i not in REMOVED}
     second.update(REPLACED)
     second.update(ADDED)
-    fixture = {"generator": "tools/make_bm25_fixture.py with rank-bm25 BM25Okapi, Lucene idf",
+    fixture = {"generator": "tools/make_bm25_fixture.py with rank-bm25 BM25Okapi, Lucene idf, "
+                            "snowballstemmer porter",
                "k1": K1, "b": B,
                "cases": [make_case("initial", first), make_case("after_updates", second)]}
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -16,7 +16,7 @@ Bm25Index::Bm25Index(Bm25Params params) : params_(params) {
 
 void Bm25Index::upsert(std::string_view user, FactId fact_id, std::string_view text) {
     Doc doc;
-    for (auto& term : lexical_terms(text)) {
+    for (auto& term : lexical_terms(text, {.stem = params_.stem})) {
         ++doc.term_freq[std::move(term)];
         ++doc.length;
     }
@@ -79,7 +79,7 @@ std::size_t Bm25Index::size(std::string_view user) const {
 std::vector<Hit> Bm25Index::search(std::string_view user, std::string_view query,
                                    std::size_t k) const {
     if (k == 0) return {};
-    const std::vector<std::string> terms = lexical_terms(query);
+    const std::vector<std::string> terms = lexical_terms(query, {.stem = params_.stem});
     std::shared_lock lock(mutex_);
     auto user_it = users_.find(std::string(user));
     if (user_it == users_.end()) return {};

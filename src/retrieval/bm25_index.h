@@ -10,7 +10,10 @@
 // user's memory is a small corpus in which the user's own name appears in most facts, and the
 // classic idf goes negative there, ranking a fact that matches such a term below one that
 // matches nothing. Defaults k1 = 1.2, b = 0.75 (Lucene, Elasticsearch, Robertson & Zaragoza).
-// Terms come from lexical_terms(). Only facts that share a term with the query are returned.
+// Terms come from lexical_terms(), with Porter stemming unless `stem` is off; facts and
+// queries go through the same options, and the index is rebuilt from the stored facts' text at
+// every start (FactIndexer), so no stored state predates the options. Only facts that share a
+// term with the query are returned.
 
 #include <cstddef>
 #include <shared_mutex>
@@ -26,6 +29,7 @@ namespace inferscale::retrieval {
 struct Bm25Params {
     double k1 = 1.2;
     double b = 0.75;
+    bool stem = true;  // lexical_terms' option, for facts and queries alike
 };
 
 class Bm25Index final : public Retriever {

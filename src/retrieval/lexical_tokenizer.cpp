@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <array>
 
+#include "retrieval/porter_stemmer.h"
+
 namespace inferscale::retrieval {
 namespace {
 
@@ -27,11 +29,12 @@ bool is_stopword(std::string_view term) {
     return std::binary_search(kStopwords.begin(), kStopwords.end(), term);
 }
 
-std::vector<std::string> lexical_terms(std::string_view text) {
+std::vector<std::string> lexical_terms(std::string_view text, LexicalOptions options) {
     std::vector<std::string> terms;
     std::string current;
     auto flush = [&] {
-        if (!current.empty() && !is_stopword(current)) terms.push_back(current);
+        if (!current.empty() && !is_stopword(current))
+            terms.push_back(options.stem && current.size() > 2 ? porter_stem(current) : current);
         current.clear();
     };
     for (const char ch : text) {

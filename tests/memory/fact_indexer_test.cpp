@@ -39,6 +39,24 @@ TEST(FactIndexer, FollowsTheStore) {
     EXPECT_EQ(index.size(), 0u);
 }
 
+TEST(FactIndexer, StoredFactsAndQueriesAreStemmedAlike) {
+    TempDir dir;
+    FactId allergy = 0;
+    {
+        auto store = std::move(MemoryStore::open(dir.file("m.db"))).value();
+        allergy = store->add_fact("u", {"Bob has a peanut allergy", {}, ""})->id;
+    }
+    // A reopened database is indexed from its facts' text at attach: nothing stale survives.
+    auto store = std::move(MemoryStore::open(dir.file("m.db"))).value();
+    retrieval::Bm25Index index;
+    auto indexer = std::move(FactIndexer::attach(*store, index)).value();
+    const FactId painting = store->add_fact("u", {"Bob went painting", {}, ""})->id;
+    ASSERT_EQ(index.search("u", "allergies to peanuts", 5).size(), 1u);
+    EXPECT_EQ(index.search("u", "allergies to peanuts", 5).front().fact_id, allergy);
+    ASSERT_EQ(index.search("u", "paints", 5).size(), 1u);
+    EXPECT_EQ(index.search("u", "paints", 5).front().fact_id, painting);
+}
+
 TEST(FactIndexer, RandomizedSearchesNeverCrossUsers) {
     TempDir dir;
     auto store = std::move(MemoryStore::open(dir.file("m.db"))).value();

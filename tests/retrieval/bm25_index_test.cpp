@@ -70,6 +70,16 @@ TEST(LexicalTerms, Rules) {
     EXPECT_FALSE(is_stopword("melanie"));
 }
 
+TEST(LexicalTerms, StemsLongAsciiWordsUnlessOff) {
+    EXPECT_EQ(lexical_terms("Melanie paints; painting, painted US 10ks cafés"),
+              (std::vector<std::string>{"melani", "paint", "paint", "paint", "us", "10ks",
+                                        "cafés"}));
+    EXPECT_EQ(lexical_terms("Melanie paints", {.stem = false}),
+              (std::vector<std::string>{"melanie", "paints"}));
+    // Stop words are dropped before stemming: "thing" is kept, "this" is not.
+    EXPECT_EQ(lexical_terms("this thing"), (std::vector<std::string>{"thing"}));
+}
+
 TEST(Bm25Index, MatchesRankBm25) {
     const json fixture = load_fixture();
     ASSERT_EQ(fixture["k1"].get<double>(), Bm25Params{}.k1);
@@ -129,6 +139,29 @@ TEST(Bm25Index, UsersAreIsolated) {
     EXPECT_TRUE(index.search("alice", "tea", 10).empty());
     EXPECT_EQ(index.search("bob", "tea", 10).size(), 1u);
     EXPECT_EQ(index.size(), 1u);
+}
+
+TEST(Bm25Index, StemmingIsAnOptionOfTheIndex) {
+    Bm25Index stemmed;
+    Bm25Index plain(Bm25Params{.stem = false});
+    for (Bm25Index* index : {&stemmed, &plain}) {
+        index->upsert("u", 1, "Bob's daughter has a severe peanut allergy.");
+        index->upsert("u", 2, "Bob is allergic to peanuts.");
+        index->upsert("u", 3, "Bob paints landscapes.");
+    }
+    auto ids = [](const std::vector<Hit>& hits) {
+        std::vector<FactId> out;
+        for (const Hit& hit : hits) out.push_back(hit.fact_id);
+        return out;
+    };
+    EXPECT_EQ(ids(stemmed.search("u", "allergies", 10)), (std::vector<FactId>{1}));
+    EXPECT_TRUE(plain.search("u", "allergies", 10).empty());
+    EXPECT_EQ(ids(stemmed.search("u", "Who likes painting?", 10)), (std::vector<FactId>{3}));
+    EXPECT_TRUE(plain.search("u", "Who likes painting?", 10).empty());
+    EXPECT_EQ(ids(stemmed.search("u", "peanut", 10)).size(), 2u);
+    EXPECT_EQ(ids(plain.search("u", "peanut", 10)), (std::vector<FactId>{1}));
+    // Porter's stems: "allergy" is "allergi", "allergic" is "allerg"; they do not meet.
+    EXPECT_EQ(ids(stemmed.search("u", "allergy", 10)), (std::vector<FactId>{1}));
 }
 
 TEST(Bm25Index, UpsertReplacesText) {
