@@ -58,6 +58,7 @@ Command add_chat_command(CLI::App& app) {
         std::string message;
         std::string system;
         sampling::SamplingParams sampling;
+        OutputFormatArgs format;
         MemoryArgs memory;
     };
     auto args = std::make_shared<Args>();
@@ -69,6 +70,7 @@ Command add_chat_command(CLI::App& app) {
     cmd->add_option("--message", args->message, "send one message, print the reply and exit");
     cmd->add_option("--system", args->system, "system prompt");
     add_sampling_flags(*cmd, args->sampling, "--sampling-top-k");
+    add_output_format_flags(*cmd, args->format);
     add_memory_flags(*cmd, args->memory);
     const CLI::Option* device_pool_flag = cmd->get_option("--device-pool-mb");
 
@@ -86,6 +88,9 @@ Command add_chat_command(CLI::App& app) {
         if (!loaded.ok()) return fail(loaded.error().message);
         engine::LocalModel& lm = **loaded;
         if (!lm.chat_template()) return fail("the model carries no chat template this build knows");
+        auto grammar = output_grammar(args->format, lm);
+        if (!grammar.ok()) return fail(grammar.error().message);
+        request.grammar = std::move(grammar).value();
         engine::EngineOptions options;
         auto local = LocalEngine::start(lm, options, with_memory ? &args->memory.store : nullptr);
         if (!local.ok()) return fail(local.error().message);

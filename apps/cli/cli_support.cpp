@@ -6,6 +6,9 @@
 #include <cstdlib>
 #include <filesystem>
 
+#include <nlohmann/json.hpp>
+
+#include "base/mapped_file.h"
 #include "engine/backend_choice.h"
 
 namespace inferscale::cli {
@@ -89,6 +92,36 @@ void add_sampling_flags(CLI::App& cmd, sampling::SamplingParams& p, const std::s
     cmd.add_option("--seed", p.seed, "random seed");
     cmd.add_option("--stop", p.stop, "stop string (repeatable)");
     cmd.add_flag("--ignore-eos", p.ignore_eos, "keep generating past end-of-sequence tokens");
+}
+
+void add_output_format_flags(CLI::App& cmd, OutputFormatArgs& args) {
+    auto* schema = cmd.add_option("--json-schema", args.json_schema_path,
+                                  "answer JSON that validates against this JSON schema file");
+    auto* object = cmd.add_flag("--json-object", args.json_object, "answer a JSON object");
+    auto* gbnf = cmd.add_option("--grammar", args.grammar_path,
+                                "answer in this GBNF grammar (llama.cpp's syntax, rule root)");
+    schema->excludes(object)->excludes(gbnf);
+    object->excludes(gbnf);
+}
+
+Result<std::shared_ptr<const grammar::CompiledGrammar>> output_grammar(
+    const OutputFormatArgs& args, const engine::LocalModel& lm) {
+    if (args.json_object) return lm.grammars().json_object();
+    if (!args.json_schema_path.empty()) {
+        const std::string text = IS_TRY(read_text_file(args.json_schema_path));
+        nlohmann::ordered_json schema = nlohmann::ordered_json::parse(text, nullptr, false);
+        if (schema.is_discarded())
+            return make_error(args.json_schema_path + ": not JSON");
+        auto compiled = lm.grammars().json_schema(schema);
+        if (!compiled.ok()) return make_error(args.json_schema_path + ": " + compiled.error().message);
+        return std::move(compiled).value();
+    }
+    if (!args.grammar_path.empty()) {
+        auto compiled = lm.grammars().gbnf(IS_TRY(read_text_file(args.grammar_path)));
+        if (!compiled.ok()) return make_error(args.grammar_path + ": " + compiled.error().message);
+        return std::move(compiled).value();
+    }
+    return std::shared_ptr<const grammar::CompiledGrammar>();
 }
 
 std::string default_db_path() {

@@ -45,6 +45,18 @@ Result<std::unique_ptr<engine::LocalModel>> load_model(
 void add_sampling_flags(CLI::App& cmd, sampling::SamplingParams& params,
                         const std::string& top_k_flag = "--top-k");
 
+// Structured output: the grammar generate and chat decode under (the server's response_format
+// and grammar): a JSON schema file, any JSON object, or a GBNF file; at most one.
+struct OutputFormatArgs {
+    std::string json_schema_path;
+    bool json_object = false;
+    std::string grammar_path;
+};
+void add_output_format_flags(CLI::App& cmd, OutputFormatArgs& args);
+// The compiled grammar, null for none; an Error naming the file or what it does not support.
+Result<std::shared_ptr<const grammar::CompiledGrammar>> output_grammar(
+    const OutputFormatArgs& args, const engine::LocalModel& lm);
+
 // $INFERSCALE_DATA/memory.db, else $XDG_DATA_HOME/inferscale/memory.db, else
 // ~/.local/share/inferscale/memory.db (the XDG base-directory default). Empty when no HOME.
 std::string default_db_path();

@@ -16,6 +16,7 @@ Command add_generate_command(CLI::App& app) {
         ModelArgs model;
         std::string prompt;
         sampling::SamplingParams sampling;
+        OutputFormatArgs format;
         bool json = false;
     };
     auto args = std::make_shared<Args>();
@@ -23,6 +24,7 @@ Command add_generate_command(CLI::App& app) {
     add_model_flags(*cmd, args->model);
     cmd->add_option("--prompt", args->prompt, "the text to complete")->required();
     add_sampling_flags(*cmd, args->sampling);
+    add_output_format_flags(*cmd, args->format);
     cmd->add_flag("--json", args->json,
                   "print one JSON object: prompt_token_ids, token_ids, text, finish_reason");
 
@@ -33,6 +35,9 @@ Command add_generate_command(CLI::App& app) {
         engine::EngineRequest request;
         request.prompt_token_ids = lm.tokenizer().encode(args->prompt, /*add_special=*/true);
         request.sampling = args->sampling;
+        auto grammar = output_grammar(args->format, lm);
+        if (!grammar.ok()) return fail(grammar.error().message);
+        request.grammar = std::move(grammar).value();
         const std::vector<std::int32_t> prompt = request.prompt_token_ids;
         auto local = LocalEngine::start(lm, engine::EngineOptions{}, nullptr);
         if (!local.ok()) return fail(local.error().message);

@@ -46,6 +46,38 @@ def test_chat_one_shot_answers():
 
 
 @needs_model
+def test_structured_output_flags(tmp_path):
+    """--grammar, --json-schema and --json-object constrain generate and chat as the server's
+    grammar and response_format do; a bad schema or two formats are a clean failure."""
+    gbnf = tmp_path / "yes_no.gbnf"
+    gbnf.write_text('root ::= ("yes" | "no") "."\n')
+    res = run("generate", "--model", MODEL, "--prompt", "Is the sky green?", "--grammar", str(gbnf),
+              "--json")
+    assert res.returncode == 0, res.stderr
+    out = json.loads(res.stdout)
+    assert out["text"] in ("yes.", "no.") and out["finish_reason"] == "stop"
+    schema = {"type": "object", "properties": {"city": {"enum": ["Paris", "Rome"]},
+                                               "population": {"type": "integer"}},
+              "required": ["city", "population"], "additionalProperties": False}
+    schema_file = tmp_path / "city.json"
+    schema_file.write_text(json.dumps(schema))
+    res = run("chat", "--model", MODEL, "--message", "Describe the capital of France.",
+              "--json-schema", str(schema_file), "--max-tokens", "64")
+    assert res.returncode == 0, res.stderr
+    answer = json.loads(res.stdout)
+    assert list(answer) == ["city", "population"] and answer["city"] in ("Paris", "Rome")
+    assert isinstance(answer["population"], int)
+    res = run("chat", "--model", MODEL, "--message", "Hi", "--json-object", "--max-tokens", "48")
+    assert res.returncode == 0 and res.stdout.lstrip().startswith("{"), res.stderr
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"type": "array", "uniqueItems": True}))
+    assert_clean_failure(run("generate", "--model", MODEL, "--prompt", "x", "--json-schema",
+                             str(bad)), "uniqueItems")
+    assert run("generate", "--model", MODEL, "--prompt", "x", "--json-object", "--grammar",
+               str(gbnf)).returncode != 0
+
+
+@needs_model
 def test_chat_interactive_reads_stdin():
     res = subprocess.run([BIN, "chat", "--model", MODEL, "--max-tokens", "16"],
                          input="Say hello.\n\n", capture_output=True, text=True, timeout=120)
