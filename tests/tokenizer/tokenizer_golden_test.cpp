@@ -83,7 +83,9 @@ TEST_P(GoldenTest, DecodePieceKeepsWordStartSpaces) {
             if (++mismatches > 10) break;
         }
     }
-    if (GetParam().starts_with("spm")) EXPECT_GT(word_starts, 100);
+    if (GetParam().starts_with("spm")) {
+        EXPECT_GT(word_starts, 100);
+    }
 }
 
 // Constrained decoding matches bytes: the bytes of HF's ids for a text, taken token by token
@@ -92,22 +94,31 @@ TEST_P(GoldenTest, DecodePieceKeepsWordStartSpaces) {
 TEST_P(GoldenTest, TokenBytesConcatenateToTheDecodedText) {
     auto tok = Tokenizer::from_json_file(fixture_path(GetParam() + "_tokenizer.json"));
     ASSERT_TRUE(tok.ok()) << tok.error().message;
-    for (const auto& c : read_json(GetParam() + "_expected.json").at("cases")) {
+    const auto expected = read_json(GetParam() + "_expected.json");
+    int checked = 0;
+    for (const auto& c : expected.at("cases")) {
         const Ids ids = c.at("ids_no_parse_special");
         if (ids.size() < 2) continue;
         Ids plain;
         for (std::int32_t id : ids)
             if (!tok->is_special(id)) plain.push_back(id);
         if (plain.size() < 2) continue;
-        std::string bytes;
-        for (std::size_t i = 1; i < plain.size(); ++i) {
-            bytes += tok->token_bytes(plain[i]);
-        }
+        // The shortest lead whose decode is whole characters and starts the text (a lead that
+        // ends inside a character decodes to U+FFFD); the rest goes token by token.
         const std::string whole = tok->decode(plain, true);
-        const std::string first = tok->decode(Ids{plain[0]}, true);
-        ASSERT_TRUE(whole.starts_with(first)) << c.at("text");
-        EXPECT_EQ(bytes, whole.substr(first.size())) << c.at("text");
+        std::size_t split = 1;
+        std::string lead;
+        for (; split < plain.size(); ++split) {
+            lead = tok->decode(std::span(plain).first(split), true);
+            if (lead.find("\xEF\xBF\xBD") == std::string::npos && whole.starts_with(lead)) break;
+        }
+        if (split == plain.size()) continue;
+        std::string bytes;
+        for (std::size_t i = split; i < plain.size(); ++i) bytes += tok->token_bytes(plain[i]);
+        EXPECT_EQ(bytes, whole.substr(lead.size())) << c.at("text").get<std::string>();
+        ++checked;
     }
+    EXPECT_GT(checked, 20);
     // A lone lead byte of a 4-byte character: its byte, where decode_piece repairs it.
     const std::optional<std::int32_t> lead =
         tok->token_id(GetParam().starts_with("spm") ? "<0xF0>" : byte_level_encode("\xF0"));
