@@ -8,6 +8,8 @@
 #include <utility>
 #include <vector>
 
+#include "base/utf8.h"  // append_utf8
+
 namespace inferscale::grammar {
 
 using CodeRange = std::pair<std::uint32_t, std::uint32_t>;  // inclusive
@@ -15,7 +17,6 @@ using ByteRange = std::pair<std::uint8_t, std::uint8_t>;    // inclusive
 
 // The length of the UTF-8 sequence at the start of `s` and its code point; 0 if invalid.
 int decode_utf8(std::string_view s, std::uint32_t& code_point);
-void append_utf8(std::string& out, std::uint32_t code_point);
 
 // Sorted, merged ranges.
 std::vector<CodeRange> normalize_ranges(std::vector<CodeRange> ranges);

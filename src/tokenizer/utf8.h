@@ -6,6 +6,8 @@
 #include <string>
 #include <string_view>
 
+#include "base/utf8.h"  // append_utf8
+
 namespace inferscale::tokenizer {
 
 inline constexpr char32_t kReplacementChar = 0xFFFD;
@@ -21,8 +23,6 @@ std::string sanitize_utf8(std::string_view bytes);
 // Length of the longest prefix that does not end inside a UTF-8 sequence which could still be
 // completed by more bytes. Used by streaming decode to hold back a partial character.
 std::size_t utf8_complete_prefix(std::string_view bytes);
-
-void append_utf8(std::string& out, char32_t cp);
 
 // Rust's char::is_whitespace (the Unicode White_Space property), which HF uses for lstrip/rstrip.
 bool is_unicode_whitespace(char32_t cp);
