@@ -7,16 +7,13 @@
 
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
-#include <sstream>
 
 #include "grammar/grammar.h"
 #include "grammar/grammar_cache.h"
 #include "schema_check.h"
-#include "tokenizer/byte_level.h"
+#include "../tokenizer/fixture_util.h"
 #include "tokenizer/tokenizer.h"
 
 namespace inferscale::grammar {
@@ -24,32 +21,10 @@ namespace {
 
 using nlohmann::json;
 
-std::string fixture(const std::string& name) {
-    const char* root = std::getenv("INFERSCALE_FIXTURES");
-    std::ifstream in(std::string(root ? root : "tests/fixtures") + "/" + name, std::ios::binary);
-    std::stringstream buffer;
-    buffer << in.rdbuf();
-    return buffer.str();
-}
-
-// What the engine does once per model: every token's bytes (the GPT-2 byte map undone).
+// What the engine does once per model (LocalModel::grammars): every token's bytes.
 std::shared_ptr<const Vocabulary> smollm2_vocabulary() {
     static const std::shared_ptr<const Vocabulary> vocab = [] {
-        const json j = json::parse(fixture("tokenizer/smollm2_vocab.json"));
-        tokenizer::VocabData v;
-        v.model = j.at("model");
-        v.pre = j.at("pre");
-        v.tokens = j.at("tokens").get<std::vector<std::string>>();
-        for (int t : j.at("token_types"))
-            v.token_types.push_back(static_cast<tokenizer::TokenType>(t));
-        v.merges = j.at("merges").get<std::vector<std::string>>();
-        v.bos_id = j.at("bos_id");
-        v.eos_id = j.at("eos_id");
-        v.unk_id = j.at("unk_id");
-        v.pad_id = j.at("pad_id");
-        v.add_bos = j.at("add_bos");
-        v.add_space_prefix = j.at("add_space_prefix");
-        auto tok = tokenizer::Tokenizer::from_vocab(v);
+        auto tok = tokenizer::Tokenizer::from_vocab(tokenizer::testing::read_smollm2_vocab());
         IS_CHECK(tok.ok()) << tok.error().message;
         std::vector<std::string> bytes(tok->vocab_size());
         std::vector<bool> special(tok->vocab_size());
@@ -57,8 +32,7 @@ std::shared_ptr<const Vocabulary> smollm2_vocabulary() {
         for (std::int32_t id = 0; id < tok->vocab_size(); ++id) {
             special[id] = tok->is_special(id);
             if (tok->is_end_of_generation(id)) ends.push_back(id);
-            std::string_view text = tok->token_text(id);
-            if (!tokenizer::byte_level_decode(text, &bytes[id])) bytes[id] = std::string(text);
+            if (!special[id]) bytes[id] = tok->token_bytes(id);
         }
         return std::make_shared<const Vocabulary>(std::move(bytes), std::move(special), ends);
     }();

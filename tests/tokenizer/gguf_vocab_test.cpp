@@ -14,24 +14,8 @@ namespace inferscale::tokenizer {
 namespace {
 
 using testing::read_json;
+using testing::read_smollm2_vocab;
 using Ids = std::vector<std::int32_t>;
-
-VocabData read_smollm2_vocab() {
-    const auto j = read_json("smollm2_vocab.json");
-    VocabData v;
-    v.model = j.at("model");
-    v.pre = j.at("pre");
-    v.tokens = j.at("tokens").get<std::vector<std::string>>();
-    for (int t : j.at("token_types")) v.token_types.push_back(static_cast<TokenType>(t));
-    v.merges = j.at("merges").get<std::vector<std::string>>();
-    v.bos_id = j.at("bos_id");
-    v.eos_id = j.at("eos_id");
-    v.unk_id = j.at("unk_id");
-    v.pad_id = j.at("pad_id");
-    v.add_bos = j.at("add_bos");
-    v.add_space_prefix = j.at("add_space_prefix");
-    return v;
-}
 
 // Parsed once: the 1 MB fixture dominates the test time under AddressSanitizer.
 const VocabData& smollm2_vocab() {
