@@ -49,4 +49,20 @@ std::optional<ApiError> unsupported_field(const nlohmann::json& obj,
 // The JSON object a request body holds, or a 400 saying why it is not one.
 std::optional<ApiError> parse_object(std::string_view body, nlohmann::json& out);
 
+// The body again with its keys in the order sent (nlohmann::json sorts them), for what must keep
+// it: tools and schemas, whose properties the model sees in order. Parsed on first use, once
+// per request, after parse_object accepted the body.
+class OrderedBody {
+  public:
+    explicit OrderedBody(std::string_view body) : body_(body) {}
+    const nlohmann::ordered_json& get() {
+        if (!doc_) doc_ = nlohmann::ordered_json::parse(body_);
+        return *doc_;
+    }
+
+  private:
+    std::string_view body_;
+    std::optional<nlohmann::ordered_json> doc_;
+};
+
 }  // namespace inferscale::server

@@ -233,6 +233,7 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
                                                              const engine::MemoryDefaults& defaults) {
     json doc;
     if (auto e = parse_object(body, doc)) return *e;
+    OrderedBody ordered(body);
     if (auto e = unsupported_field(doc, chat ? kChatFields : kCompletionFields)) return *e;
     CompletionCall call;
     call.chat = chat;
@@ -253,7 +254,7 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
         auto messages = parse_messages(f.get("messages"));
         if (auto* e = std::get_if<ApiError>(&messages)) return *e;
         r.messages = std::move(std::get<std::vector<jinja::ChatMessage>>(messages));
-        auto tools = parse_tool_request(doc, body);
+        auto tools = parse_tool_request(doc, ordered);
         if (auto* e = std::get_if<ApiError>(&tools)) return *e;
         const ToolRequest& t = std::get<ToolRequest>(tools);
         apply_tool_prompt(t, served.tools, r);
@@ -347,7 +348,7 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
     if (auto e = read_logit_bias(f.get("logit_bias"), served.vocab_size, s.logit_bias)) return *e;
     if (served.grammars != nullptr) {
         const bool forced_call = r.grammar != nullptr;
-        if (auto e = read_output_format(doc, body, *served.grammars, r.grammar)) return *e;
+        if (auto e = read_output_format(doc, ordered, *served.grammars, r.grammar)) return *e;
         if (forced_call && (f.get("response_format") || f.get("grammar")))
             return bad_request("a forced tool call (tool_choice 'required' or a function) cannot "
                                "be combined with 'response_format' or 'grammar'",

@@ -8,7 +8,7 @@ namespace inferscale::server {
 
 using nlohmann::json;
 
-std::optional<ApiError> read_output_format(const json& body, std::string_view raw_body,
+std::optional<ApiError> read_output_format(const json& body, OrderedBody& ordered,
                                            grammar::GrammarCache& grammars,
                                            std::shared_ptr<const grammar::CompiledGrammar>& out) {
     const auto format = body.find("response_format");
@@ -63,10 +63,9 @@ std::optional<ApiError> read_output_format(const json& body, std::string_view ra
         return bad_request("'response_format.json_schema.schema' must be a JSON schema object",
                            "response_format.json_schema.schema");
     // Strict or not, the answer follows the schema: decoding cannot leave it. `body` sorted
-    // the keys; the raw body has the schema's own property order.
-    const nlohmann::ordered_json ordered = nlohmann::ordered_json::parse(
-        raw_body)["response_format"]["json_schema"]["schema"];
-    auto compiled = grammars.json_schema(ordered);
+    // the keys; the ordered body has the schema's own property order.
+    auto compiled =
+        grammars.json_schema(ordered.get()["response_format"]["json_schema"]["schema"]);
     if (!compiled.ok())
         return bad_request("'response_format.json_schema.schema': " + compiled.error().message,
                            "response_format.json_schema.schema");

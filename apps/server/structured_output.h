@@ -11,14 +11,15 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/server/api_error.h"
+#include "apps/server/json_fields.h"
 #include "grammar/grammar_cache.h"
 
 namespace inferscale::server {
 
-// The grammar `body` (parsed from `raw_body`) asks for, into `out` (left as it is when none). A 400 naming
-// the field for a malformed format, both fields at once, or a schema or grammar the engine does
-// not support. A schema's properties come in the order `raw_body` gives them, as OpenAI's do.
-std::optional<ApiError> read_output_format(const nlohmann::json& body, std::string_view raw_body,
+// The grammar `body` asks for, into `out` (left as it is when none). A 400 naming the field for
+// a malformed format, both fields at once, or a schema or grammar the engine does not support. A
+// schema's properties come in the order `ordered` (the same body) gives them, as OpenAI's do.
+std::optional<ApiError> read_output_format(const nlohmann::json& body, OrderedBody& ordered,
                                            grammar::GrammarCache& grammars,
                                            std::shared_ptr<const grammar::CompiledGrammar>& out);
 

@@ -47,7 +47,8 @@ std::variant<std::vector<std::int32_t>, ApiError> tokenize(const std::string& bo
         auto messages = parse_messages(f.get("messages"));
         if (auto* e = std::get_if<ApiError>(&messages)) return *e;
         // Tools render as a chat request with tool_choice "auto" renders them.
-        auto tools = parse_tool_request(doc, body);
+        OrderedBody ordered(body);
+        auto tools = parse_tool_request(doc, ordered);
         if (auto* e = std::get_if<ApiError>(&tools)) return *e;
         engine::EngineRequest r;
         r.messages = std::move(std::get<std::vector<jinja::ChatMessage>>(messages));

@@ -62,13 +62,12 @@ std::variant<toolcall::Tool, ApiError> read_tool(const ordered_json& entry, cons
 }  // namespace
 
 std::variant<ToolRequest, ApiError> parse_tool_request(const nlohmann::json& body_doc,
-                                                       std::string_view body) {
+                                                       OrderedBody& ordered) {
     ToolRequest out;
     if (!body_doc.contains("tools") && !body_doc.contains("tool_choice") &&
         !body_doc.contains("parallel_tool_calls"))
         return out;
-    const auto doc = ordered_json::parse(body, nullptr, false);
-    if (!doc.is_object()) return out;  // parse_object already accepted the body
+    const ordered_json& doc = ordered.get();
     if (const auto tools = doc.find("tools"); tools != doc.end() && !tools->is_null()) {
         if (!tools->is_array() || tools->empty())
             return bad_request("'tools' must be a non-empty list of functions", "tools");

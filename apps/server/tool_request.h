@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "apps/server/api_error.h"
+#include "apps/server/json_fields.h"
 #include "engine/request.h"
 #include "grammar/grammar_cache.h"
 #include "toolcall/forced_grammar.h"
@@ -30,10 +31,10 @@ struct ToolRequest {
     }
 };
 
-// The tool fields of a request body (`body` is read again with its keys in order: templates
-// render the tools as sent; only when `doc`, the body as read, has one of them).
+// The tool fields of a request body `doc`, read from `ordered` (the same body with its keys in
+// order: templates render the tools as sent) when `doc` has one of them.
 std::variant<ToolRequest, ApiError> parse_tool_request(const nlohmann::json& doc,
-                                                       std::string_view body);
+                                                       OrderedBody& ordered);
 
 // Puts `tools` into `request`'s prompt for a template that takes them as `tmpl` says; the
 // generic format also rewrites the history's calls and results for templates without tools.
