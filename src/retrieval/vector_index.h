@@ -26,59 +26,58 @@
 namespace inferscale::retrieval {
 
 class VectorIndex {
-public:
-  static constexpr std::size_t kLanes = 16;
-  // Rows scanned by an OpenMP team from this many up; fewer are scanned by the
-  // caller alone (forking a team costs more than the scan of a small user).
-  static constexpr std::size_t kParallelRows = 8192;
+  public:
+    static constexpr std::size_t kLanes = 32;
+    // Rows scanned by an OpenMP team from this many up; fewer are scanned by the
+    // caller alone (forking a team costs more than the scan of a small user).
+    static constexpr std::size_t kParallelRows = 8192;
 
-  // Every vector of the index (facts and queries) has `dim` elements; dim > 0.
-  explicit VectorIndex(std::size_t dim);
+    // Every vector of the index (facts and queries) has `dim` elements; dim > 0.
+    explicit VectorIndex(std::size_t dim);
 
-  std::size_t dim() const { return dim_; }
+    std::size_t dim() const { return dim_; }
 
-  // Adds the fact's vector, or replaces its vector (and user) when the id is
-  // already indexed. A vector of another size than dim() is a bug.
-  void upsert(std::string_view user, FactId fact_id,
-              std::span<const float> vector);
-  // Returns false when the id was not indexed.
-  bool remove(FactId fact_id);
-  // Drops every fact of `user`; returns how many there were.
-  std::size_t remove_user(std::string_view user);
+    // Adds the fact's vector, or replaces its vector (and user) when the id is
+    // already indexed. A vector of another size than dim() is a bug.
+    void upsert(std::string_view user, FactId fact_id, std::span<const float> vector);
+    // Returns false when the id was not indexed.
+    bool remove(FactId fact_id);
+    // Drops every fact of `user`; returns how many there were.
+    std::size_t remove_user(std::string_view user);
 
-  std::size_t size() const;                      // facts over all users
-  std::size_t size(std::string_view user) const; // facts of one user
+    std::size_t size() const;                       // facts over all users
+    std::size_t size(std::string_view user) const;  // facts of one user
 
-  // The at most k facts of `user` with the largest dot product with `query`,
-  // best first, ties by ascending fact id (the Retriever contract); every fact
-  // of the user is a candidate. Empty for an unknown user or k == 0. A query of
-  // another size than dim() is a bug. Safe to call concurrently with updates
-  // and other searches.
-  std::vector<Hit> search(std::string_view user, std::span<const float> query,
-                          std::size_t k) const;
+    // The at most k facts of `user` with the largest dot product with `query`,
+    // best first, ties by ascending fact id (the Retriever contract); every fact
+    // of the user is a candidate. Empty for an unknown user or k == 0. A query of
+    // another size than dim() is a bug. Safe to call concurrently with updates
+    // and other searches.
+    std::vector<Hit> search(std::string_view user, std::span<const float> query,
+                            std::size_t k) const;
 
-private:
-  struct UserRows {
-    std::vector<float> matrix;    // [n, dim] f32, row-major
-    std::vector<FactId> fact_ids; // [n]: the fact of each row
-    std::unordered_map<FactId, std::size_t> row_of;
-  };
+  private:
+    struct UserRows {
+        std::vector<float> matrix;     // [n, dim] f32, row-major
+        std::vector<FactId> fact_ids;  // [n]: the fact of each row
+        std::unordered_map<FactId, std::size_t> row_of;
+    };
 
-  void remove_locked(FactId fact_id);
+    void remove_locked(FactId fact_id);
 
-  std::size_t dim_;
-  mutable std::shared_mutex mutex_;
-  std::unordered_map<std::string, UserRows> users_;
-  std::unordered_map<FactId, std::string> owner_; // fact id -> user
+    std::size_t dim_;
+    mutable std::shared_mutex mutex_;
+    std::unordered_map<std::string, UserRows> users_;
+    std::unordered_map<FactId, std::string> owner_;  // fact id -> user
 };
 
 // The dot product VectorIndex scores with (kLanes interleaved f32 partial sums,
 // see above).
-float lane_dot(const float *a, const float *b, std::size_t n);
+float lane_dot(const float* a, const float* b, std::size_t n);
 
 // The k best of (score, id) pairs, best first: higher score, then lower id.
 // Used by every dense search so all of them order ties alike.
-std::vector<Hit> top_k_hits(std::span<const float> scores,
-                            std::span<const FactId> ids, std::size_t k);
+std::vector<Hit> top_k_hits(std::span<const float> scores, std::span<const FactId> ids,
+                            std::size_t k);
 
-} // namespace inferscale::retrieval
+}  // namespace inferscale::retrieval
