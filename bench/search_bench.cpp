@@ -1,13 +1,12 @@
-// search_bench: retrieval latency for one user with 1k, 10k and 100k facts, the part of a
-// request's TTFT that picks its memory. Facts are random unit vectors of all-MiniLM-L6-v2's
-// shape (dim 384, f32) and synthetic LoCoMo-like sentences, from a fixed seed. Rows: dense
-// (VectorIndex on the CPU; DeviceVectorIndex on the GPU: query up, Backend::dot_top_k, k
-// results down), BM25 (Bm25Index, CPU) and hybrid (BM25 and dense top-kFuse each, then
-// reciprocal-rank fusion), p50 and p99 over many queries; on the GPU also the op alone, f32
-// and f16 rows, back to back. Each dense row stands beside its physical limit: the bytes the
-// scan must read over the read bandwidth measured in the same run (host: a parallel streaming
-// sum; GPU: a device-to-device copy, bytes read + written). The query's embedding is not
-// included: the encoder lives elsewhere.
+// search_bench: retrieval latency for one user with 1k, 10k and 100k facts, the part of a request's
+// TTFT that picks its memory. Facts are random unit vectors of all-MiniLM-L6-v2's shape (dim 384,
+// f32) and synthetic LoCoMo-like sentences, from a fixed seed. Rows: dense (VectorIndex on the CPU;
+// DeviceVectorIndex on the GPU: query up, Backend::dot_top_k, k results down), BM25 (Bm25Index,
+// CPU) and hybrid (BM25 and dense top-kFuse each, then reciprocal-rank fusion), p50 and p99 over
+// many queries; on the GPU also the op alone, f32 and f16 rows, back to back. Each dense row stands
+// beside its physical limit: the bytes the scan must read over the read bandwidth measured in the
+// same run (host: a parallel streaming sum; GPU: a device-to-device copy, bytes read + written).
+// The query's embedding is not included: the encoder lives elsewhere.
 //
 //   build/bin/search_bench [--facts 1000,10000,100000] [--k 10] [--iters 400] [--threads 0]
 //                          [--gpu auto|on|off] [--json out.json]
@@ -120,8 +119,8 @@ struct TextGen {
     }
 };
 
-// Read bandwidth of host memory: every thread sums its share of `bytes` into 32 independent
-// lanes (so the adds vectorize and never wait on each other), best of five.
+// Read bandwidth of host memory: every thread sums its share of `bytes` into 32 independent lanes
+// (so the adds vectorize and never wait on each other), best of five.
 double host_read_bytes_per_s(std::size_t bytes) {
     constexpr std::size_t L = 32;
     std::vector<float> data(bytes / sizeof(float), 1.0f);
@@ -318,8 +317,8 @@ int run(const Options& opt) {
                                sink += retrieval::reciprocal_rank_fusion(lists, opt.k).size();
                            }),
                 bytes, device_bw);
-            // The op alone, back to back (mean per op): f32 rows as the mirror keeps them, and
-            // f16 rows for what halving the bytes would buy.
+            // The op alone, back to back (mean per op): f32 rows as the mirror keeps them, and f16
+            // rows for what halving the bytes would buy.
             for (const tensor::DType dtype : {tensor::DType::F32, tensor::DType::F16}) {
                 const std::size_t elem = tensor::dtype_size(dtype);
                 auto m = gpu->allocate(std::max<std::size_t>(n * kDim * elem, 16));

@@ -41,8 +41,8 @@ Status DeviceVectorIndex::reserve(std::size_t capacity) {
     tensor::Buffer grown = IS_TRY(backend_.allocate(capacity * dim_ * sizeof(float)));
     const auto live = static_cast<std::int64_t>(fact_ids_.size());
     if (live > 0) {
-        // Through the host: the Backend has no device-to-device copy, and growth is
-        // geometric, so its cost is amortized over the rows added.
+        // Through the host: the Backend has no device-to-device copy, and growth is geometric, so
+        // its cost is amortized over the rows added.
         const auto d = static_cast<std::int64_t>(dim_);
         std::vector<float> rows(fact_ids_.size() * dim_);
         backend_.copy_to_host(rows.data(), matrix_.view(DType::F32, {live, d}),
@@ -107,9 +107,9 @@ std::vector<retrieval::Hit> DeviceVectorIndex::search(std::span<const float> que
                             query.data(), dim_ * sizeof(float));
     const Tensor matrix =
         matrix_.view(DType::F32, {static_cast<std::int64_t>(n), static_cast<std::int64_t>(dim_)});
-    // The op breaks ties by row, not fact id: ask for one place more than k, and
-    // while the last place still ties the k-th, for twice as many, so the whole
-    // tie group at the k-th place is in hand before ordering by fact id.
+    // The op breaks ties by row, not fact id: ask for one place more than k, and while the last
+    // place still ties the k-th, for twice as many, so the whole tie group at the k-th place is in
+    // hand before ordering by fact id.
     const std::size_t keep = std::min(k, n);
     std::size_t want = std::min({keep + 1, n, kMaxK});
     std::vector<std::int32_t> rows;

@@ -1,19 +1,16 @@
 #pragma once
-// DeviceVectorIndex: one user's fact vectors mirrored in backend memory (the
-// GPU when serving on CUDA), searched there by Backend::dot_top_k, so a dense
-// search moves only the query and the k results across the bus. It ranks as
-// retrieval::VectorIndex does: best first, ties by ascending fact id (with the
-// CPU backend its scores are VectorIndex's bit for bit; the GPU sums in another
+// DeviceVectorIndex: one user's fact vectors mirrored in backend memory (the GPU when serving on
+// CUDA), searched there by Backend::dot_top_k, so a dense search moves only the query and the k
+// results across the bus. It ranks as retrieval::VectorIndex does: best first, ties by ascending
+// fact id (with the CPU backend its scores are VectorIndex's bit for bit; the GPU sums in another
 // order).
 //
-// The rows are one [capacity, dim] f32 matrix whose first size() rows are live;
-// an update writes one row, a removal moves the last row into the hole (read
-// back from the device: no host copy of the vectors is kept), and a full matrix
-// is reallocated at twice the capacity. f32 rather than f16 rows: the scan of
-// 10k facts reads 15 MB, about 5 us of HBM bandwidth, far below the launches
-// and copies around it, while f16's rounding could reorder near-tied facts
-// against the host index. Like its backend, it is used from one thread at a
-// time.
+// The rows are one [capacity, dim] f32 matrix whose first size() rows are live; an update writes
+// one row, a removal moves the last row into the hole (read back from the device: no host copy of
+// the vectors is kept), and a full matrix is reallocated at twice the capacity. f32 rather than f16
+// rows: the scan of 10k facts reads 15 MB, about 5 us of HBM bandwidth, far below the launches and
+// copies around it, while f16's rounding could reorder near-tied facts against the host index. Like
+// its backend, it is used from one thread at a time.
 
 #include <cstddef>
 #include <memory>
@@ -29,8 +26,8 @@ namespace inferscale::memory {
 
 class DeviceVectorIndex {
   public:
-    // Room for `capacity` rows at first (at least one). `backend` must outlive
-    // the index. An Error when the backend's memory is full.
+    // Room for `capacity` rows at first (at least one). `backend` must outlive the index. An Error
+    // when the backend's memory is full.
     static Result<std::unique_ptr<DeviceVectorIndex>> create(tensor::Backend& backend,
                                                              std::size_t dim,
                                                              std::size_t capacity = 1024);
@@ -41,25 +38,23 @@ class DeviceVectorIndex {
     std::size_t size() const { return fact_ids_.size(); }
     std::size_t capacity() const { return capacity_; }
 
-    // Adds the fact's vector, or replaces it when the id is already mirrored. An
-    // Error when the matrix must grow and the backend's memory is full; the index
-    // is then unchanged. A vector of another size than dim() is a bug.
+    // Adds the fact's vector, or replaces it when the id is already mirrored. An Error when the
+    // matrix must grow and the backend's memory is full; the index is then unchanged. A vector of
+    // another size than dim() is a bug.
     Status upsert(retrieval::FactId fact_id, std::span<const float> vector);
     // Returns false when the id was not mirrored.
     bool remove(retrieval::FactId fact_id);
     void clear();
 
-    // The at most k facts with the largest dot product with `query`, best first,
-    // ties by ascending fact id (exactly so for tie groups within
-    // Backend::kDotTopKMax places of the top); 1 <= k <= kDotTopKMax, or empty
-    // for k == 0. Synchronizes the backend.
+    // The at most k facts with the largest dot product with `query`, best first, ties by ascending
+    // fact id (exactly so for tie groups within Backend::kDotTopKMax places of the top); 1 <= k <=
+    // kDotTopKMax, or empty for k == 0. Synchronizes the backend.
     std::vector<retrieval::Hit> search(std::span<const float> query, std::size_t k);
 
   private:
     DeviceVectorIndex(tensor::Backend& backend, std::size_t dim) : backend_(backend), dim_(dim) {}
     tensor::Tensor row(std::size_t r) const;  // [1, dim] view of matrix_'s row r
-    // Reallocates the matrix with room for `capacity` rows, keeping the live
-    // ones.
+    // Reallocates the matrix with room for `capacity` rows, keeping the live ones.
     Status reserve(std::size_t capacity);
 
     tensor::Backend& backend_;

@@ -43,8 +43,7 @@ std::vector<Hit> top_k_hits(std::span<const float> scores, std::span<const FactI
         float score;
         FactId id;
     };
-    // A heap whose front is the worst of the k best so far: most rows fail one
-    // comparison.
+    // A heap whose front is the worst of the k best so far: most rows fail one comparison.
     const auto worse_last = [](const Entry& a, const Entry& b) {
         return better(a.score, a.id, b.score, b.id);
     };

@@ -1,7 +1,6 @@
-// CpuBackend::dot_top_k against a brute-force reference (double scores, fully
-// sorted). Matrices of multiples of 1/8 make every f32 (and f16) dot product
-// exact, so scores must match exactly and the many ties test the order by row;
-// k > n tests the padding.
+// CpuBackend::dot_top_k against a brute-force reference (double scores, fully sorted). Matrices of
+// multiples of 1/8 make every f32 (and f16) dot product exact, so scores must match exactly and the
+// many ties test the order by row; k > n tests the padding.
 
 #include <gtest/gtest.h>
 

@@ -1,8 +1,7 @@
-// DeviceVectorIndex on the CPU backend against retrieval::VectorIndex fed the
-// same updates: the CPU op shares VectorIndex's arithmetic, so the Hits must be
-// identical, scores included. Random normal vectors check the scores; vectors
-// of multiples of 1/8 and runs of duplicate vectors make tie groups larger than
-// k, which the index must order by fact id, not by row.
+// DeviceVectorIndex on the CPU backend against retrieval::VectorIndex fed the same updates: the CPU
+// op shares VectorIndex's arithmetic, so the Hits must be identical, scores included. Random normal
+// vectors check the scores; vectors of multiples of 1/8 and runs of duplicate vectors make tie
+// groups larger than k, which the index must order by fact id, not by row.
 
 #include <gtest/gtest.h>
 
@@ -73,8 +72,8 @@ TEST_F(DeviceVectorIndexTest, TieGroupsWiderThanKAreOrderedByFactId) {
     DeviceVectorIndex& device = **created;
     retrieval::VectorIndex host(dim);
     const auto best = normal(dim), other = normal(dim);
-    // 40 copies of one vector inserted with descending ids, so row order is the
-    // reverse of the id order, among 200 other facts.
+    // 40 copies of one vector inserted with descending ids, so row order is the reverse of the id
+    // order, among 200 other facts.
     for (FactId id = 1000; id > 960; --id) {
         ASSERT_TRUE(device.upsert(id, best).ok());
         host.upsert("u", id, best);

@@ -1,6 +1,6 @@
-// reciprocal_rank_fusion against tools/make_rank_fusion_fixture.py's
-// independent Python computation (random lists from a fixed seed plus ties,
-// repeats and empty lists), and the fusion's own properties.
+// reciprocal_rank_fusion against tools/make_rank_fusion_fixture.py's independent Python computation
+// (random lists from a fixed seed plus ties, repeats and empty lists), and the fusion's own
+// properties.
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>

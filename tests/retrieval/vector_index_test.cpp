@@ -1,8 +1,7 @@
-// VectorIndex against a brute-force reference: every fact scored in double
-// precision and sorted. Vectors with components in multiples of 1/8 make every
-// f32 dot product exact in any summation order, so scores match the reference
-// exactly and ties (frequent with such vectors) test the tie order; random unit
-// vectors check lane_dot's rounding against double sums.
+// VectorIndex against a brute-force reference: every fact scored in double precision and sorted.
+// Vectors with components in multiples of 1/8 make every f32 dot product exact in any summation
+// order, so scores match the reference exactly and ties (frequent with such vectors) test the tie
+// order; random unit vectors check lane_dot's rounding against double sums.
 
 #include <gtest/gtest.h>
 
@@ -166,8 +165,7 @@ TEST(VectorIndexTest, SearchesRunBesideUpdates) {
     constexpr std::size_t kDim = 32;
     VectorIndex index(kDim);
     std::mt19937 rng(5);
-    // "stable" never changes, so every concurrent search must give the same
-    // answer.
+    // "stable" never changes, so every concurrent search must give the same answer.
     Reference ref;
     for (FactId id = 0; id < 300; ++id) {
         auto v = eighths(kDim, rng);

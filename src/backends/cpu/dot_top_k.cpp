@@ -1,7 +1,6 @@
-// Dense retrieval's scan on the host: the same lane-summed dot products and
-// top-k selection as retrieval::VectorIndex, so an index mirrored into CPU
-// backend memory ranks exactly as the host index does. f16 rows are widened one
-// row at a time into a per-thread buffer.
+// Dense retrieval's scan on the host: the same lane-summed dot products and top-k selection as
+// retrieval::VectorIndex, so an index mirrored into CPU backend memory ranks exactly as the host
+// index does. f16 rows are widened one row at a time into a per-thread buffer.
 
 #include <cmath>
 #include <limits>

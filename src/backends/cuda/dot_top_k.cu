@@ -1,16 +1,14 @@
 // Dense retrieval's scan: scores = M q, then the k best rows.
 //
-// The product is memory-bound (it reads n * dim elements once and does one FMA
-// per element), so it is its own kernel shaped for bandwidth: a warp per
-// kRowsPerWarp rows, 16-byte loads, the loads of all its rows in flight at
-// once, the query in shared memory. It writes one f32 score per row (4 bytes
-// against dim * 4 or dim * 2 read).
+// The product is memory-bound (it reads n * dim elements once and does one FMA per element), so it
+// is its own kernel shaped for bandwidth: a warp per kRowsPerWarp rows, 16-byte loads, the loads of
+// all its rows in flight at once, the query in shared memory. It writes one f32 score per row (4
+// bytes against dim * 4 or dim * 2 read).
 //
-// Selection runs in passes over (score, row) pairs: a block of kSortThreads
-// bitonic-sorts a chunk of kChunk pairs in shared memory, best first, and keeps
-// its first k; k <= kChunk / 2, so each pass at least halves the candidates
-// until one block holds them all, and that block writes the result. 10k rows
-// and k = 10: one product and two selection passes.
+// Selection runs in passes over (score, row) pairs: a block of kSortThreads bitonic-sorts a chunk
+// of kChunk pairs in shared memory, best first, and keeps its first k; k <= kChunk / 2, so each
+// pass at least halves the candidates until one block holds them all, and that block writes the
+// result. 10k rows and k = 10: one product and two selection passes.
 
 #include <cfloat>
 #include <climits>
@@ -50,9 +48,8 @@ __device__ __forceinline__ float dot8(uint4 packed, float4 q0, float4 q1) {
     return dot4(make_float4(a.x, a.y, b.x, b.y), q0) + dot4(make_float4(c.x, c.y, d.x, d.y), q1);
 }
 
-// scores[r] = matrix[r, :] . query. Vec: rows are read 16 bytes at a time (dim
-// a multiple of 4 f32 or 8 f16, 16-byte aligned rows); otherwise one element at
-// a time.
+// scores[r] = matrix[r, :] . query. Vec: rows are read 16 bytes at a time (dim a multiple of 4 f32
+// or 8 f16, 16-byte aligned rows); otherwise one element at a time.
 template <class T, bool Vec>
 __global__ void __launch_bounds__(kScoreThreads)
     dot_scores_kernel(const T* __restrict__ matrix, const float* __restrict__ query, int n, int dim,
@@ -75,8 +72,7 @@ __global__ void __launch_bounds__(kScoreThreads)
                 v[r] = reinterpret_cast<const uint4*>(matrix +
                                                       static_cast<std::int64_t>(row) * dim)[i];
             }
-            // The query as 16-byte shared-memory reads: no bank conflicts across the
-            // warp.
+            // The query as 16-byte shared-memory reads: no bank conflicts across the warp.
             const auto* q4 = reinterpret_cast<const float4*>(q_s) + i * (kPerLoad / 4);
 #pragma unroll
             for (int r = 0; r < kRowsPerWarp; ++r) {
@@ -106,10 +102,10 @@ __global__ void __launch_bounds__(kScoreThreads)
     }
 }
 
-// One selection pass: block b sorts pairs [b * kChunk, (b + 1) * kChunk) of the
-// m inputs (rows null: a pair's row is its index) and writes its first `keep`
-// to out[b * keep ...]. Pairs past m are padding (-inf, INT_MAX), which every
-// real pair beats; `last` marks the final pass, which writes padding as row -1.
+// One selection pass: block b sorts pairs [b * kChunk, (b + 1) * kChunk) of the m inputs (rows
+// null: a pair's row is its index) and writes its first `keep` to out[b * keep ...]. Pairs past m
+// are padding (-inf, INT_MAX), which every real pair beats; `last` marks the final pass, which
+// writes padding as row -1.
 __global__ void __launch_bounds__(kSortThreads)
     select_kernel(const float* __restrict__ in_scores, const int* __restrict__ in_rows, int m,
                   int keep, bool last, float* __restrict__ out_scores, int* __restrict__ out_rows) {
@@ -146,8 +142,7 @@ __global__ void __launch_bounds__(kSortThreads)
 
 int ceil_div(std::int64_t a, std::int64_t b) { return static_cast<int>((a + b - 1) / b); }
 
-// Candidate pairs after the first selection pass of n rows (none when one pass
-// finishes).
+// Candidate pairs after the first selection pass of n rows (none when one pass finishes).
 std::int64_t first_pass_candidates(std::int64_t n, std::int64_t k) {
     const int blocks = ceil_div(n, kChunk);
     return blocks > 1 ? blocks * k : 0;
@@ -166,8 +161,7 @@ void CudaBackend::dot_top_k(const tensor::Tensor& matrix, const tensor::Tensor& 
     IS_CHECK(n < INT_MAX && dim <= 12288) << "dot_top_k: n " << n << " dim " << dim;
     activate();
 
-    // Workspace: the n scores, then two candidate buffers (scores, rows) for the
-    // passes.
+    // Workspace: the n scores, then two candidate buffers (scores, rows) for the passes.
     const std::int64_t candidates = first_pass_candidates(n, k);
     const auto align = [](std::size_t b) { return (b + 255) / 256 * 256; };
     const std::size_t score_bytes = align(static_cast<std::size_t>(n) * sizeof(float));

@@ -1,8 +1,8 @@
-// CudaBackend::dot_top_k against the CPU backend's op. Matrices of multiples of 1/8 make every
-// dot product exact in f32 and f16 whatever the summation order, so rows and scores must match
-// exactly, ties included (they are frequent with such values); sizes cross the selection's
-// chunk (2048) and its multi-pass range, k up to the op's limit and past n. Random normal rows
-// check the rounding of real embeddings within f32 tolerance.
+// CudaBackend::dot_top_k against the CPU backend's op. Matrices of multiples of 1/8 make every dot
+// product exact in f32 and f16 whatever the summation order, so rows and scores must match exactly,
+// ties included (they are frequent with such values); sizes cross the selection's chunk (2048) and
+// its multi-pass range, k up to the op's limit and past n. Random normal rows check the rounding of
+// real embeddings within f32 tolerance.
 
 #include <algorithm>
 #include <limits>
@@ -96,8 +96,8 @@ TEST_F(CudaDotTopKTest, RandomRowsMatchTheCpuOpWithinF32Rounding) {
     }
 }
 
-// The device mirror on the GPU ranks as the host index does: exact scores, ties by fact id
-// (runs of one vector under descending ids make tie groups wider than k and against row order).
+// The device mirror on the GPU ranks as the host index does: exact scores, ties by fact id (runs of
+// one vector under descending ids make tie groups wider than k and against row order).
 TEST_F(CudaDotTopKTest, DeviceVectorIndexMatchesVectorIndex) {
     const std::size_t dim = 384;
     auto created = memory::DeviceVectorIndex::create(*gpu_, dim, 16);
