@@ -8,9 +8,9 @@
 // The rows are one [capacity, dim] f32 matrix whose first size() rows are live; an update writes
 // one row, a removal moves the last row into the hole (read back from the device: no host copy of
 // the vectors is kept), and a full matrix is reallocated at twice the capacity. f32 rather than f16
-// rows: the scan of 10k facts reads 15 MB, about 5 us of HBM bandwidth, far below the launches and
-// copies around it, while f16's rounding could reorder near-tied facts against the host index. Like
-// its backend, it is used from one thread at a time.
+// rows: the scan of 10k facts reads 15 MB, about 5 us at an H100's 3.35 TB/s, far below the
+// launches and copies around it, while f16's rounding could reorder near-tied facts against the
+// host index. Like its backend, it is used from one thread at a time.
 
 #include <cstddef>
 #include <memory>
