@@ -46,9 +46,10 @@ def main():
         case["fused"] = fuse(case["lists"], case["k"], case["c"])
     out = os.path.join(os.path.dirname(__file__), "..", "tests", "fixtures", "retrieval",
                        "rank_fusion.json")
-    with open(out, "w") as f:
-        json.dump({"generator": "tools/make_rank_fusion_fixture.py", "cases": cases}, f, indent=1)
-        f.write("\n")
+    with open(out, "w") as f:  # one case a line
+        f.write('{"generator": "tools/make_rank_fusion_fixture.py", "cases": [\n')
+        f.write(",\n".join(json.dumps(case) for case in cases))
+        f.write("\n]}\n")
 
 
 if __name__ == "__main__":
