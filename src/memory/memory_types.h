@@ -46,8 +46,8 @@ struct Fact {
     std::string updated_at;
     // Optional sub-scopes under the user (Mem0's agent_id and run_id); empty when none. The
     // user stays the tenant: every access check is by user.
-    std::string agent_id;
-    std::string run_id;
+    std::string agent_id = {};
+    std::string run_id = {};
     std::string metadata = "{}";  // a JSON object as text, kept as given
     bool operator==(const Fact&) const = default;
 };
