@@ -141,9 +141,8 @@ Status MemoryStore::init_schema() {
         return open_error(db_.path(), "unknown schema version " + std::to_string(version));
     if (version == 0) IS_RETURN_IF_ERROR(db_.exec(kSchemaV1));
     if (auto upgraded = db_.exec(kUpgradeV1ToV2); !upgraded.ok())
-        return open_error(db_.path(), "cannot upgrade schema version " +
-                                          std::to_string(version) + ": " +
-                                          upgraded.error().message);
+        return open_error(db_.path(), "cannot upgrade schema version " + std::to_string(version) +
+                                          ": " + upgraded.error().message);
     const std::string pragmas = "PRAGMA application_id = " + std::to_string(kApplicationId) +
                                 "; PRAGMA user_version = " + std::to_string(kSchemaVersion);
     IS_RETURN_IF_ERROR(db_.exec(pragmas.c_str()));
@@ -198,10 +197,9 @@ Status MemoryStore::delete_user(std::string_view user) {
         while (IS_TRY(stmt.step())) fact_ids.push_back(stmt.column_int64(0));
     }
     // Facts first (their embeddings go with them): they reference turns, and turns the user.
-    for (const char* sql : {"DELETE FROM fact_history WHERE user_id = ?1",
-                            "DELETE FROM facts WHERE user_id = ?1",
-                            "DELETE FROM turns WHERE user_id = ?1",
-                            "DELETE FROM users WHERE id = ?1"}) {
+    for (const char* sql :
+         {"DELETE FROM fact_history WHERE user_id = ?1", "DELETE FROM facts WHERE user_id = ?1",
+          "DELETE FROM turns WHERE user_id = ?1", "DELETE FROM users WHERE id = ?1"}) {
         Statement stmt = IS_TRY(db_.prepare(sql));
         stmt.bind(1, user);
         IS_RETURN_IF_ERROR(stmt.run());
@@ -217,9 +215,9 @@ Status MemoryStore::reset() {
     Transaction tx = IS_TRY(Transaction::begin(db_));
     std::vector<std::pair<std::string, std::vector<FactId>>> users;
     {
-        Statement stmt = IS_TRY(db_.prepare(
-            "SELECT u.id, f.id FROM users u LEFT JOIN facts f ON f.user_id = u.id "
-            "ORDER BY u.id, f.id"));
+        Statement stmt = IS_TRY(
+            db_.prepare("SELECT u.id, f.id FROM users u LEFT JOIN facts f ON f.user_id = u.id "
+                        "ORDER BY u.id, f.id"));
         while (IS_TRY(stmt.step())) {
             std::string user = stmt.column_text(0);
             if (users.empty() || users.back().first != user) users.push_back({std::move(user), {}});
@@ -227,9 +225,9 @@ Status MemoryStore::reset() {
         }
     }
     // sqlite_sequence keeps its counters, so ids stay unused after the reset.
-    IS_RETURN_IF_ERROR(db_.exec(
-        "DELETE FROM fact_embeddings; DELETE FROM fact_history; DELETE FROM facts; "
-        "DELETE FROM turns; DELETE FROM users"));
+    IS_RETURN_IF_ERROR(
+        db_.exec("DELETE FROM fact_embeddings; DELETE FROM fact_history; DELETE FROM facts; "
+                 "DELETE FROM turns; DELETE FROM users"));
     IS_RETURN_IF_ERROR(tx.commit());
     for (const auto& [user, fact_ids] : users)
         for (FactListener* listener : listeners_) listener->on_user_deleted(user, fact_ids);

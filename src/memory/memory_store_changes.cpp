@@ -24,12 +24,18 @@ FactEvent parse_event(const std::string& name) {
 Status MemoryStore::record_history_locked(FactId id, std::string_view user, FactEvent event,
                                           const std::string* old_text, const std::string* new_text,
                                           const std::string& at) {
-    Statement stmt = IS_TRY(
-        db_.prepare("INSERT INTO fact_history (fact_id, user_id, event, old_text, new_text, "
-                    "created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
+    Statement stmt =
+        IS_TRY(db_.prepare("INSERT INTO fact_history (fact_id, user_id, event, old_text, new_text, "
+                           "created_at) VALUES (?1, ?2, ?3, ?4, ?5, ?6)"));
     stmt.bind(1, id).bind(2, user).bind(3, event_name(event)).bind(6, at);
-    if (old_text) stmt.bind(4, *old_text); else stmt.bind_null(4);
-    if (new_text) stmt.bind(5, *new_text); else stmt.bind_null(5);
+    if (old_text)
+        stmt.bind(4, *old_text);
+    else
+        stmt.bind_null(4);
+    if (new_text)
+        stmt.bind(5, *new_text);
+    else
+        stmt.bind_null(5);
     return stmt.run();
 }
 
@@ -54,8 +60,8 @@ Result<std::vector<FactHistoryEntry>> MemoryStore::history(FactId id) {
     return rows;
 }
 
-Result<std::vector<AppliedChange>> MemoryStore::apply_changes(
-    std::string_view user, std::span<const FactChange> changes) {
+Result<std::vector<AppliedChange>> MemoryStore::apply_changes(std::string_view user,
+                                                              std::span<const FactChange> changes) {
     std::lock_guard lock(mutex_);
     Transaction tx = IS_TRY(Transaction::begin(db_));
     IS_RETURN_IF_ERROR(check_user_id(user, kMaxUserBytes));
@@ -108,11 +114,15 @@ void MemoryStore::notify_locked(const std::vector<AppliedChange>& applied,
         const Fact& fact = applied[i].fact;
         for (FactListener* listener : listeners_) {
             switch (applied[i].event) {
-                case FactEvent::Add: listener->on_fact_added(fact); break;
+                case FactEvent::Add:
+                    listener->on_fact_added(fact);
+                    break;
                 case FactEvent::Update:
                     if (text_changed[i]) listener->on_fact_changed(fact);
                     break;
-                case FactEvent::Delete: listener->on_fact_deleted(fact.user, fact.id); break;
+                case FactEvent::Delete:
+                    listener->on_fact_deleted(fact.user, fact.id);
+                    break;
             }
         }
     }
@@ -121,13 +131,13 @@ void MemoryStore::notify_locked(const std::vector<AppliedChange>& applied,
 Status MemoryStore::set_embedding(FactId id, std::string_view model,
                                   std::span<const float> vector) {
     if (model.empty() || model.size() > kMaxUserBytes || !is_valid_utf8(model))
-        return make_error(ErrorKind::InvalidArgument,
-                          "embedding model name must be 1 to " + std::to_string(kMaxUserBytes) +
-                              " bytes of UTF-8");
+        return make_error(ErrorKind::InvalidArgument, "embedding model name must be 1 to " +
+                                                          std::to_string(kMaxUserBytes) +
+                                                          " bytes of UTF-8");
     if (vector.empty() || vector.size() > kMaxEmbeddingDims)
         return make_error(ErrorKind::InvalidArgument,
-                          "embedding has " + std::to_string(vector.size()) +
-                              " values; give 1 to " + std::to_string(kMaxEmbeddingDims));
+                          "embedding has " + std::to_string(vector.size()) + " values; give 1 to " +
+                              std::to_string(kMaxEmbeddingDims));
     std::lock_guard lock(mutex_);
     Transaction tx = IS_TRY(Transaction::begin(db_));
     if (auto fact = fact_of_locked(id, ""); !fact.ok()) return std::move(fact).error();
@@ -157,8 +167,8 @@ Result<std::vector<FactEmbedding>> MemoryStore::list_embeddings(std::string_view
         if (bytes.size() != dims * sizeof(float))
             return make_error("memory database " + db_.path() + ": embedding of fact " +
                               std::to_string(stmt.column_int64(0)) + " has " +
-                              std::to_string(bytes.size()) + " bytes for " +
-                              std::to_string(dims) + " values");
+                              std::to_string(bytes.size()) + " bytes for " + std::to_string(dims) +
+                              " values");
         FactEmbedding embedding{stmt.column_int64(0), std::vector<float>(dims)};
         std::memcpy(embedding.vector.data(), bytes.data(), bytes.size());
         out.push_back(std::move(embedding));

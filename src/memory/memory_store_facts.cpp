@@ -93,8 +93,15 @@ Result<Fact> MemoryStore::insert_fact_locked(std::string_view user, const NewFac
     }
     stmt.bind(6, fact.agent_id).bind(7, fact.run_id).bind(8, metadata);
     IS_RETURN_IF_ERROR(stmt.run());
-    Fact added{db_.last_insert_rowid(), std::string(user), std::move(text), fact.source,
-               created,  created, fact.agent_id, fact.run_id, std::move(metadata)};
+    Fact added{db_.last_insert_rowid(),
+               std::string(user),
+               std::move(text),
+               fact.source,
+               created,
+               created,
+               fact.agent_id,
+               fact.run_id,
+               std::move(metadata)};
     IS_RETURN_IF_ERROR(
         record_history_locked(added.id, user, FactEvent::Add, nullptr, &added.text, created));
     return added;
@@ -133,8 +140,7 @@ Status MemoryStore::delete_fact_locked(const Fact& fact) {
     Statement stmt = IS_TRY(db_.prepare("DELETE FROM facts WHERE id = ?1"));
     stmt.bind(1, fact.id);
     IS_RETURN_IF_ERROR(stmt.run());
-    return record_history_locked(fact.id, fact.user, FactEvent::Delete, &fact.text, nullptr,
-                                 now());
+    return record_history_locked(fact.id, fact.user, FactEvent::Delete, &fact.text, nullptr, now());
 }
 
 Result<Fact> MemoryStore::add_fact(std::string_view user, const NewFact& fact) {
@@ -160,8 +166,7 @@ Result<Fact> MemoryStore::update_fact(FactId id, std::string_view text) {
     return fact;
 }
 
-Result<Fact> MemoryStore::update_fact(FactId id, std::string_view text,
-                                      std::string_view metadata) {
+Result<Fact> MemoryStore::update_fact(FactId id, std::string_view text, std::string_view metadata) {
     std::lock_guard lock(mutex_);
     Transaction tx = IS_TRY(Transaction::begin(db_));
     Fact fact = IS_TRY(fact_of_locked(id, ""));

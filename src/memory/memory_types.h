@@ -79,9 +79,12 @@ enum class FactEvent { Add, Update, Delete };
 // "ADD", "UPDATE", "DELETE": the names Mem0's API and the history table use.
 constexpr std::string_view event_name(FactEvent event) {
     switch (event) {
-        case FactEvent::Add: return "ADD";
-        case FactEvent::Update: return "UPDATE";
-        case FactEvent::Delete: return "DELETE";
+        case FactEvent::Add:
+            return "ADD";
+        case FactEvent::Update:
+            return "UPDATE";
+        case FactEvent::Delete:
+            return "DELETE";
     }
     return "";
 }
@@ -102,8 +105,8 @@ struct FactHistoryEntry {
 // One change of a batch that MemoryStore::apply_changes applies all or nothing.
 struct FactChange {
     FactEvent event = FactEvent::Add;
-    FactId id = 0;     // UPDATE, DELETE: the fact changed
-    NewFact fact;      // ADD: the fact to add; UPDATE: fact.text is the new text
+    FactId id = 0;                        // UPDATE, DELETE: the fact changed
+    NewFact fact;                         // ADD: the fact to add; UPDATE: fact.text is the new text
     std::optional<std::string> metadata;  // UPDATE: the new metadata; nullopt keeps it
 
     static FactChange add(NewFact fact) { return {FactEvent::Add, 0, std::move(fact), {}}; }

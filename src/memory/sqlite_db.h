@@ -2,8 +2,8 @@
 // Thin RAII wrappers over the SQLite C API that turn its error codes into Result values.
 // Internal to the memory component: nothing outside src/memory includes this.
 
-#include <cstdint>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 #include <string>
