@@ -102,7 +102,9 @@ class MemoryStore {
     // --- embeddings: one float32 vector per (fact, model), replaced by a later set. Changing a
     // fact's text drops its embeddings in the same transaction (they are stale), as does
     // deleting it. Error when the fact is unknown, the model name empty or too long, or the
-    // vector empty or over kMaxEmbeddingDims.
+    // vector empty or over kMaxEmbeddingDims. A vector computed from text read before a later
+    // change lands after that change's drop: embed the text a listener heard, so the listener
+    // of the later change re-embeds and replaces it.
     Status set_embedding(FactId id, std::string_view model, std::span<const float> vector);
     // The user's embeddings under `model`, by fact id; empty for an unknown user.
     Result<std::vector<FactEmbedding>> list_embeddings(std::string_view user,
