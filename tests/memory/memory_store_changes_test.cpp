@@ -1,6 +1,5 @@
-// MemoryStore, schema version 2: history rows, batches applied all or nothing,
-// scoped and paged listings, embeddings, reset, and the upgrade of a version-1
-// file.
+// MemoryStore, schema version 2: history rows, batches applied all or nothing, scoped and paged
+// listings, deletes by scope, embeddings and reset (the upgrade: memory_store_upgrade_test.cpp).
 
 #include <gtest/gtest.h>
 
@@ -55,8 +54,7 @@ std::vector<FactHistoryEntry> history_of(MemoryStore& store, FactId id) {
     return out;
 }
 
-// Everything a store holds, as one comparable value: every user's facts and
-// every fact's history.
+// Everything a store holds, as one comparable value: every user's facts and every fact's history.
 struct Snapshot {
     std::vector<Fact> facts;
     std::map<FactId, std::vector<FactHistoryEntry>> history;
@@ -136,8 +134,7 @@ TEST(MemoryStoreChanges, ScopesAndMetadataPersist) {
               added);  // the failed update changed nothing
 }
 
-// A filtered page equals the same filter applied to the full listing, then
-// sliced.
+// A filtered page equals the same filter applied to the full listing, then sliced.
 TEST(MemoryStoreChanges, FilteredPagesEqualTheFilteredFullListing) {
     TempDir dir;
     auto store = open_ok(dir.file("m.db"));
@@ -221,8 +218,7 @@ TEST(MemoryStoreChanges, ApplyChangesIsOneTransactionInOrder) {
     EXPECT_EQ((*applied)[3].event, FactEvent::Delete);
     EXPECT_EQ((*applied)[3].fact.id, a);
     EXPECT_FALSE(store->get_fact(a).ok());
-    // The metadata-only update kept the text, so the listener hears nothing of
-    // it.
+    // The metadata-only update kept the text, so the listener hears nothing of it.
     EXPECT_EQ(listener.events,
               (std::vector<std::string>{"add Alice moved to Lyon.", "change Alice lived in Paris.",
                                         "delete u " + std::to_string(a)}));
@@ -235,8 +231,8 @@ TEST(MemoryStoreChanges, ApplyChangesIsOneTransactionInOrder) {
     store->remove_listener(&listener);
 }
 
-// A failing change anywhere in a batch leaves every fact and every history row
-// as it was, and listeners hear nothing.
+// A failing change anywhere in a batch leaves every fact and every history row as it was, and
+// listeners hear nothing.
 TEST(MemoryStoreChanges, ApplyChangesIsAllOrNothing) {
     TempDir dir;
     auto store = open_ok(dir.file("m.db"));
@@ -301,8 +297,7 @@ TEST(MemoryStoreChanges, EmbeddingsRoundTripAndGoStaleWithTheirText) {
     EXPECT_EQ(listed("u", "m2"), (Rows{{a, v2}}));
     EXPECT_EQ(listed("v", "m1"), (Rows{{c, v1}}));
     EXPECT_TRUE(listed("nobody", "m1").empty());
-    // Same text: still valid. New text: stale in every model, dropped with the
-    // change.
+    // Same text: still valid. New text: stale in every model, dropped with the change.
     ASSERT_TRUE(store->update_fact(a, "a").ok());
     EXPECT_EQ(listed("u", "m2"), (Rows{{a, v2}}));
     ASSERT_TRUE(store->apply_changes("u", std::vector{FactChange::update(a, "a, revised")}).ok());

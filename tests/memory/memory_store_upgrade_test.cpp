@@ -1,6 +1,6 @@
-// MemoryStore's schema version 2 at rest: a version-1 file is upgraded in
-// place, all or nothing; and SIGKILL during batches of changes leaves facts,
-// history and embeddings consistent, with every acknowledged change kept.
+// MemoryStore's schema version 2 at rest: a version-1 file is upgraded in place, all or nothing;
+// and SIGKILL during batches of changes leaves facts, history and embeddings consistent, with every
+// acknowledged change kept.
 
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -19,8 +19,7 @@ namespace {
 
 using testing::TempDir;
 
-// The version-1 schema as the first release wrote it: frozen here, as files in
-// the field are.
+// The version-1 schema as the first release wrote it: frozen here, as files in the field are.
 constexpr const char* kVersion1File = R"sql(
 CREATE TABLE users (id TEXT PRIMARY KEY, created_at TEXT NOT NULL) WITHOUT ROWID;
 CREATE TABLE turns (
@@ -68,15 +67,13 @@ TEST(MemoryStoreUpgrade, Version1FileIsUpgradedInPlace) {
         ASSERT_EQ(alice.size(), 1u);
         EXPECT_EQ(alice[0], (Fact{1, "alice", "Alice has a dog.", TurnRef{"s1", 0}, "t1", "t2"}));
         EXPECT_EQ(s.list_turns("alice")->front().text, "I adopted a dog.");
-        // Each surviving fact's history starts with one ADD of its text, dated as
-        // last updated.
+        // Each surviving fact's history starts with one ADD of its text, dated as last updated.
         EXPECT_EQ(*s.history(1),
                   (std::vector<FactHistoryEntry>{
                       {1, 1, "alice", FactEvent::Add, {}, "Alice has a dog.", "t2"}}));
         EXPECT_TRUE(s.history(2)->empty());
         EXPECT_EQ(s.history(3)->size(), 1u);
-        // AUTOINCREMENT's counter came along: the deleted id 2 and the live 3 are
-        // never reused.
+        // AUTOINCREMENT's counter came along: the deleted id 2 and the live 3 are never reused.
         EXPECT_EQ(s.add_fact("bob", {"Bob swims.", {}, ""})->id, 4);
     }
     auto db = SqliteDb::open(path);
@@ -89,8 +86,8 @@ TEST(MemoryStoreUpgrade, Version1FileIsUpgradedInPlace) {
     EXPECT_EQ((*again)->history(4)->size(), 1u);
 }
 
-// An upgrade that fails half-way (here: a table in the way of one it creates)
-// leaves the file exactly at version 1, readable by the build that wrote it.
+// An upgrade that fails half-way (here: a table in the way of one it creates) leaves the file
+// exactly at version 1, readable by the build that wrote it.
 TEST(MemoryStoreUpgrade, FailedUpgradeLeavesVersion1Intact) {
     TempDir dir;
     const std::string path = dir.file("v1.db");
@@ -113,9 +110,8 @@ std::vector<float> embedding_of(const std::string& text) {
             static_cast<float>(text.back())};
 }
 
-// The child: batches of adds, updates and deletes, each followed by embeddings
-// of the facts it touched; after each embedding write, it reports the newest
-// history row id on `ack`.
+// The child: batches of adds, updates and deletes, each followed by embeddings of the facts it
+// touched; after each embedding write, it reports the newest history row id on `ack`.
 [[noreturn]] void churn(const std::string& path, int seed, int ack) {
     auto opened = MemoryStore::open(path);
     if (!opened.ok()) _exit(2);
@@ -151,8 +147,8 @@ std::vector<float> embedding_of(const std::string& text) {
     }
 }
 
-// Runs churn in a child, kills it with SIGKILL after `acks` acknowledgements;
-// returns the newest acknowledged history row id.
+// Runs churn in a child, kills it with SIGKILL after `acks` acknowledgements; returns the newest
+// acknowledged history row id.
 std::int64_t churn_and_kill(const std::string& path, int seed, int acks) {
     int fds[2];
     EXPECT_EQ(pipe(fds), 0);
@@ -183,8 +179,8 @@ TEST(MemoryStoreUpgrade, KillDuringBatchesKeepsFactsHistoryAndEmbeddingsConsiste
         MemoryStore& store = **opened;
         auto db = SqliteDb::open(path);
         EXPECT_GE(*db->query_int64("SELECT max(id) FROM fact_history"), acked);
-        // A fact's history ends in an ADD or UPDATE to its text; a fact whose
-        // history ends in DELETE is gone.
+        // A fact's history ends in an ADD or UPDATE to its text; a fact whose history ends in
+        // DELETE is gone.
         Statement ids = std::move(db->prepare("SELECT DISTINCT fact_id FROM fact_history")).value();
         std::size_t live = 0;
         while (*ids.step()) {
