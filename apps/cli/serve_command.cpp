@@ -7,6 +7,7 @@
 #include "apps/cli/cli_support.h"
 #include "apps/cli/commands.h"
 #include "apps/server/http_server.h"
+#include "apps/server/memory_extraction.h"
 #include "apps/cli/local_engine.h"
 #include "base/log.h"
 
@@ -127,6 +128,11 @@ Command add_serve_command(CLI::App& app) {
         memory::MemoryStore* store = (*local)->store();
 
         server::ServerContext ctx{(*local)->engine(), store, (*local)->index(), {}, a->server, {}};
+        std::optional<server::MemoryExtraction> extraction;
+        if (store != nullptr) {
+            extraction.emplace((*local)->engine(), *store, *(*local)->index());
+            ctx.extraction = &*extraction;
+        }
         if (!a->api_keys.empty()) {
             auto keys = server::ApiKeys::load(a->api_keys);
             if (!keys.ok()) return fail(keys.error().message);

@@ -43,6 +43,8 @@ struct ServerOptions {
 };
 
 // Everything a handler needs; borrowed from the serve command, which outlives the server.
+class MemoryExtraction;
+
 struct ServerContext {
     engine::Engine& engine;
     memory::MemoryStore* store;        // null: no memory API
@@ -52,9 +54,8 @@ struct ServerContext {
     ServerMetrics metrics;
     // How the model's chat template takes tools: set by HttpServer from the template.
     toolcall::TemplateTools tool_template = {};
-    // Fact extraction from added messages (memory_api.h); null: the turns are stored and the
-    // answer lists no memories.
-    ExtractFn extract = {};
+    // Fact extraction from added messages (memory_extraction.h); set whenever `store` is.
+    MemoryExtraction* extraction = nullptr;
 };
 
 // Whether host:port can be bound now (as HttpServer::bind binds it), checked before a model

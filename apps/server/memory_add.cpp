@@ -1,5 +1,5 @@
 // POST /memories and POST /v1/memories: facts added verbatim in one transaction, or messages
-// stored as conversation turns and handed to the fact-extraction hook (ServerContext::extract).
+// stored as conversation turns and handed to fact extraction (ServerContext::extraction).
 
 #include <httplib.h>
 
@@ -8,6 +8,7 @@
 #include "apps/server/http_server.h"
 #include "apps/server/json_fields.h"
 #include "apps/server/memory_api.h"
+#include "apps/server/memory_extraction.h"
 
 namespace inferscale::server {
 namespace {
@@ -138,12 +139,8 @@ void add_memories(ServerContext& ctx, const ApiKey& key, const httplib::Request&
         if (session.empty()) session = scope.run_id.empty() ? "api" : scope.run_id;
         auto turns = store_turns(ctx, scope.user_id, session, *messages);
         if (!turns.ok()) return send_error(res, from_error(turns.error()));
-        if (!ctx.extract)
-            return send_json(res, json{{"results", json::array()},
-                                       {"turns_added", turns->size()},
-                                       {"user_id", scope.user_id}}
-                                      .dump());
-        auto answer = ctx.extract(ExtractRequest{scope, std::move(turns).value(), metadata, async});
+        auto answer =
+            ctx.extraction->extract(ExtractRequest{scope, std::move(turns).value(), metadata, async});
         if (auto* error = std::get_if<ApiError>(&answer)) return send_error(res, *error);
         return send_json(res, std::get<json>(answer).dump());
     }

@@ -9,10 +9,12 @@
 //   GET    /v1/memories/{id}/history
 //   DELETE /v1/memories?user_id=U                  forget U (with agent_id/run_id: those facts)
 //   POST   /v1/memories/search  (memory_search.cpp)
+//   GET    /v1/memories/events/{id}      an extraction job (async_mode: memory_extraction.h)
 // A trailing slash is accepted on every route. A user never seen lists and searches as an
 // empty list (as Mem0 answers); forgetting one is a 404.
 
 #include "apps/server/memory_api.h"
+#include "apps/server/memory_extraction.h"
 
 #include <httplib.h>
 
@@ -286,6 +288,25 @@ void memory_history(ServerContext& ctx, const ApiKey& key, const httplib::Reques
     send_json(res, out.dump());
 }
 
+namespace {
+
+// GET /v1/memories/events/{id}: an extraction job's state (memory_extraction.h).
+void extraction_event(ServerContext& ctx, const ApiKey& key, const httplib::Request& req,
+                      httplib::Response& res) {
+    const std::string& raw = req.matches[1];
+    const bool numeric =
+        !raw.empty() && raw.size() < 19 &&
+        std::all_of(raw.begin(), raw.end(), [](char c) { return c >= '0' && c <= '9'; });
+    const std::optional<json> event =
+        numeric && ctx.extraction != nullptr
+            ? ctx.extraction->event(static_cast<std::uint64_t>(std::stoull(raw)), key)
+            : std::nullopt;
+    if (!event) return send_error(res, not_found("no memory extraction event '" + raw + "'"));
+    send_json(res, event->dump());
+}
+
+}  // namespace
+
 void add_memory_routes(httplib::Server& http, ServerContext& ctx) {
     using Handler = void (*)(ServerContext&, const ApiKey&, const httplib::Request&,
                              httplib::Response&, MemoryApi);
@@ -304,6 +325,7 @@ void add_memory_routes(httplib::Server& http, ServerContext& ctx) {
     http.Get("/v1/memories/?", plain(list_memories));
     http.Delete("/v1/memories/?", plain(forget_scope));
     http.Post("/v1/memories/search/?", route(search_memories));
+    http.Get(R"(/v1/memories/events/([^/]+)/?)", plain(extraction_event));
     http.Get(R"(/v1/memories/([^/]+)/history/?)", plain(memory_history));
     http.Get(R"(/v1/memories/([^/]+)/?)", plain(get_memory));
     http.Put(R"(/v1/memories/([^/]+)/?)", route(update_memory));

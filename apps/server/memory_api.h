@@ -37,7 +37,7 @@ struct MemoryScope {
     std::string run_id;
 };
 
-// What the fact-extraction hook gets from POST /memories (or /v1/memories) with messages and
+// What fact extraction (memory_extraction.h) gets from POST /memories (or /v1/memories) with messages and
 // `infer` true (Mem0's default), after the turns are stored.
 struct ExtractRequest {
     MemoryScope scope;
@@ -45,9 +45,6 @@ struct ExtractRequest {
     nlohmann::json metadata;          // the request's metadata object; {} when none
     bool async = false;               // `async_mode`: answer before the extraction ends
 };
-// Returns the JSON body to answer with (Mem0's {"results": [{id, memory, event}...]}) or the
-// error to send. Runs on the HTTP thread; the store is the context's.
-using ExtractFn = std::function<std::variant<nlohmann::json, ApiError>(const ExtractRequest&)>;
 
 // Which family answers: they differ in the bodies of updates and deletes, and in how many
 // results a search returns by default (5 on /v1, 20 as Mem0's search does).

@@ -38,42 +38,40 @@ const std::vector<std::pair<std::string, std::string>> kCandidateExamples = {
 };
 
 constexpr const char* kDecisionRules =
-    R"(You keep a list of facts about a person up to date. Compare the new fact with the stored
-facts and choose one event:
-- ADD: the new fact is about something none of the stored facts covers. Give it as "text".
-- UPDATE: the new fact changes or completes stored fact "id" (a new city, a new job, a more
-  precise detail). Give the corrected fact, in one sentence, as "text".
-- DELETE: the new fact says that stored fact "id" is no longer true, and nothing replaces it.
-- NONE: a stored fact already says the same thing.
-The stored facts are only the closest ones found; often none of them is about the same thing
-as the new fact, and then the answer is ADD.
-Answer with a JSON object {"event": ..., "id": ..., "text": ...}.)";
+    R"(You keep a list of facts about a person up to date. First find the stored fact that is
+about the same thing as the new fact (the same home, the same job, the same pet, ...) and
+give its number as "about", or null when no stored fact is. Then choose the event:
+- ADD: "about" is null, the new fact is new. Give it as "text".
+- UPDATE: the new fact changes or completes that stored fact. Give the corrected fact, in one
+  sentence, as "text".
+- DELETE: the new fact says that the stored fact is no longer true, and nothing replaces it.
+- NONE: the stored fact already says the same thing.
+The stored facts are only the closest ones found: often none is about the same thing.
+Answer with a JSON object {"about": ..., "event": ..., "text": ...}.)";
 
 const std::vector<std::pair<std::string, std::string>> kDecisionExamples = {
-    {"Stored facts:\n[0] The user lives in Rome.\n[1] The user has a "
-     "sister.\nNew fact: The "
+    {"Stored facts:\n[0] The user lives in Rome.\n[1] The user has a sister.\nNew fact: The "
      "user moved to Oslo.",
-     R"({"event": "UPDATE", "id": 0, "text": "The user lives in Oslo."})"},
-    {"Stored facts:\n[0] The user lives in Rome.\n[1] The user has a "
-     "sister.\nNew fact: The "
+     R"({"about": 0, "event": "UPDATE", "text": "The user lives in Oslo."})"},
+    {"Stored facts:\n[0] The user lives in Rome.\n[1] The user has a sister.\nNew fact: The "
      "user plays the guitar.",
-     R"({"event": "ADD", "id": null, "text": "The user plays the guitar."})"},
+     R"({"about": null, "event": "ADD", "text": "The user plays the guitar."})"},
 };
 
 constexpr const char* kForgetRules =
     R"(You keep a list of facts about a person. The person asked you to forget something, or
-said it is no longer true. Choose one event:
-- DELETE: stored fact "id" is what must be forgotten.
+said it is no longer true. Give the number of the stored fact that says it as "about", or
+null when none does, and choose the event:
+- DELETE: that stored fact must be forgotten.
 - NONE: no stored fact says it.
-Answer with a JSON object {"event": ..., "id": ..., "text": ""}.)";
+Answer with a JSON object {"about": ..., "event": ..., "text": ""}.)";
 
 const std::vector<std::pair<std::string, std::string>> kForgetExamples = {
-    {"Stored facts:\n[0] The user has a cat.\n[1] The user drinks "
-     "coffee.\nForget: The user "
+    {"Stored facts:\n[0] The user has a cat.\n[1] The user drinks coffee.\nForget: The user "
      "drinks coffee.",
-     R"({"event": "DELETE", "id": 1, "text": ""})"},
+     R"({"about": 1, "event": "DELETE", "text": ""})"},
     {"Stored facts:\n[0] The user has a cat.\nForget: The user owns a boat.",
-     R"({"event": "NONE", "id": null, "text": ""})"},
+     R"({"about": null, "event": "NONE", "text": ""})"},
 };
 
 std::vector<jinja::ChatMessage> with_examples(
@@ -87,6 +85,10 @@ std::vector<jinja::ChatMessage> with_examples(
     out.emplace_back("user", std::move(question));
     return out;
 }
+
+// Bounds each fact the model writes, so a small model that rambles is cut by the grammar, not
+// by the token limit (which would fail the whole answer).
+constexpr int kMaxFactChars = 300;
 
 std::string numbered(const std::vector<ShownFact>& shown) {
     std::string out;
@@ -122,7 +124,8 @@ std::vector<jinja::ChatMessage> candidate_prompt(const std::vector<ConversationM
 }
 
 json candidate_schema(int max_facts) {
-    const json list = {{"type", "array"}, {"items", {{"type", "string"}}}};
+    const json list = {{"type", "array"},
+                       {"items", {{"type", "string"}, {"maxLength", kMaxFactChars}}}};
     json facts = list;
     facts["maxItems"] = max_facts;
     json forget = list;
@@ -146,12 +149,13 @@ json decision_schema(std::size_t num_shown, bool forget) {
     for (std::size_t i = 0; i < num_shown; ++i) ids.push_back(i);
     ids.push_back(nullptr);
     const json events = forget ? json{"DELETE", "NONE"} : json{"ADD", "UPDATE", "DELETE", "NONE"};
-    return {
-        {"type", "object"},
-        {"properties",
-         {{"event", {{"enum", events}}}, {"id", {{"enum", ids}}}, {"text", {{"type", "string"}}}}},
-        {"required", {"event", "id", "text"}},
-        {"additionalProperties", false}};
+    return {{"type", "object"},
+            {"properties",
+             {{"about", {{"enum", ids}}},
+              {"event", {{"enum", events}}},
+              {"text", {{"type", "string"}, {"maxLength", kMaxFactChars}}}}},
+            {"required", {"about", "event", "text"}},
+            {"additionalProperties", false}};
 }
 
 }  // namespace inferscale::extract

@@ -43,7 +43,8 @@ const char* event_name(Event event);  // "ADD", "UPDATE", "DELETE", "NONE"
 // (`forget` true: the answer can only be DELETE or NONE). `shown` is not empty.
 std::vector<jinja::ChatMessage> decision_prompt(const std::string& candidate,
                                                 const std::vector<ShownFact>& shown, bool forget);
-// {"event": ..., "id": <a position in shown> | null, "text": string}.
+// {"about": <a position in shown> | null, "event": ..., "text": string}: "about" comes first,
+// so the model settles which stored fact is concerned before what happens to it.
 nlohmann::json decision_schema(std::size_t num_shown, bool forget);
 
 }  // namespace inferscale::extract

@@ -108,22 +108,24 @@ Result<std::vector<FactChange>> FactExtractor::decide(const Candidates& candidat
                                                  decision_schema(facts.size(), forget),
                                                  options_.decision_max_tokens));
         const std::string event = answer.value("event", "NONE");
-        const json id = answer.contains("id") ? answer["id"] : json();
+        const json about = answer.contains("about") ? answer["about"] : json();
         std::optional<std::size_t> target;
-        if (id.is_number_integer() && id.get<std::int64_t>() >= 0 &&
-            id.get<std::int64_t>() < static_cast<std::int64_t>(shown.size()))
-            target = shown[static_cast<std::size_t>(id.get<std::int64_t>())];
+        if (about.is_number_integer() && about.get<std::int64_t>() >= 0 &&
+            about.get<std::int64_t>() < static_cast<std::int64_t>(shown.size()))
+            target = shown[static_cast<std::size_t>(about.get<std::int64_t>())];
         std::string text = answer.contains("text") && answer["text"].is_string()
                                ? tidy(answer["text"].get<std::string>())
                                : std::string();
         if (text.empty()) text = candidate;
-        if (event == "DELETE" && target) {
-            entries[*target].deleted = true;
-        } else if (event == "UPDATE" && target) {
-            entries[*target].text = text;
-        } else if ((event == "ADD" || event == "UPDATE") && !forget) {
-            // An update that names no stored fact is a new fact.
+        if (forget) {
+            if (target && event == "DELETE") entries[*target].deleted = true;
+        } else if (!target || event == "ADD") {
+            // About no stored fact: whatever the event says, the fact is new.
             entries.push_back({std::nullopt, "", text, false});
+        } else if (event == "UPDATE") {
+            entries[*target].text = text;
+        } else if (event == "DELETE") {
+            entries[*target].deleted = true;
         }
         return {};
     };

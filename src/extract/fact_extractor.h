@@ -45,8 +45,8 @@ struct FactChange {
 struct ExtractorOptions {
     int max_facts = 8;          // candidates per call
     std::size_t similar_k = 5;  // stored facts shown per decision
-    int candidate_max_tokens = 384;
-    int decision_max_tokens = 160;
+    int candidate_max_tokens = 768;  // 8 facts of at most 300 characters fit
+    int decision_max_tokens = 256;
 };
 
 class FactExtractor {

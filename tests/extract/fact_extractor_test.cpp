@@ -84,9 +84,10 @@ TEST(FactExtractor, DecisionsShowSimilarFactsByPositionAndMapBackToIds) {
     ScriptedLlm llm;
     llm.answers.push_back(
         candidates({"The user moved to Berlin.", "The user has a sister."}, {"The user smokes."}));
-    llm.answers.push_back({{"event", "UPDATE"}, {"id", 1}, {"text", "The user lives in Berlin."}});
+    llm.answers.push_back(
+        {{"event", "UPDATE"}, {"about", 1}, {"text", "The user lives in Berlin."}});
     // The second candidate repeats stored fact 40 word for word: no question.
-    llm.answers.push_back({{"event", "DELETE"}, {"id", 2}, {"text", ""}});
+    llm.answers.push_back({{"event", "DELETE"}, {"about", 2}, {"text", ""}});
     FactExtractor ex(llm);
     const auto similar = stored(
         {{40, "The user has a sister."}, {7, "The user lives in Paris."}, {9, "The user smokes."}});
@@ -101,7 +102,7 @@ TEST(FactExtractor, DecisionsShowSimilarFactsByPositionAndMapBackToIds) {
                                            "Paris.\n[2] The user smokes.\nNew fact: The user "
                                            "moved to Berlin."),
         std::string::npos);
-    EXPECT_EQ(llm.schemas[1]["properties"]["id"]["enum"], json({0, 1, 2, nullptr}));
+    EXPECT_EQ(llm.schemas[1]["properties"]["about"]["enum"], json({0, 1, 2, nullptr}));
     // The forget question shows what the update left and offers DELETE or NONE
     // only.
     EXPECT_NE(llm.prompts[2].back().content.find("[1] The user lives in Berlin."),
@@ -112,11 +113,11 @@ TEST(FactExtractor, DecisionsShowSimilarFactsByPositionAndMapBackToIds) {
 TEST(FactExtractor, ChangesToOneFactMergeAndBadIdsFallBack) {
     ScriptedLlm llm;
     llm.answers.push_back(candidates({"a1", "a2", "a3", "a4"}, {"f1"}));
-    llm.answers.push_back({{"event", "UPDATE"}, {"id", 0}, {"text", "first"}});
-    llm.answers.push_back({{"event", "UPDATE"}, {"id", 0}, {"text", "second"}});
-    llm.answers.push_back({{"event", "UPDATE"}, {"id", nullptr}, {"text", "orphan"}});  // -> ADD
-    llm.answers.push_back({{"event", "NONE"}, {"id", nullptr}, {"text", ""}});
-    llm.answers.push_back({{"event", "DELETE"}, {"id", nullptr}, {"text", ""}});  // -> nothing
+    llm.answers.push_back({{"event", "UPDATE"}, {"about", 0}, {"text", "first"}});
+    llm.answers.push_back({{"event", "UPDATE"}, {"about", 0}, {"text", "second"}});
+    llm.answers.push_back({{"event", "UPDATE"}, {"about", nullptr}, {"text", "orphan"}});  // -> ADD
+    llm.answers.push_back({{"event", "NONE"}, {"about", 0}, {"text", ""}});
+    llm.answers.push_back({{"event", "DELETE"}, {"about", nullptr}, {"text", ""}});  // -> nothing
     FactExtractor ex(llm);
     auto changes = ex.extract({{"user", "", "..."}}, "", stored({{3, "old"}}));
     ASSERT_TRUE(changes.ok()) << changes.error().message;
@@ -127,8 +128,8 @@ TEST(FactExtractor, ChangesToOneFactMergeAndBadIdsFallBack) {
 TEST(FactExtractor, AFactAddedAndDeletedInOneBatchIsNoChangeAndDeletedFactsAreNotShown) {
     ScriptedLlm llm;
     llm.answers.push_back(candidates({"b"}, {"c", "d"}));
-    llm.answers.push_back({{"event", "DELETE"}, {"id", 0}, {"text", ""}});  // b deletes 5
-    llm.answers.push_back({{"event", "DELETE"}, {"id", 0}, {"text", ""}});  // c: 6 (5 hidden)
+    llm.answers.push_back({{"event", "DELETE"}, {"about", 0}, {"text", ""}});  // b deletes 5
+    llm.answers.push_back({{"event", "DELETE"}, {"about", 0}, {"text", ""}});  // c: 6 (5 hidden)
     FactExtractor ex(llm);
     auto changes = ex.extract({{"user", "", "..."}}, "", stored({{5, "x"}, {6, "y"}}));
     ASSERT_TRUE(changes.ok()) << changes.error().message;

@@ -74,14 +74,6 @@ def test_add_verbatim_answers_mem0_items_with_md5_hashes(server):
     assert (item["agent_id"], item["run_id"], item["metadata"]) == (None, None, {})
 
 
-def test_inferred_messages_without_an_extractor_store_turns_only(server):
-    c = http(server)
-    res = ok(c.post("/memories", json={"user_id": "ben", "run_id": "chat-9", "messages": [
-        {"role": "user", "content": "I moved to Oslo."}, {"role": "assistant", "content": "Nice!"}]}))
-    assert res == {"results": [], "turns_added": 2, "user_id": "ben"}
-    assert ok(c.get("/memories", params={"user_id": "ben"})) == {"results": []}
-
-
 def test_every_route_takes_a_trailing_slash(server):
     c = http(server)
     added = add(c, "cat", ["Cat plays the cello.", "Cat lives in Bern."], agent_id="a")

@@ -1,0 +1,51 @@
+#pragma once
+// MemoryExtraction: what POST /memories (and /v1/memories) with messages and `infer` does:
+// the new turns go to an ExtractionQueue as one job; its model calls run as background engine
+// requests; its changes are applied to the store in one transaction (history included). The
+// reply is Mem0's {"results": [{id, memory, event, previous_memory?}]}, or with `async_mode`
+// {"status": "PENDING", "event_id"} at once, polled at GET /v1/memories/events/{id}.
+
+#include <cstdint>
+#include <optional>
+#include <variant>
+
+#include <nlohmann/json.hpp>
+
+#include "apps/server/api_error.h"
+#include "apps/server/api_keys.h"
+#include "apps/server/memory_api.h"
+#include "engine/engine.h"
+#include "extract/engine_json_llm.h"
+#include "extract/extraction_queue.h"
+#include "extract/fact_extractor.h"
+#include "memory/memory_store.h"
+#include "retrieval/hit.h"
+
+namespace inferscale::server {
+
+class MemoryExtraction {
+  public:
+    // All borrowed; they must outlive this object. `retriever` finds the stored facts each
+    // candidate is compared with.
+    MemoryExtraction(engine::Engine& engine, memory::MemoryStore& store,
+                     const retrieval::Retriever& retriever, extract::ExtractorOptions options = {});
+
+    // Queues the request's turns; waits for the result unless it is async.
+    std::variant<nlohmann::json, ApiError> extract(const ExtractRequest& request);
+    // The job as GET /v1/memories/events/{id} shows it; nullopt when unknown or not the key's.
+    std::optional<nlohmann::json> event(std::uint64_t id, const ApiKey& key) const;
+
+  private:
+    Result<std::vector<extract::StoredFact>> similar(const extract::ExtractionJob& job,
+                                                     std::string_view text, std::size_t k);
+    Result<nlohmann::json> apply(const extract::ExtractionJob& job,
+                                 const std::vector<extract::FactChange>& changes);
+
+    memory::MemoryStore& store_;
+    const retrieval::Retriever& retriever_;
+    extract::EngineJsonLlm llm_;
+    extract::FactExtractor extractor_;
+    extract::ExtractionQueue queue_;  // last: its workers use the members above
+};
+
+}  // namespace inferscale::server
