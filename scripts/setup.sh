@@ -62,7 +62,7 @@ PY
   # The real K-quant checkpoints the parity tests also run (tests/python/test_real_model_parity.py),
   # fetched once into the user's cache, so a new checkout on this machine does not fetch them again.
   CACHE="${XDG_CACHE_HOME:-$HOME/.cache}/inferscale/models"
-  for name in qwen2.5-coder-0.5b gemma3-270m; do
+  for name in qwen2.5-coder-0.5b qwen2.5-coder-1.5b gemma3-270m; do
     INFERSCALE_MODELS_DIR="$CACHE" scripts/fetch_model.sh "$name"
     [[ -e "models/$name.gguf" ]] || ln -s "$CACHE/$name.gguf" models/
   done
