@@ -24,17 +24,23 @@ struct SentenceEncoder::Layer {
 };
 
 // Device tensors sized for `tokens` rows and `seqs` sequences (views cut to a batch's rows),
-// and the host staging of the same arrays.
+// and the host staging of the same arrays. The residual stream, norms, attention and GELU run
+// in f32 on every backend; a linear reads its input in the backend's activation dtype (x_in,
+// ctx_in, ffn_in: bf16 copies on CUDA, the f32 tensors themselves on the CPU). In PyTorch with
+// bf16 weights, bf16 activations throughout put the lowest cosine to sentence-transformers'
+// fp32 embeddings at 0.99983 on the corpus of tools/make_embedding_fixtures.py; bf16 only at
+// the linears' inputs keeps it at 0.99990.
 struct SentenceEncoder::Workspace {
     std::int64_t tokens = 0, seqs = 0;
     tensor::Buffer buffer;
-    Tensor x, q, k, v, ctx, tmp;   // [tokens, hidden] activation dtype
-    Tensor ffn;                    // [tokens, intermediate] activation dtype
+    Tensor x, q, k, v, ctx, tmp;   // [tokens, hidden] f32
+    Tensor ffn;                    // [tokens, intermediate] f32
+    Tensor x_in, ctx_in;           // [tokens, hidden] activation dtype
+    Tensor ffn_in;                 // [tokens, intermediate] activation dtype
     Tensor ids, positions, types;  // [tokens] i32 (types all 0)
     Tensor seq_indptr;             // [seqs + 1] i32
     std::vector<std::int32_t> host_ids, host_positions, host_indptr;
-    std::vector<std::uint8_t> host_hidden;  // [tokens, hidden] activation dtype
-    std::vector<float> hidden;              // [tokens, hidden] f32
+    std::vector<float> hidden;  // [tokens, hidden] f32
 };
 
 namespace {
@@ -174,22 +180,31 @@ Status SentenceEncoder::reserve(std::int64_t tokens, std::int64_t seqs) {
     tokens = std::max(tokens, w.tokens);
     seqs = std::max(seqs, w.seqs);
     const DType act = backend_.activation_dtype();
-    const std::int64_t h = config_.hidden;
+    const bool narrow = act != DType::F32;
+    const std::int64_t h = config_.hidden, inter = config_.intermediate;
     tensor::Arena arena;
-    std::size_t off[11];
-    for (int i = 0; i < 6; ++i) off[i] = arena.reserve(act, {tokens, h});
-    off[6] = arena.reserve(act, {tokens, config_.intermediate});
+    std::size_t off[14] = {};
+    for (int i = 0; i < 6; ++i) off[i] = arena.reserve(DType::F32, {tokens, h});
+    off[6] = arena.reserve(DType::F32, {tokens, inter});
     for (int i = 7; i < 10; ++i) off[i] = arena.reserve(DType::I32, {tokens});
     off[10] = arena.reserve(DType::I32, {seqs + 1});
+    if (narrow) {
+        off[11] = arena.reserve(act, {tokens, h});
+        off[12] = arena.reserve(act, {tokens, h});
+        off[13] = arena.reserve(act, {tokens, inter});
+    }
     w.buffer = tensor::Buffer();  // the old workspace goes first: its memory may be needed
     w.buffer = IS_TRY(backend_.allocate(arena.bytes()));
     Tensor* wide[] = {&w.x, &w.q, &w.k, &w.v, &w.ctx, &w.tmp};
-    for (int i = 0; i < 6; ++i) *wide[i] = w.buffer.view(act, {tokens, h}, off[i]);
-    w.ffn = w.buffer.view(act, {tokens, config_.intermediate}, off[6]);
+    for (int i = 0; i < 6; ++i) *wide[i] = w.buffer.view(DType::F32, {tokens, h}, off[i]);
+    w.ffn = w.buffer.view(DType::F32, {tokens, inter}, off[6]);
     w.ids = w.buffer.view(DType::I32, {tokens}, off[7]);
     w.positions = w.buffer.view(DType::I32, {tokens}, off[8]);
     w.types = w.buffer.view(DType::I32, {tokens}, off[9]);
     w.seq_indptr = w.buffer.view(DType::I32, {seqs + 1}, off[10]);
+    w.x_in = narrow ? w.buffer.view(act, {tokens, h}, off[11]) : w.x;
+    w.ctx_in = narrow ? w.buffer.view(act, {tokens, h}, off[12]) : w.ctx;
+    w.ffn_in = narrow ? w.buffer.view(act, {tokens, inter}, off[13]) : w.ffn;
     backend_.fill_zero(w.types);
     w.tokens = tokens;
     w.seqs = seqs;
@@ -225,12 +240,19 @@ Status SentenceEncoder::run_batch(std::span<const std::vector<std::int32_t>> ids
     const Tensor x = rows_of(w.x, n), tmp = rows_of(w.tmp, n), ffn = rows_of(w.ffn, n);
     const Tensor q = rows_of(w.q, n), k = rows_of(w.k, n), v = rows_of(w.v, n);
     const Tensor ctx = rows_of(w.ctx, n);
+    const Tensor x_in = rows_of(w.x_in, n), ctx_in = rows_of(w.ctx_in, n);
+    const Tensor ffn_in = rows_of(w.ffn_in, n);
+    // A linear's input in the activation dtype; nothing to do where that is f32.
+    auto narrow = [&](const Tensor& from, const Tensor& to) {
+        if (to.data != from.data) backend_.convert(from, to);
+    };
     backend_.embedding(word_embeddings_, tok_ids, x);
     backend_.embedding(position_embeddings_, positions, tmp);
     backend_.add(x, tmp);
     backend_.embedding(type_embeddings_, rows_of(w.types, n), tmp);
     backend_.add(x, tmp);
     backend_.layer_norm(x, embed_norm_weight_, embed_norm_bias_, c.layer_norm_eps, x);
+    narrow(x, x_in);
 
     tensor::SequenceAttentionArgs attn;
     attn.seq_indptr = indptr;
@@ -238,28 +260,30 @@ Status SentenceEncoder::run_batch(std::span<const std::vector<std::int32_t>> ids
     attn.num_seqs = static_cast<int>(seqs);
     attn.max_seq_len = max_len;
     attn.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim()));
+    const std::int64_t d = c.head_dim();
     for (const Layer& l : layers_) {
         const tensor::LinearTarget qkv[] = {{l.wq, l.bq, q}, {l.wk, l.bk, k}, {l.wv, l.bv, v}};
-        backend_.linear(tensor::LinearArgs{x, qkv});
-        backend_.sequence_attention(
-            heads_of(q, n, c.heads, c.head_dim()), heads_of(k, n, c.heads, c.head_dim()),
-            heads_of(v, n, c.heads, c.head_dim()), attn, heads_of(ctx, n, c.heads, c.head_dim()));
-        backend_.linear(ctx, l.wo, l.bo, tmp);
+        backend_.linear(tensor::LinearArgs{x_in, qkv});
+        backend_.sequence_attention(heads_of(q, n, c.heads, d), heads_of(k, n, c.heads, d),
+                                    heads_of(v, n, c.heads, d), attn, heads_of(ctx, n, c.heads, d));
+        narrow(ctx, ctx_in);
+        backend_.linear(ctx_in, l.wo, l.bo, tmp);
         backend_.add(x, tmp);
         backend_.layer_norm(x, l.attn_norm_weight, l.attn_norm_bias, c.layer_norm_eps, x);
-        backend_.linear(x, l.w_in, l.b_in, ffn);
+        narrow(x, x_in);
+        backend_.linear(x_in, l.w_in, l.b_in, ffn);
         backend_.gelu(ffn);
-        backend_.linear(ffn, l.w_out, l.b_out, tmp);
+        narrow(ffn, ffn_in);
+        backend_.linear(ffn_in, l.w_out, l.b_out, tmp);
         backend_.add(x, tmp);
         backend_.layer_norm(x, l.out_norm_weight, l.out_norm_bias, c.layer_norm_eps, x);
+        narrow(x, x_in);
     }
 
     // Mean pooling and normalization on the host: the hidden states are a few KB per text.
-    w.host_hidden.resize(x.nbytes());
-    backend_.copy_to_host(w.host_hidden.data(), x, x.nbytes());
-    backend_.synchronize();
     w.hidden.resize(static_cast<std::size_t>(n * h));
-    tensor::convert_to_f32(x.dtype, w.host_hidden.data(), w.hidden.data(), w.hidden.size());
+    backend_.copy_to_host(w.hidden.data(), x, x.nbytes());
+    backend_.synchronize();
     for (std::int64_t s = 0; s < seqs; ++s) {
         float* row = out + s * h;
         std::fill(row, row + h, 0.0f);

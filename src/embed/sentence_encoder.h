@@ -4,7 +4,9 @@
 // GELU) -> mean of the last hidden states over each text's tokens ([CLS] and [SEP] included)
 // -> L2-normalized, as sentence-transformers' Transformer, Pooling and Normalize modules do.
 // Texts of a call are packed back to back (no padding) into batches of at most
-// max_batch_tokens; the workspace is one allocation that grows to the largest batch seen.
+// max_batch_tokens; the workspace is one allocation that grows to the largest batch seen. The
+// residual stream, norms and attention are f32 on every backend; only the linears read the
+// backend's activation dtype (bf16 on CUDA).
 // Not thread-safe: one caller at a time (the server holds a mutex). Borrows the backend, which
 // must outlive the encoder.
 

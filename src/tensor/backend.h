@@ -120,6 +120,10 @@ class Backend {
     virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
                             Tensor out) = 0;
 
+    // dst = src element-wise in dst's dtype (f32 <-> bf16; one dtype copies).  src, dst of one
+    // element count
+    virtual void convert(const Tensor& src, Tensor dst) = 0;
+
     // x = gelu(x), the exact form x * (1 + erf(x / sqrt(2))) / 2 (BERT's "gelu").  x [n, k]
     virtual void gelu(Tensor x) = 0;
 

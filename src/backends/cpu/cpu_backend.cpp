@@ -162,6 +162,22 @@ void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor&
                     x.shape[1], out.as<float>());
 }
 
+void CpuBackend::convert(const Tensor& src, Tensor dst) {
+    check_on_host(src, "convert src");
+    check_on_host(dst, "convert dst");
+    IS_CHECK(src.numel() == dst.numel()) << "convert sizes";
+    const auto count = static_cast<std::size_t>(src.numel());
+    if (src.dtype == dst.dtype) {
+        std::memmove(dst.data, src.data, src.nbytes());
+    } else if (src.dtype == DType::F32) {
+        tensor::convert_from_f32(dst.dtype, src.as<float>(), dst.data, count);
+    } else {
+        IS_CHECK(dst.dtype == DType::F32) << "convert " << tensor::dtype_name(src.dtype) << " to "
+                                          << tensor::dtype_name(dst.dtype);
+        tensor::convert_to_f32(src.dtype, src.data, dst.as<float>(), count);
+    }
+}
+
 void CpuBackend::gelu(Tensor x) {
     check_on_host(x, "gelu x");
     IS_CHECK(x.dtype == DType::F32) << "gelu dtype " << tensor::dtype_name(x.dtype);

@@ -65,6 +65,7 @@ class CpuBackend final : public tensor::Backend {
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void layer_norm(const tensor::Tensor& x, const tensor::Tensor& weight,
                     const tensor::Tensor& bias, float eps, tensor::Tensor out) override;
+    void convert(const tensor::Tensor& src, tensor::Tensor dst) override;
     void gelu(tensor::Tensor x) override;
     void sequence_attention(const tensor::Tensor& q, const tensor::Tensor& k,
                             const tensor::Tensor& v, const tensor::SequenceAttentionArgs& args,
