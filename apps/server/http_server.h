@@ -6,7 +6,8 @@
 //
 // Routes: POST /v1/chat/completions, POST /v1/completions (completion_route.cpp), GET
 // /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize (tokenize_api.cpp), GET
-// /health, GET /metrics, and the memory API (memory_api.cpp).
+// /health, GET /metrics, the memory API (memory_api.cpp), and POST /v1/embeddings
+// (embeddings_api.cpp) when the server has an embedding model.
 
 #include <memory>
 #include <string>
@@ -15,6 +16,7 @@
 
 #include "apps/server/api_error.h"
 #include "apps/server/api_keys.h"
+#include "apps/server/embedding_model.h"
 #include "apps/server/metrics.h"
 #include "apps/server/openai_api.h"
 #include "base/result.h"
@@ -50,6 +52,7 @@ struct ServerContext {
     ServerMetrics metrics;
     // How the model's chat template takes tools: set by HttpServer from the template.
     toolcall::TemplateTools tool_template = {};
+    EmbeddingModel* embeddings = nullptr;  // null: no /v1/embeddings
 };
 
 // Whether host:port can be bound now (as HttpServer::bind binds it), checked before a model
@@ -70,8 +73,8 @@ class HttpServer {
 
   private:
     void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
-    // The served model as /v1/models lists it.
-    nlohmann::json model_object() const;
+    // A served model as /v1/models lists it: the chat model, or the embedding model.
+    nlohmann::json model_object(const std::string& id) const;
 
     ServerContext& ctx_;
     std::unique_ptr<httplib::Server> http_;
@@ -87,5 +90,6 @@ const ApiKey* authenticate(const ServerContext& ctx, const httplib::Request& req
 
 void add_memory_routes(httplib::Server& http, ServerContext& ctx);
 void add_tokenize_routes(httplib::Server& http, ServerContext& ctx);
+void add_embedding_routes(httplib::Server& http, ServerContext& ctx);
 
 }  // namespace inferscale::server
