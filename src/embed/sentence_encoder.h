@@ -46,7 +46,6 @@ class SentenceEncoder {
     const std::string& id() const { return id_; }
     std::int64_t dim() const { return config_.hidden; }
     const BertConfig& config() const { return config_; }
-    const tokenizer::Tokenizer& tokenizer() const { return tokenizer_; }
 
     // The ids the model reads for `text`: [CLS] text [SEP], cut to max_seq_length.
     std::vector<std::int32_t> tokenize(std::string_view text) const;
