@@ -267,6 +267,13 @@ void ProfilingBackend::argmax(const Tensor& logits, const Tensor& allowed, Tenso
     close(s);
 }
 
+void ProfilingBackend::dot_top_k(const Tensor& matrix, const Tensor& query, Tensor rows,
+                                 Tensor scores) {
+    const int s = open("dot_top_k", "", bytes_of(matrix), 0.0);
+    inner_.dot_top_k(matrix, query, rows, scores);
+    close(s);
+}
+
 void print_profile(const std::string& title, const ProfilingBackend& prof, double step_ms,
                    nlohmann::json& out) {
     const std::vector<OpProfile> ops = prof.totals();

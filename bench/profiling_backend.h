@@ -112,6 +112,8 @@ class ProfilingBackend final : public tensor::Backend {
     void inject_chunks(const tensor::InjectArgs& args, const tensor::RopeTables& tables) override;
     void argmax(const tensor::Tensor& logits, const tensor::Tensor& allowed,
                 tensor::Tensor ids) override;
+    void dot_top_k(const tensor::Tensor& matrix, const tensor::Tensor& query, tensor::Tensor rows,
+                   tensor::Tensor scores) override;
 
   private:
     struct Pending {

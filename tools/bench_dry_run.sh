@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The GPU benches' own logic, run on the CPU backend from a CUDA build (no GPU needed), so a
 # broken bench shows up here rather than on the scarce GPU machine: gpu_bench and inject_bench
-# on the golden Llama fixture's small config, then their JSON checked against the quantities
-# they derive (limits from the measured rates, tokens/s from the step times); then
+# on the golden Llama fixture's small config and search_bench's CPU rows on small users, then
+# their JSON checked against the quantities they derive (limits from the measured rates,
+# tokens/s from the step times); then
 # tools/gpu.sh bundles the build and runs inject_bench from the unpacked bundle the same way.
 #
 #   tools/bench_dry_run.sh [BUILD_DIR]    (default build-cuda)
@@ -23,11 +24,15 @@ trap 'rm -rf "$WORK" "$PACK"' EXIT
   --json "$WORK/inject.json" >"$WORK/inject.log" 2>&1 ||
   { cat "$WORK/inject.log"; exit 1; }
 
-python3 - "$WORK/gpu.json" "$WORK/inject.json" <<'PY'
+"$BIN/search_bench" --facts 300,3000 --iters 20 --threads 1 --gpu off \
+  --json "$WORK/search.json" >"$WORK/search.log" 2>&1 || { cat "$WORK/search.log"; exit 1; }
+
+python3 - "$WORK/gpu.json" "$WORK/inject.json" "$WORK/search.json" <<'PY'
 import json, math, sys
 
 g = json.load(open(sys.argv[1]))
 i = json.load(open(sys.argv[2]))
+s = json.load(open(sys.argv[3]))
 errors = []
 
 def check(ok, what):
@@ -56,6 +61,17 @@ for d in g["decode"]:
 check(g["ttft"]["limit_ms"] > 0 and g["decode1"]["read_limit_ms"] > 0, "gpu_bench: read limits")
 check(i["logits_finite"] and i["host_gpu_logits_match"], "inject_bench: logits")
 check(len(i["rows"]) > 0, "inject_bench: no rows")
+bandwidth = {"cpu": s["host_read_bytes_per_s"], "gpu": s.get("device_copy_bytes_per_s", 0)}
+check(bandwidth["cpu"] > 0, "search_bench: no host read bandwidth")
+for facts in (300, 3000):
+    rows = {r["method"]: r for r in s["rows"] if r["facts"] == facts and r["device"] == "cpu"}
+    check(set(rows) == {"dense", "bm25", "hybrid"}, f"search_bench {facts}: rows {sorted(rows)}")
+    for r in rows.values():
+        check(0 < r["p50_us"] <= r["p99_us"], f"search_bench {facts} {r['method']}: percentiles")
+    dense = rows.get("dense", {"bytes_read": 0, "limit_us": 0})
+    check(dense["bytes_read"] == facts * s["dim"] * 4, f"search_bench {facts}: dense bytes")
+    check(near(dense["limit_us"], 1e6 * dense["bytes_read"] / bandwidth["cpu"]),
+          f"search_bench {facts}: the limit is not the bytes over the measured bandwidth")
 for e in errors:
     print("bench dry run:", e)
 sys.exit(1 if errors else 0)
@@ -67,5 +83,5 @@ tools/gpu.sh bundle --build "${1:-build-cuda}" --bundle "$WORK/bench-dry-run-bun
 INJECT_BENCH_CONFIG=$CONFIG INJECT_BENCH_ARGS="--backend cpu --ks 2,4 --warmup 1 --repeats 2" \
   tools/gpu.sh --bundle "$WORK/bench-dry-run-bundle" --out "$WORK/gpu-logs" inject-bench \
   >"$WORK/gpu-sh.log" 2>&1 || { cat "$WORK/bundle.log" "$WORK/gpu-sh.log"; exit 1; }
-echo "bench dry runs: gpu_bench and inject_bench on the CPU backend pass their checks," \
-  "also through tools/gpu.sh's bundle"
+echo "bench dry runs: gpu_bench and inject_bench on the CPU backend and search_bench's CPU rows" \
+  "pass their checks, inject_bench also through tools/gpu.sh's bundle"

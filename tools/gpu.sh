@@ -6,10 +6,11 @@
 #   tools/gpu.sh [OPTIONS] TARGET... [-- GPU_BENCH_ARGS]
 #
 # Targets run in the order given, each with its logs, run.txt and summary.txt in OUT/TARGET:
-#   bundle            (no GPU needed) the build's `cuda` tests, gpu_bench, inject_bench and
-#                     inferscale, the libraries they need but the GPU machine's own (never the
-#                     driver, CUDA runtime, cuBLAS) and serve-bench's LoCoMo conversation, into
-#                     the bundle folder, packed into .devpack/<its name>.tar.xz to carry
+#   bundle            (no GPU needed) the build's `cuda` tests, gpu_bench, inject_bench,
+#                     search_bench and inferscale, the libraries they need but the GPU
+#                     machine's own (never the driver, CUDA runtime, cuBLAS) and serve-bench's
+#                     LoCoMo conversation, into the bundle folder, packed into
+#                     .devpack/<its name>.tar.xz to carry
 #   tests             each `cuda` test, then the CLI on the GPU: chat and a `kv` answer with the
 #                     bundled model (INFERSCALE_MODELS, default models/; skipped without it),
 #                     8 tokens of random weights at each configs/*.json shape
@@ -18,6 +19,8 @@
 #   quant-bench       gpu_bench at the Llama-3.1-8B shape, bf16 beside --quant q4_k_m (~3 min)
 #   inject-bench      inject_bench at k = 5, 10, 20, 50 on INJECT_BENCH_CONFIG (default
 #                     configs/llama-3.1-8b.json) with INJECT_BENCH_ARGS (--backend cpu: no GPU)
+#   search-bench      search_bench: dense, BM25 and hybrid retrieval for one user at 1k, 10k
+#                     and 100k facts, CPU and GPU rows against the read limits (~1 min)
 #   serve-bench       bench/serve_bench.py against `inferscale serve`, Llama-3.1-8B shape
 #   serve-small-tier  serve-bench with a 64 MiB device tier, answers compared with serve-bench's
 #   ab                gpu_bench GPU_BENCH_ARGS of the build (new) and the base, alternating
@@ -73,7 +76,8 @@ while [[ $# -gt 0 ]]; do
         --base-arg) BASE_ARGS+=("$2") ;;
         --) shift; BENCH_ARGS=("$@"); break ;;
         -h | --help) sed -n '3,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-        bundle | tests | bench | quant-bench | inject-bench | serve-bench | serve-small-tier | ab)
+        bundle | tests | bench | quant-bench | inject-bench | search-bench | serve-bench | \
+            serve-small-tier | ab)
             TARGETS+=("$1") ;;
         all) TARGETS+=(tests bench inject-bench serve-bench) ;;
         *) die "unknown target or option '$1' (tools/gpu.sh --help)" ;;
@@ -81,7 +85,8 @@ while [[ $# -gt 0 ]]; do
     shift $n
 done
 [[ ${#TARGETS[@]} -gt 0 ]] || die "usage: tools/gpu.sh [OPTIONS] TARGET... [-- GPU_BENCH_ARGS]" \
-    "(targets: bundle tests bench inject-bench serve-bench serve-small-tier ab all; --help)"
+    "(targets: bundle tests bench inject-bench search-bench serve-bench serve-small-tier ab all;" \
+    "--help)"
 [[ $ROUNDS =~ ^[1-9][0-9]*$ ]] || die "--rounds takes a positive count"
 [[ $SCALE =~ ^[1-9][0-9]*$ ]] || die "--timeout-scale takes a positive whole number"
 [[ ${#BENCH_ARGS[@]} -eq 0 || " ${TARGETS[*]} " == *" ab "* ]] ||
@@ -131,7 +136,7 @@ do_bundle() {
     done
     [[ ${#tests[@]} -gt 0 ]] ||
         missing+=("cuda tests (none in $build${TESTS_RE:+ matching $TESTS_RE})")
-    for name in gpu_bench inject_bench inferscale; do
+    for name in gpu_bench inject_bench search_bench inferscale; do
         if [[ -x $build/bin/$name ]]; then
             bundle_exe "$build/bin/$name" "$BUNDLE/bin/$name" "$BUNDLE/lib"
         else
@@ -190,7 +195,7 @@ prepare() {
     if [[ -n $BASE ]]; then BASE_EXE=$(base_exe); elif [[ -x $BIN/gpu_bench_base ]]; then
         BASE_EXE=$BIN/gpu_bench_base; fi
     local -a exes=(${TEST_EXES[@]+"${TEST_EXES[@]}"})
-    for exe in gpu_bench gpu_bench_base inject_bench inferscale; do
+    for exe in gpu_bench gpu_bench_base inject_bench search_bench inferscale; do
         if [[ -x $BIN/$exe ]]; then exes+=("$BIN/$exe"); fi
     done
     [[ $BASE_EXE == "$BIN"/* ]] || exes+=("$BASE_EXE")
@@ -479,6 +484,21 @@ for d, q in zip(dense.get("prefill", []), quant.get("prefill", [])):
           f"{q['tokens_per_s']:.0f} tok/s ({100 * q['tokens_per_s'] / d['tokens_per_s']:.0f}% of bf16, "
           f"target >= 60% at 1x2048)")
 PY
+}
+
+run_search_bench() {
+    local logs=$1
+    need "$BIN/search_bench"
+    echo "== search_bench (timeout $((300 * SCALE))s)"
+    local status=0
+    timeout $((300 * SCALE)) env LD_LIBRARY_PATH="$RUN_PATH" "$BIN/search_bench" --gpu on \
+        --json "$logs/search_bench.json" 2>&1 | tee "$logs/search_bench.log" ||
+        status=${PIPESTATUS[0]}
+    cp "$logs/search_bench.log" "$logs/summary.txt"
+    if [[ $status -ne 0 ]]; then
+        echo "SEARCH BENCH FAILED (exit $status)"
+        return 1
+    fi
 }
 
 run_inject_bench() {

@@ -93,7 +93,10 @@ HttpServer::HttpServer(ServerContext& context)
                         "text/plain; version=0.0.4");
     });
     add_tokenize_routes(http, ctx_);
-    if (ctx_.store) add_memory_routes(http, ctx_);
+    if (ctx_.store) {
+        add_memory_routes(http, ctx_);
+        add_mem0_routes(http, ctx_);
+    }
     if (ctx_.embeddings) add_embedding_routes(http, ctx_);
 
     // Whatever httplib answers on its own (unknown route 404, body too large 413, bad

@@ -6,8 +6,9 @@
 //
 // Routes: POST /v1/chat/completions, POST /v1/completions (completion_route.cpp), GET
 // /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize (tokenize_api.cpp), GET
-// /health, GET /metrics, the memory API (memory_api.cpp), and POST /v1/embeddings
-// (embeddings_api.cpp) when the server has an embedding model.
+// /health, GET /metrics, the memory API: /v1/memories (memory_api.cpp) and Mem0's REST
+// routes (mem0_api.cpp), and POST /v1/embeddings (embeddings_api.cpp) when the server has an
+// embedding model.
 
 #include <memory>
 #include <string>
@@ -17,6 +18,7 @@
 #include "apps/server/api_error.h"
 #include "apps/server/api_keys.h"
 #include "apps/server/embedding_model.h"
+#include "apps/server/memory_api.h"
 #include "apps/server/metrics.h"
 #include "apps/server/openai_api.h"
 #include "base/result.h"
@@ -52,6 +54,9 @@ struct ServerContext {
     ServerMetrics metrics;
     // How the model's chat template takes tools: set by HttpServer from the template.
     toolcall::TemplateTools tool_template = {};
+    // Fact extraction from added messages (memory_api.h); null: the turns are stored and the
+    // answer lists no memories.
+    ExtractFn extract = {};
     EmbeddingModel* embeddings = nullptr;  // null: no /v1/embeddings
 };
 
@@ -88,7 +93,6 @@ void send_error(httplib::Response& res, const ApiError& error);
 const ApiKey* authenticate(const ServerContext& ctx, const httplib::Request& req,
                            httplib::Response& res);
 
-void add_memory_routes(httplib::Server& http, ServerContext& ctx);
 void add_tokenize_routes(httplib::Server& http, ServerContext& ctx);
 void add_embedding_routes(httplib::Server& http, ServerContext& ctx);
 

@@ -151,6 +151,7 @@ Result<std::unique_ptr<Engine::Active>> Engine::prepare(EngineRequest request) {
         a->want_prompt_logprobs = true;
         a->seq.compute_whole_prompt = true;
     }
+    a->seq.background = request.background;
     return a;
 }
 

@@ -63,6 +63,9 @@ struct EngineRequest {
     // before it, with sampling.logprobs alternatives (which must be >= 0; OpenAI's echo with
     // logprobs). The whole prompt is then computed: no prefix-cache hits. Not with memory.
     bool prompt_logprobs = false;
+    // Background work (fact extraction): scheduled only with the room foreground requests
+    // leave (see Scheduler), so it never delays them by more than sharing a step.
+    bool background = false;
 };
 
 // The memory options a front door applies when a request leaves them out.

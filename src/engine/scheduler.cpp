@@ -100,6 +100,12 @@ void Scheduler::preempt(Sequence* seq, StepPlan& plan) {
     plan.preempted.push_back(seq);
 }
 
+Sequence* Scheduler::preemption_victim() const {
+    const auto background = std::find_if(running_.rbegin(), running_.rend(),
+                                         [](const Sequence* s) { return s->background; });
+    return background != running_.rend() ? *background : running_.back();
+}
+
 bool Scheduler::admit(Sequence* seq, std::int64_t budget, StepPlan& plan) {
     std::vector<std::string> extras;
     const auto blocks = cacheable_blocks(*seq, extras);
@@ -132,23 +138,19 @@ bool Scheduler::admit(Sequence* seq, std::int64_t budget, StepPlan& plan) {
     return true;
 }
 
-StepPlan Scheduler::schedule() {
-    StepPlan plan;
-    std::int64_t budget = options_.max_step_tokens;
-    const auto seq_room = [&] {
-        return static_cast<std::int64_t>(plan.runs.size()) < options_.max_step_seqs;
-    };
-    // Running sequences first; a copy, as preemption edits running_.
+void Scheduler::run_running(bool background, std::int64_t& budget, StepPlan& plan) {
+    // A copy, as preemption edits running_.
     const std::vector<Sequence*> running = running_;
     for (Sequence* seq : running) {
+        if (seq->background != background) continue;
         if (seq->status != SequenceStatus::Running) continue;  // preempted below
-        if (budget == 0 || !seq_room()) break;
+        if (budget == 0 || !has_seq_room(plan)) break;
         const std::int64_t count = std::min<std::int64_t>(
             static_cast<std::int64_t>(seq->tokens.size()) - seq->num_computed, budget);
         IS_CHECK(count > 0) << "running sequence " << seq->id << " has nothing to compute";
         bool fits = grow(seq, seq->num_computed + count);
         while (!fits) {
-            Sequence* victim = running_.back();
+            Sequence* victim = preemption_victim();
             preempt(victim, plan);
             if (victim == seq) break;
             fits = grow(seq, seq->num_computed + count);
@@ -160,13 +162,14 @@ StepPlan Scheduler::schedule() {
         plan.num_tokens += count;
         budget -= count;
     }
-    // Then waiting sequences in order; one that waits for its memory lets later ones pass.
-    // Nothing is admitted in a step that had to preempt: blocks are short.
-    if (!plan.preempted.empty()) return plan;
-    for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0 && seq_room();) {
+}
+
+void Scheduler::admit_waiting(bool background, std::int64_t& budget, StepPlan& plan) {
+    // In arrival order; one that waits for its memory lets later ones pass.
+    for (auto it = waiting_.begin(); it != waiting_.end() && budget > 0 && has_seq_room(plan);) {
         Sequence* seq = *it;
         const std::size_t runs_before = plan.runs.size();
-        if (waits_for_shared_prefix(*seq)) {
+        if (seq->background != background || waits_for_shared_prefix(*seq)) {
             ++it;
         } else if (admit(seq, budget, plan)) {
             budget -= plan.runs[runs_before].count;
@@ -177,6 +180,22 @@ StepPlan Scheduler::schedule() {
         } else {
             break;  // out of blocks: keep arrival order
         }
+    }
+}
+
+StepPlan Scheduler::schedule() {
+    StepPlan plan;
+    std::int64_t budget = options_.max_step_tokens;
+    // Foreground sequences first, running ones then waiting ones; background ones after
+    // them, in the same order, and those waiting only when no foreground one still waits.
+    for (const bool background : {false, true}) {
+        run_running(background, budget, plan);
+        // Nothing is admitted in a step that had to preempt: blocks are short.
+        if (!plan.preempted.empty()) break;
+        if (background && std::any_of(waiting_.begin(), waiting_.end(),
+                                       [](const Sequence* s) { return !s->background; }))
+            break;
+        admit_waiting(background, budget, plan);
     }
     return plan;
 }

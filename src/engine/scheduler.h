@@ -8,7 +8,10 @@
 // for that block to reach the prefix cache instead of computing it again, letting later
 // waiting sequences pass. When blocks run out, the most recently
 // admitted running sequence is preempted: its blocks are dropped (cached ones stay in the
-// prefix cache) and it is recomputed later from its tokens.
+// prefix cache) and it is recomputed later from its tokens. Background sequences
+// (Sequence::background, e.g. fact extraction) come last everywhere: they get what foreground
+// sequences leave of a step, are admitted only while no foreground sequence waits, and are
+// preempted first.
 //
 // Host-side only: it sees block ids and token counts, never tensors, models or backends.
 // Sequences are borrowed: the caller keeps each alive until finish() returns.
@@ -83,8 +86,18 @@ class Scheduler {
     bool waits_for_shared_prefix(const Sequence& seq);
     // Admits `seq` into `plan` with at most `budget` tokens; false when it does not fit now.
     bool admit(Sequence* seq, std::int64_t budget, StepPlan& plan);
+    // schedule()'s two passes over one class of sequences (foreground or background): the
+    // running ones' next tokens, then admissions from the waiting queue.
+    void run_running(bool background, std::int64_t& budget, StepPlan& plan);
+    void admit_waiting(bool background, std::int64_t& budget, StepPlan& plan);
+    bool has_seq_room(const StepPlan& plan) const {
+        return static_cast<std::int64_t>(plan.runs.size()) < options_.max_step_seqs;
+    }
     bool grow(Sequence* seq, std::int64_t tokens);
     void preempt(Sequence* seq, StepPlan& plan);
+    // The running sequence to preempt when blocks run out: the most recently admitted
+    // background one, else the most recently admitted.
+    Sequence* preemption_victim() const;
     void cache_full_blocks(Sequence* seq);
 
     kv::PrefixCache& cache_;

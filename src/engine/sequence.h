@@ -37,6 +37,9 @@ struct Sequence {
     // Every prompt token is computed (its logits are wanted): admission takes no prefix-cache
     // hits. Its blocks are still offered to the cache.
     bool compute_whole_prompt = false;
+    // Background work (fact extraction): scheduled only with what foreground sequences leave
+    // of a step, admitted only when no foreground sequence waits, preempted first.
+    bool background = false;
 
     // Scheduler state.
     SequenceStatus status = SequenceStatus::Waiting;

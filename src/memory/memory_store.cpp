@@ -1,5 +1,6 @@
-// MemoryStore: opening, the schema, users and listeners. Facts and turns live in
-// memory_store_facts.cpp and memory_store_turns.cpp.
+// MemoryStore: opening, the schema and its upgrade, users, reset and listeners. Facts live in
+// memory_store_facts.cpp, batches, history and embeddings in memory_store_changes.cpp, turns in
+// memory_store_turns.cpp.
 
 #include "memory/memory_store.h"
 
@@ -48,6 +49,39 @@ CREATE TABLE facts (
     REFERENCES turns (user_id, session_id, turn_index)
 );
 CREATE INDEX facts_by_user ON facts (user_id, id);
+)sql";
+
+// Version 1 to 2, also run after kSchemaV1 on a new file so both reach the same schema.
+// History rows name their fact without a foreign key: they outlive it. A version-1 fact's
+// history starts with one ADD of its current text, so every fact has one.
+constexpr const char* kUpgradeV1ToV2 = R"sql(
+ALTER TABLE facts ADD COLUMN agent_id TEXT NOT NULL DEFAULT '';
+ALTER TABLE facts ADD COLUMN run_id   TEXT NOT NULL DEFAULT '';
+ALTER TABLE facts ADD COLUMN metadata TEXT NOT NULL DEFAULT '{}';
+CREATE INDEX facts_by_scope ON facts (user_id, agent_id, run_id, id);
+
+CREATE TABLE fact_history (
+  id         INTEGER PRIMARY KEY AUTOINCREMENT,
+  fact_id    INTEGER NOT NULL,
+  user_id    TEXT NOT NULL,
+  event      TEXT NOT NULL CHECK (event IN ('ADD', 'UPDATE', 'DELETE')),
+  old_text   TEXT,
+  new_text   TEXT,
+  created_at TEXT NOT NULL
+);
+CREATE INDEX history_by_fact ON fact_history (fact_id, id);
+CREATE INDEX history_by_user ON fact_history (user_id);
+INSERT INTO fact_history (fact_id, user_id, event, old_text, new_text, created_at)
+  SELECT id, user_id, 'ADD', NULL, text, updated_at FROM facts ORDER BY id;
+
+-- Little-endian float32, dims values.
+CREATE TABLE fact_embeddings (
+  fact_id INTEGER NOT NULL REFERENCES facts(id) ON DELETE CASCADE,
+  model   TEXT NOT NULL,
+  dims    INTEGER NOT NULL,
+  vector  BLOB NOT NULL,
+  PRIMARY KEY (fact_id, model)
+) WITHOUT ROWID;
 )sql";
 
 Error open_error(const std::string& path, const std::string& why) {
@@ -103,9 +137,12 @@ Status MemoryStore::init_schema() {
     // Re-read inside the write lock: another process may have created the schema meanwhile.
     const std::int64_t version = IS_TRY(db_.query_int64("PRAGMA user_version"));
     if (version == kSchemaVersion) return {};  // the transaction rolls back: nothing written
-    if (version != 0)
+    if (version != 0 && version != 1)
         return open_error(db_.path(), "unknown schema version " + std::to_string(version));
-    IS_RETURN_IF_ERROR(db_.exec(kSchemaV1));
+    if (version == 0) IS_RETURN_IF_ERROR(db_.exec(kSchemaV1));
+    if (auto upgraded = db_.exec(kUpgradeV1ToV2); !upgraded.ok())
+        return open_error(db_.path(), "cannot upgrade schema version " + std::to_string(version) +
+                                          ": " + upgraded.error().message);
     const std::string pragmas = "PRAGMA application_id = " + std::to_string(kApplicationId) +
                                 "; PRAGMA user_version = " + std::to_string(kSchemaVersion);
     IS_RETURN_IF_ERROR(db_.exec(pragmas.c_str()));
@@ -159,10 +196,10 @@ Status MemoryStore::delete_user(std::string_view user) {
         stmt.bind(1, user);
         while (IS_TRY(stmt.step())) fact_ids.push_back(stmt.column_int64(0));
     }
-    // Facts first: they reference turns, and turns reference the user.
-    for (const char* sql : {"DELETE FROM facts WHERE user_id = ?1",
-                            "DELETE FROM turns WHERE user_id = ?1",
-                            "DELETE FROM users WHERE id = ?1"}) {
+    // Facts first (their embeddings go with them): they reference turns, and turns the user.
+    for (const char* sql :
+         {"DELETE FROM fact_history WHERE user_id = ?1", "DELETE FROM facts WHERE user_id = ?1",
+          "DELETE FROM turns WHERE user_id = ?1", "DELETE FROM users WHERE id = ?1"}) {
         Statement stmt = IS_TRY(db_.prepare(sql));
         stmt.bind(1, user);
         IS_RETURN_IF_ERROR(stmt.run());
@@ -170,6 +207,30 @@ Status MemoryStore::delete_user(std::string_view user) {
     IS_RETURN_IF_ERROR(tx.commit());
     const std::string owner(user);
     for (FactListener* listener : listeners_) listener->on_user_deleted(owner, fact_ids);
+    return {};
+}
+
+Status MemoryStore::reset() {
+    std::lock_guard lock(mutex_);
+    Transaction tx = IS_TRY(Transaction::begin(db_));
+    std::vector<std::pair<std::string, std::vector<FactId>>> users;
+    {
+        Statement stmt = IS_TRY(
+            db_.prepare("SELECT u.id, f.id FROM users u LEFT JOIN facts f ON f.user_id = u.id "
+                        "ORDER BY u.id, f.id"));
+        while (IS_TRY(stmt.step())) {
+            std::string user = stmt.column_text(0);
+            if (users.empty() || users.back().first != user) users.push_back({std::move(user), {}});
+            if (!stmt.column_is_null(1)) users.back().second.push_back(stmt.column_int64(1));
+        }
+    }
+    // sqlite_sequence keeps its counters, so ids stay unused after the reset.
+    IS_RETURN_IF_ERROR(
+        db_.exec("DELETE FROM fact_embeddings; DELETE FROM fact_history; DELETE FROM facts; "
+                 "DELETE FROM turns; DELETE FROM users"));
+    IS_RETURN_IF_ERROR(tx.commit());
+    for (const auto& [user, fact_ids] : users)
+        for (FactListener* listener : listeners_) listener->on_user_deleted(user, fact_ids);
     return {};
 }
 

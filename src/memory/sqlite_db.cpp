@@ -30,6 +30,11 @@ Statement& Statement::bind_null(int index) {
     return *this;
 }
 
+Statement& Statement::bind_blob(int index, std::span<const std::byte> bytes) {
+    sqlite3_bind_blob64(stmt_, index, bytes.data(), bytes.size(), SQLITE_TRANSIENT);
+    return *this;
+}
+
 Result<bool> Statement::step() {
     const int rc = sqlite3_step(stmt_);
     if (rc == SQLITE_ROW) return true;
@@ -56,6 +61,11 @@ std::string Statement::column_text(int index) const {
 
 bool Statement::column_is_null(int index) const {
     return sqlite3_column_type(stmt_, index) == SQLITE_NULL;
+}
+
+std::span<const std::byte> Statement::column_blob(int index) const {
+    const auto* data = static_cast<const std::byte*>(sqlite3_column_blob(stmt_, index));
+    return {data, static_cast<std::size_t>(sqlite3_column_bytes(stmt_, index))};
 }
 
 Result<SqliteDb> SqliteDb::open(const std::string& path) {

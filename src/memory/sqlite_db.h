@@ -2,8 +2,10 @@
 // Thin RAII wrappers over the SQLite C API that turn its error codes into Result values.
 // Internal to the memory component: nothing outside src/memory includes this.
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 
@@ -28,6 +30,7 @@ class Statement {
     Statement& bind(int index, std::string_view text);
     Statement& bind(int index, std::int64_t value);
     Statement& bind_null(int index);
+    Statement& bind_blob(int index, std::span<const std::byte> bytes);  // copied
 
     // True when a row is ready, false when done.
     Result<bool> step();
@@ -37,6 +40,7 @@ class Statement {
     std::int64_t column_int64(int index) const;  // 0-based
     std::string column_text(int index) const;    // "" for NULL
     bool column_is_null(int index) const;
+    std::span<const std::byte> column_blob(int index) const;  // valid until the next step
 
   private:
     friend class SqliteDb;

@@ -167,6 +167,15 @@ class Backend {
     // set; only allowed tokens are candidates, and a row that allows none gives -1.
     virtual void argmax(const Tensor& logits, const Tensor& allowed, Tensor ids) = 0;
 
+    // Dense retrieval's scan: score_i = matrix[i, :] . query (f32 sums), then the k best rows,
+    // best first, ties by the lower row; a NaN score ranks below every number. Places past n
+    // (k > n) get row -1 and score -inf. One read of the matrix: memory-bound.
+    //   matrix [n, dim] f32 or f16 (n may be 0), query [dim] f32, rows [k] i32, scores [k] f32,
+    //   1 <= k <= kDotTopKMax
+    static constexpr std::int64_t kDotTopKMax = 1024;
+    virtual void dot_top_k(const Tensor& matrix, const Tensor& query, Tensor rows,
+                           Tensor scores) = 0;
+
     // ---- copies beside compute (optional) ------------------------------------------------
     // Starts copying `bytes` from `src` (from allocate_host) into `dst` on a transfer stream,
     // so the copy overlaps the compute ops; returns its ticket, 0 when it is already done.

@@ -64,4 +64,17 @@ void check_linear_epilogue(const LinearArgs& args) {
            "and an attention";
 }
 
+void check_dot_top_k_args(const Tensor& matrix, const Tensor& query, const Tensor& rows,
+                          const Tensor& scores, std::int64_t max_k) {
+    IS_CHECK(matrix.rank == 2 && (matrix.dtype == DType::F32 || matrix.dtype == DType::F16))
+        << "dot_top_k: the matrix is not [n, dim] f32 or f16";
+    IS_CHECK(query.rank == 1 && query.dtype == DType::F32 && query.shape[0] == matrix.shape[1])
+        << "dot_top_k: the query is not [dim] f32";
+    IS_CHECK(rows.rank == 1 && rows.dtype == DType::I32 && scores.rank == 1 &&
+             scores.dtype == DType::F32 && rows.shape[0] == scores.shape[0])
+        << "dot_top_k: rows and scores are not [k] i32 and [k] f32";
+    IS_CHECK(rows.shape[0] >= 1 && rows.shape[0] <= max_k) << "dot_top_k: k " << rows.shape[0];
+    IS_CHECK(matrix.shape[1] >= 1) << "dot_top_k: dim 0";
+}
+
 }  // namespace inferscale::tensor

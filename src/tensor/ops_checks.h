@@ -23,4 +23,9 @@ void check_paged_attention_args(const Tensor& q, const KvPages& pages,
 // The targets themselves are the backend's to check.
 void check_linear_epilogue(const LinearArgs& args);
 
+// dot_top_k: matrix [n, dim] f32 or f16, query [dim] f32, rows [k] i32 and scores [k] f32 with
+// 1 <= k <= Backend::kDotTopKMax (passed as `max_k`).
+void check_dot_top_k_args(const Tensor& matrix, const Tensor& query, const Tensor& rows,
+                          const Tensor& scores, std::int64_t max_k);
+
 }  // namespace inferscale::tensor

@@ -256,6 +256,48 @@ TEST(Scheduler, ASequenceWaitingForMemoryLetsOthersPassAndThenInjects) {
     EXPECT_GE(again->num_cached, 8);
 }
 
+TEST(Scheduler, BackgroundSequencesTakeOnlyWhatForegroundOnesLeave) {
+    FakeEngine e(64, {.max_step_tokens = 8, .max_step_seqs = 4, .block_size = kBlock});
+    Sequence* bg = e.add(tokens(20, 1), 3);
+    bg->background = true;
+    Sequence* fg = e.add(tokens(6, 2), 3);
+    StepPlan p = e.step();
+    ASSERT_EQ(p.runs.size(), 2u);
+    EXPECT_EQ(p.runs[0].seq, fg);  // arrived later, admitted first
+    EXPECT_EQ(p.runs[0].count, 6);
+    EXPECT_EQ(p.runs[1].seq, bg);  // the rest of the budget
+    EXPECT_EQ(p.runs[1].count, 2);
+
+    // Running: foreground before background, whatever the admission order.
+    Sequence* fg2 = e.add(tokens(9, 3), 2);
+    p = e.step();
+    ASSERT_GE(p.runs.size(), 2u);
+    EXPECT_EQ(p.runs[0].seq, fg);
+    EXPECT_EQ(p.runs[1].seq, fg2);
+    EXPECT_EQ(p.runs[1].count, 7);
+    EXPECT_TRUE(std::none_of(p.runs.begin(), p.runs.end(),
+                             [&](const ScheduledRun& r) { return r.seq == bg; }));
+    e.run_to_end();
+    EXPECT_EQ(bg->tokens, FakeEngine::expected(tokens(20, 1), 3));
+    EXPECT_EQ(fg->tokens, FakeEngine::expected(tokens(6, 2), 3));
+    EXPECT_EQ(fg2->tokens, FakeEngine::expected(tokens(9, 3), 2));
+}
+
+TEST(Scheduler, BackgroundSequencesArePreemptedFirst) {
+    // 7 blocks of 4 tokens: 6 for the background sequence plus 4 for the foreground one
+    // do not fit, so one of them must give way, and it is always the background one.
+    FakeEngine e(7, {.max_step_tokens = 16, .max_step_seqs = 4, .block_size = kBlock});
+    Sequence* bg = e.add(tokens(8, 1), 16);
+    bg->background = true;
+    e.step();
+    Sequence* fg = e.add(tokens(8, 2), 8);
+    e.run_to_end();
+    EXPECT_EQ(fg->preemptions, 0);
+    EXPECT_GT(bg->preemptions, 0);
+    EXPECT_EQ(bg->tokens, FakeEngine::expected(tokens(8, 1), 16));
+    EXPECT_EQ(fg->tokens, FakeEngine::expected(tokens(8, 2), 8));
+}
+
 TEST(Scheduler, RandomizedLoadKeepsEveryInvariant) {
     std::mt19937 rng(7);
     std::uint64_t preemptions = 0, hits = 0;
@@ -274,8 +316,9 @@ TEST(Scheduler, RandomizedLoadKeepsEveryInvariant) {
                 // Few distinct prompts, so prefixes repeat and the cache gets hits.
                 auto prompt = tokens(len, static_cast<std::int32_t>(rng() % 3));
                 const std::string salt = rng() % 2 ? "u1" : "u2";
-                want.emplace_back(e.add(prompt, max_new, salt),
-                                  FakeEngine::expected(prompt, max_new));
+                Sequence* seq = e.add(prompt, max_new, salt);
+                seq->background = rng() % 4 == 0;
+                want.emplace_back(seq, FakeEngine::expected(prompt, max_new));
             }
             e.step();
         }

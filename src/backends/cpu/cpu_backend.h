@@ -84,6 +84,9 @@ class CpuBackend final : public tensor::Backend {
                        const tensor::RopeTables& tables) override;
     void argmax(const tensor::Tensor& logits, const tensor::Tensor& allowed,
                 tensor::Tensor ids) override;
+    // In dot_top_k.cpp: retrieval::VectorIndex's arithmetic.
+    void dot_top_k(const tensor::Tensor& matrix, const tensor::Tensor& query, tensor::Tensor rows,
+                   tensor::Tensor scores) override;
 
     // Whether the ops currently use ggml's arithmetic (see Arithmetic).
     bool ggml_arithmetic() const { return ggml_; }

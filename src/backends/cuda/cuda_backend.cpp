@@ -145,6 +145,7 @@ CudaBackend::~CudaBackend() {
     if (stacked_output_ != nullptr) cudaFree(stacked_output_);
     if (dequant_scratch_ != nullptr) cudaFree(dequant_scratch_);
     if (quant_activations_ != nullptr) cudaFree(quant_activations_);
+    if (dot_top_k_workspace_ != nullptr) cudaFree(dot_top_k_workspace_);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 

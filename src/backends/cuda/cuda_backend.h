@@ -209,6 +209,11 @@ class CudaBackend final : public tensor::Backend {
     //   logits [rows, vocab] f32, ids [rows] i32
     void argmax(const tensor::Tensor& logits, const tensor::Tensor& allowed,
                 tensor::Tensor ids) override;
+    // In dot_top_k.cu: the product kernel, then bitonic selection passes. Its workspace (about
+    // 4 bytes a row) grows at the first search of a larger matrix, which must not be in a
+    // graph capture; a device out of memory there aborts.
+    void dot_top_k(const tensor::Tensor& matrix, const tensor::Tensor& query, tensor::Tensor rows,
+                   tensor::Tensor scores) override;
 
     // Pinned host memory and CUDA graphs of the backend's stream (cuda_graph.cpp). Capture is
     // thread-local: other threads may keep using the runtime meanwhile.
@@ -339,6 +344,8 @@ class CudaBackend final : public tensor::Backend {
     std::size_t dequant_scratch_bytes_ = 0;
     void* quant_activations_ = nullptr;
     std::size_t quant_activations_bytes_ = 0;
+    void* dot_top_k_workspace_ = nullptr;
+    std::size_t dot_top_k_workspace_bytes_ = 0;
 
     static constexpr int kSmallLinearCounters = 16384;
     float* linear_partials_ = nullptr;  // options_.small_linear_scratch_bytes
