@@ -83,6 +83,20 @@ class ProfilingBackend final : public tensor::Backend {
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
     void add_rms_norm(tensor::Tensor x, const tensor::Tensor& y, const tensor::Tensor& weight,
                       float eps, tensor::Tensor out) override;
+    // The encoder ops pass through untimed: no benchmark runs an encoder.
+    void layer_norm(const tensor::Tensor& x, const tensor::Tensor& weight,
+                    const tensor::Tensor& bias, float eps, tensor::Tensor out) override {
+        inner_.layer_norm(x, weight, bias, eps, out);
+    }
+    void convert(const tensor::Tensor& src, tensor::Tensor dst) override {
+        inner_.convert(src, dst);
+    }
+    void gelu(tensor::Tensor x) override { inner_.gelu(x); }
+    void sequence_attention(const tensor::Tensor& q, const tensor::Tensor& k,
+                            const tensor::Tensor& v, const tensor::SequenceAttentionArgs& args,
+                            tensor::Tensor out) override {
+        inner_.sequence_attention(q, k, v, args, out);
+    }
     void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up,
                 tensor::Tensor out) override;
     void geglu(const tensor::Tensor& gate, const tensor::Tensor& up,

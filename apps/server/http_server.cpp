@@ -71,16 +71,19 @@ HttpServer::HttpServer(ServerContext& context)
     });
     http.Get("/v1/models", [this](const httplib::Request& req, httplib::Response& res) {
         if (!authenticate(ctx_, req, res)) return;
-        send_json(res, nlohmann::json{{"object", "list"}, {"data", {model_object()}}}.dump());
+        auto data = nlohmann::json::array({model_object(ctx_.options.model_name)});
+        if (ctx_.embeddings) data.push_back(model_object(ctx_.embeddings->id()));
+        send_json(res, nlohmann::json{{"object", "list"}, {"data", std::move(data)}}.dump());
     });
     // Model ids may hold slashes ("org/name").
     http.Get(R"(/v1/models/(.+))", [this](const httplib::Request& req, httplib::Response& res) {
         if (!authenticate(ctx_, req, res)) return;
         const std::string id = req.matches[1];
-        if (id != ctx_.options.model_name)
+        const bool embedding = ctx_.embeddings && id == ctx_.embeddings->id();
+        if (id != ctx_.options.model_name && !embedding)
             return send_error(res, not_found("the model '" + id + "' does not exist",
                                              "model_not_found"));
-        send_json(res, model_object().dump());
+        send_json(res, model_object(id).dump());
     });
     http.Get("/health", [](const httplib::Request&, httplib::Response& res) {
         send_json(res, R"({"status":"ok"})");
@@ -94,6 +97,7 @@ HttpServer::HttpServer(ServerContext& context)
         add_memory_routes(http, ctx_);
         add_mem0_routes(http, ctx_);
     }
+    if (ctx_.embeddings) add_embedding_routes(http, ctx_);
 
     // Whatever httplib answers on its own (unknown route 404, body too large 413, bad
     // request 400) gets an OpenAI error body too.
@@ -122,11 +126,8 @@ HttpServer::HttpServer(ServerContext& context)
 
 HttpServer::~HttpServer() = default;
 
-nlohmann::json HttpServer::model_object() const {
-    return {{"id", ctx_.options.model_name},
-            {"object", "model"},
-            {"created", 0},
-            {"owned_by", "inferscale"}};
+nlohmann::json HttpServer::model_object(const std::string& id) const {
+    return {{"id", id}, {"object", "model"}, {"created", 0}, {"owned_by", "inferscale"}};
 }
 
 Status check_port_free(const std::string& host, int port) {

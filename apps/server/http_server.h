@@ -6,8 +6,9 @@
 //
 // Routes: POST /v1/chat/completions, POST /v1/completions (completion_route.cpp), GET
 // /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize (tokenize_api.cpp), GET
-// /health, GET /metrics, and the memory API: /v1/memories (memory_api.cpp) and Mem0's REST
-// routes (mem0_api.cpp).
+// /health, GET /metrics, the memory API: /v1/memories (memory_api.cpp) and Mem0's REST
+// routes (mem0_api.cpp), and POST /v1/embeddings (embeddings_api.cpp) when the server has an
+// embedding model.
 
 #include <memory>
 #include <string>
@@ -16,6 +17,7 @@
 
 #include "apps/server/api_error.h"
 #include "apps/server/api_keys.h"
+#include "apps/server/embedding_model.h"
 #include "apps/server/memory_api.h"
 #include "apps/server/metrics.h"
 #include "apps/server/openai_api.h"
@@ -56,6 +58,7 @@ struct ServerContext {
     toolcall::TemplateTools tool_template = {};
     // Fact extraction from added messages (memory_extraction.h); set whenever `store` is.
     MemoryExtraction* extraction = nullptr;
+    EmbeddingModel* embeddings = nullptr;  // null: no /v1/embeddings
 };
 
 // Whether host:port can be bound now (as HttpServer::bind binds it), checked before a model
@@ -76,8 +79,8 @@ class HttpServer {
 
   private:
     void handle_completion(const httplib::Request& req, httplib::Response& res, bool chat);
-    // The served model as /v1/models lists it.
-    nlohmann::json model_object() const;
+    // A served model as /v1/models lists it: the chat model, or the embedding model.
+    nlohmann::json model_object(const std::string& id) const;
 
     ServerContext& ctx_;
     std::unique_ptr<httplib::Server> http_;
@@ -92,5 +95,6 @@ const ApiKey* authenticate(const ServerContext& ctx, const httplib::Request& req
                            httplib::Response& res);
 
 void add_tokenize_routes(httplib::Server& http, ServerContext& ctx);
+void add_embedding_routes(httplib::Server& http, ServerContext& ctx);
 
 }  // namespace inferscale::server

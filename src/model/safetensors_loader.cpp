@@ -87,7 +87,8 @@ Result<Entry> parse_entry(const std::string& name, const json& info, std::uint64
 
 // Errors are returned without the path; callers prefix it.
 Result<std::size_t> load_file_impl(MappedFile file, WeightStore& store,
-                                   std::set<std::string>* names_out) {
+                                   std::set<std::string>* names_out,
+                                   const std::set<std::string>& ignore = {}) {
     const std::uint64_t size = file.size();
     if (size < 8) return make_error("too small to be a safetensors file (" +
                                     std::to_string(size) + " bytes)");
@@ -105,7 +106,7 @@ Result<std::size_t> load_file_impl(MappedFile file, WeightStore& store,
     const std::uint64_t data_len = size - data_start;
     std::vector<Entry> entries;
     for (auto it = doc.begin(); it != doc.end(); ++it) {
-        if (it.key() == "__metadata__") continue;
+        if (it.key() == "__metadata__" || ignore.count(it.key()) != 0) continue;
         if (store.find(it.key()) != nullptr)
             return make_error("tensor '" + it.key() + "' appears in more than one file");
         entries.push_back(IS_TRY(parse_entry(it.key(), it.value(), data_len)));
@@ -174,8 +175,13 @@ Result<std::size_t> load_sharded(const std::string& dir, const std::string& inde
 }  // namespace
 
 Result<std::size_t> load_safetensors_file(const std::string& path, WeightStore& store) {
+    return load_safetensors_file(path, store, {});
+}
+
+Result<std::size_t> load_safetensors_file(const std::string& path, WeightStore& store,
+                                          const std::set<std::string>& ignore) {
     MappedFile file = IS_TRY(MappedFile::open(path));  // its Error names the path
-    auto added = load_file_impl(std::move(file), store, nullptr);
+    auto added = load_file_impl(std::move(file), store, nullptr, ignore);
     if (!added.ok()) return make_error(path + ": " + added.error().message);
     return added;
 }

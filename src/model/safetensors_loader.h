@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <functional>
+#include <set>
 #include <string>
 
 #include "base/result.h"
@@ -20,6 +21,10 @@ using SafetensorsProgress = std::function<void(std::size_t done, std::size_t tot
 // Adds every tensor of the safetensors file at `path` to `store`. A name already in the store
 // is an Error. Returns the number of tensors added.
 Result<std::size_t> load_safetensors_file(const std::string& path, WeightStore& store);
+// The same, leaving out the tensors named in `ignore` (not parsed at all: a BERT checkpoint's
+// I64 position_ids buffer, for one).
+Result<std::size_t> load_safetensors_file(const std::string& path, WeightStore& store,
+                                          const std::set<std::string>& ignore);
 
 // Loads `dir`/model.safetensors.index.json and its shards when the index exists, otherwise
 // `dir`/model.safetensors. With an index, every tensor it lists must be found in its shard.

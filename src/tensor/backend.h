@@ -114,6 +114,24 @@ class Backend {
         rms_norm(x, weight, eps, out);
     }
 
+    // out = (x - mean(x)) / sqrt(var(x) + eps) * weight + bias, row-wise (LayerNorm, the
+    // biased variance), statistics in f32. out may alias x.
+    //   x [n, hidden], weight [hidden], bias [hidden], out [n, hidden]
+    virtual void layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                            Tensor out) = 0;
+
+    // dst = src element-wise in dst's dtype (f32 <-> bf16; one dtype copies).  src, dst of one
+    // element count
+    virtual void convert(const Tensor& src, Tensor dst) = 0;
+
+    // x = gelu(x), the exact form x * (1 + erf(x / sqrt(2))) / 2 (BERT's "gelu").  x [n, k]
+    virtual void gelu(Tensor x) = 0;
+
+    // Non-causal attention within packed sequences (see SequenceAttentionArgs), softmax in f32.
+    //   q, k, v, out [n, h, d]
+    virtual void sequence_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const SequenceAttentionArgs& args, Tensor out) = 0;
+
     // out = silu(gate) * up.  gate, up, out [n, ffn]; out may alias gate.
     virtual void swiglu(const Tensor& gate, const Tensor& up, Tensor out) = 0;
     // out = gelu(gate) * up, gelu's tanh approximation (Gemma).  As swiglu.

@@ -60,6 +60,17 @@ struct PagedAttentionArgs {
     bool qk_ggml_interleaved = false;
 };
 
+// Backend::sequence_attention: bidirectional attention within each of s sequences packed back
+// to back without padding (an encoder's batch): rows seq_indptr[i] .. seq_indptr[i+1] of q attend
+// to the same rows of k and v, each head on its own (as many kv heads as query heads).
+struct SequenceAttentionArgs {
+    Tensor seq_indptr;                              // [s + 1] i32, seq_indptr[0] = 0, [s] = n
+    const std::int32_t* host_seq_indptr = nullptr;  // [s + 1], the same on the host
+    int num_seqs = 0;
+    int max_seq_len = 0;  // the longest sequence's rows (sizes a GPU launch)
+    float scale = 0.0f;   // softmax scale, usually 1 / sqrt(d)
+};
+
 // Backend::rope: rotates q, and k when given, in place by the angles of `positions` (HF
 // rotate_half pairing: dim i with dim i + d/2; positions beyond the tables are a bug); with
 // pages, then Backend::write_kv(k, v, slots, pages); with attention, then

@@ -14,10 +14,11 @@
 #include <vector>
 
 #include "base/result.h"
+#include "tokenizer/subword_model.h"
 
 namespace inferscale::tokenizer {
 
-class BpeModel {
+class BpeModel final : public SubwordModel {
   public:
     enum class Mode { MergeRanks, Scores };
 
@@ -36,12 +37,12 @@ class BpeModel {
     void set_ignore_merges(bool on) { ignore_merges_ = on; }
 
     // Appends the ids of `word` (valid UTF-8) to `out`.
-    void encode(std::string_view word, std::vector<std::int32_t>& out) const;
+    void encode(std::string_view word, std::vector<std::int32_t>& out) const override;
 
-    std::optional<std::int32_t> token_to_id(std::string_view text) const;
+    std::optional<std::int32_t> token_to_id(std::string_view text) const override;
     // Empty string_view for ids outside the vocabulary.
-    std::string_view id_to_token(std::int32_t id) const;
-    std::int64_t size() const { return static_cast<std::int64_t>(tokens_.size()); }
+    std::string_view id_to_token(std::int32_t id) const override;
+    std::int64_t size() const override { return static_cast<std::int64_t>(tokens_.size()); }
 
   private:
     struct Symbol {

@@ -75,6 +75,17 @@ std::string strip_chars(const std::string& t, const std::string& content, std::s
     return t.substr(begin, end - begin);
 }
 
+// HF's WordPiece cleanup: the spaces BERT's split put before punctuation and contractions.
+std::string wordpiece_cleanup(std::string t) {
+    static const std::pair<std::string, std::string> kFixes[] = {
+        {" .", "."},   {" ?", "?"},     {" !", "!"},     {" ,", ","},
+        {" ' ", "'"},  {" n't", "n't"}, {" 'm", "'m"},   {" do not", " don't"},
+        {" 's", "'s"}, {" 've", "'ve"}, {" 're", "'re"},
+    };
+    for (const auto& [from, to] : kFixes) t = replace_all(t, from, to);
+    return t;
+}
+
 }  // namespace
 
 std::string Decoder::decode(std::vector<std::string> tokens, bool raw_bytes) const {
@@ -117,6 +128,13 @@ std::string Decoder::decode(std::vector<std::string> tokens, bool raw_bytes) con
             }
             case DecoderStep::Kind::Strip:
                 for (std::string& t : tokens) t = strip_chars(t, step.a, step.start, step.stop);
+                break;
+            case DecoderStep::Kind::WordPiece:
+                for (std::size_t i = 0; i < tokens.size(); ++i) {
+                    std::string& t = tokens[i];
+                    if (i > 0) t = t.starts_with(step.a) ? t.substr(step.a.size()) : " " + t;
+                    if (step.cleanup) t = wordpiece_cleanup(std::move(t));
+                }
                 break;
         }
     }

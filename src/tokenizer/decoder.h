@@ -10,11 +10,13 @@
 namespace inferscale::tokenizer {
 
 struct DecoderStep {
-    enum class Kind { ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip };
+    enum class Kind { ByteLevel, Metaspace, Replace, ByteFallback, Fuse, Strip, WordPiece };
     Kind kind = Kind::ByteLevel;
-    std::string a, b;  // Replace: pattern, content; Metaspace: replacement; Strip: content
+    std::string a, b;  // Replace: pattern, content; Metaspace: replacement; Strip: content;
+                       // WordPiece: the continuing-subword prefix
     PrependScheme prepend_scheme = PrependScheme::Always;  // Metaspace
     std::size_t start = 0, stop = 0;                       // Strip
+    bool cleanup = false;  // WordPiece: glue punctuation and contractions back (" ." -> ".")
 };
 
 class Decoder {

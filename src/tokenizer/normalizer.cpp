@@ -29,8 +29,12 @@ std::string lowercase(std::string_view text) {
         char32_t cp = 0;
         const std::size_t n = utf8_sequence_at(text, pos, &cp);
         if (n == 0) break;
-        append_utf8(out,
-                    static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
+        if (cp == 0x130) {
+            out += "i\u0307";  // İ: the one unconditional one-to-two lowercase mapping (Rust's)
+        } else {
+            append_utf8(out,
+                        static_cast<char32_t>(utf8proc_tolower(static_cast<utf8proc_int32_t>(cp))));
+        }
         pos += n;
     }
     return out;
@@ -61,6 +65,70 @@ std::string strip(std::string_view text, bool left, bool right) {
     return std::string(text);
 }
 
+// The ideograph blocks BERT's Chinese-character rule covers (not Hangul, kana or CJK symbols).
+bool is_cjk_ideograph(char32_t cp) {
+    return (cp >= 0x4E00 && cp <= 0x9FFF) || (cp >= 0x3400 && cp <= 0x4DBF) ||
+           (cp >= 0x20000 && cp <= 0x2A6DF) || (cp >= 0x2A700 && cp <= 0x2B73F) ||
+           (cp >= 0x2B740 && cp <= 0x2B81F) || (cp >= 0x2B920 && cp <= 0x2CEAF) ||
+           (cp >= 0xF900 && cp <= 0xFAFF) || (cp >= 0x2F800 && cp <= 0x2FA1F);
+}
+
+// HF's "other" categories, which clean_text drops (tab, newline and carriage return excepted).
+bool is_bert_control(char32_t cp) {
+    if (cp == '\t' || cp == '\n' || cp == '\r') return false;
+    switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
+        case UTF8PROC_CATEGORY_CC:
+        case UTF8PROC_CATEGORY_CF:
+        case UTF8PROC_CATEGORY_CN:
+        case UTF8PROC_CATEGORY_CO:
+        case UTF8PROC_CATEGORY_CS: return true;
+        default: return false;
+    }
+}
+
+// Rewrites `text` one code point at a time: `f` appends what each code point becomes.
+template <typename F>
+std::string map_code_points(std::string_view text, F f) {
+    std::string out;
+    out.reserve(text.size());
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+        char32_t cp = 0;
+        const std::size_t n = utf8_sequence_at(text, pos, &cp);
+        if (n == 0) break;
+        f(cp, out);
+        pos += n;
+    }
+    return out;
+}
+
+std::string bert_normalize(std::string_view text, const BertNormalizerOptions& o) {
+    std::string s(text);
+    if (o.clean_text) {
+        s = map_code_points(s, [](char32_t cp, std::string& out) {
+            if (cp == 0 || cp == kReplacementChar || is_bert_control(cp)) return;
+            append_utf8(out, is_unicode_whitespace(cp) ? U' ' : cp);
+        });
+    }
+    if (o.handle_chinese_chars) {
+        s = map_code_points(s, [](char32_t cp, std::string& out) {
+            const bool cjk = is_cjk_ideograph(cp);
+            if (cjk) out.push_back(' ');
+            append_utf8(out, cp);
+            if (cjk) out.push_back(' ');
+        });
+    }
+    if (o.strip_accents) {
+        s = map_code_points(
+            unicode_normalize(s, UTF8PROC_DECOMPOSE), [](char32_t cp, std::string& out) {
+                if (utf8proc_category(static_cast<utf8proc_int32_t>(cp)) != UTF8PROC_CATEGORY_MN)
+                    append_utf8(out, cp);
+            });
+    }
+    if (o.lowercase) s = lowercase(s);
+    return s;
+}
+
 }  // namespace
 
 std::string Normalizer::normalize(std::string_view text) const {
@@ -81,6 +149,7 @@ std::string Normalizer::normalize(std::string_view text) const {
                 break;
             case NormalizerStep::Kind::Replace: s = replace_all(s, step.a, step.b); break;
             case NormalizerStep::Kind::Strip: s = strip(s, step.left, step.right); break;
+            case NormalizerStep::Kind::Bert: s = bert_normalize(s, step.bert); break;
         }
     }
     return s;

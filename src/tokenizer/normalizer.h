@@ -8,12 +8,23 @@
 
 namespace inferscale::tokenizer {
 
+// BertNormalizer's switches (HF tokenizers): clean_text drops control characters and turns
+// whitespace into spaces; handle_chinese_chars puts spaces around CJK ideographs; strip_accents
+// drops nonspacing marks after NFD.
+struct BertNormalizerOptions {
+    bool clean_text = true;
+    bool handle_chinese_chars = true;
+    bool strip_accents = true;
+    bool lowercase = true;
+};
+
 struct NormalizerStep {
-    enum class Kind { Nfc, Nfd, Nfkc, Nfkd, Lowercase, Prepend, Replace, Strip };
+    enum class Kind { Nfc, Nfd, Nfkc, Nfkd, Lowercase, Prepend, Replace, Strip, Bert };
     Kind kind = Kind::Nfc;
     std::string a;  // Prepend: the prefix; Replace: the pattern
     std::string b;  // Replace: the replacement
     bool left = false, right = false;  // Strip
+    BertNormalizerOptions bert;        // Bert
 };
 
 class Normalizer {

@@ -2,6 +2,7 @@
 
 #include <utf8proc.h>
 
+#include <cctype>
 #include <utility>
 
 #include "tokenizer/byte_level.h"
@@ -103,6 +104,37 @@ Ranges digit_ranges(std::string_view text, bool individual) {
     return out;
 }
 
+// BertPreTokenizer's punctuation: ASCII punctuation (which includes symbols such as $ + < = > ^
+// ` |) and the Unicode punctuation categories.
+bool is_bert_punctuation(char32_t cp) {
+    if (cp < 0x80) return cp > 0x20 && cp < 0x7F && !std::isalnum(static_cast<int>(cp));
+    switch (utf8proc_category(static_cast<utf8proc_int32_t>(cp))) {
+        case UTF8PROC_CATEGORY_PC:
+        case UTF8PROC_CATEGORY_PD:
+        case UTF8PROC_CATEGORY_PS:
+        case UTF8PROC_CATEGORY_PE:
+        case UTF8PROC_CATEGORY_PI:
+        case UTF8PROC_CATEGORY_PF:
+        case UTF8PROC_CATEGORY_PO: return true;
+        default: return false;
+    }
+}
+
+// The code points of `text` for which `pred` holds, one range each.
+template <typename Pred>
+Ranges code_point_ranges(std::string_view text, Pred pred) {
+    Ranges out;
+    std::size_t pos = 0;
+    while (pos < text.size()) {
+        char32_t cp = 0;
+        std::size_t n = utf8_sequence_at(text, pos, &cp);
+        if (n == 0) n = 1;
+        if (pred(cp)) out.emplace_back(pos, pos + n);
+        pos += n;
+    }
+    return out;
+}
+
 std::string replace_spaces(std::string_view text, std::string_view with) {
     std::string out;
     for (char c : text) {
@@ -140,6 +172,16 @@ void apply_step(const PreTokenizerStep& step, const Piece& piece, std::vector<Pi
             }
             for (Piece& part : parts)
                 out.push_back({byte_level_encode(part.text), part.at_text_start});
+            return;
+        }
+        case PreTokenizerStep::Kind::Bert: {
+            std::vector<Piece> words;
+            split_by(piece, code_point_ranges(piece.text, is_unicode_whitespace),
+                     SplitBehavior::Removed, words);
+            for (const Piece& word : words) {
+                split_by(word, code_point_ranges(word.text, is_bert_punctuation),
+                         SplitBehavior::Isolated, out);
+            }
             return;
         }
         case PreTokenizerStep::Kind::Metaspace: {

@@ -1,6 +1,7 @@
 #pragma once
 // PreTokenizer: the tokenizer.json "pre_tokenizer" stage as a flat list of steps (a Sequence is
 // flattened at load). Each step splits every piece further; the model then encodes each piece.
+// Bert: whitespace separates pieces and is dropped; each punctuation character is a piece.
 
 #include <string>
 #include <string_view>
@@ -16,7 +17,7 @@ enum class SplitBehavior { Removed, Isolated, MergedWithPrevious, MergedWithNext
 enum class PrependScheme { Always, First, Never };
 
 struct PreTokenizerStep {
-    enum class Kind { Split, Digits, ByteLevel, Metaspace };
+    enum class Kind { Split, Digits, ByteLevel, Metaspace, Bert };
     Kind kind = Kind::Split;
     SplitRegex regex;                                 // Split; ByteLevel when use_regex
     SplitBehavior behavior = SplitBehavior::Isolated;  // Split

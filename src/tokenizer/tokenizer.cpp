@@ -20,7 +20,7 @@ constexpr std::string_view kBosCandidates[] = {"<s>", "<|begin_of_text|>", "<|st
 }  // namespace
 
 Result<Tokenizer> make_tokenizer(std::shared_ptr<TokenizerModel> model) {
-    if (!model->bpe) return make_error("tokenizer has no model");
+    if (!model->subword) return make_error("tokenizer has no model");
     // Normalized added tokens are searched for in normalized text, so normalize them too.
     const auto& tokens = model->added.tokens();
     for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -31,7 +31,7 @@ Result<Tokenizer> make_tokenizer(std::shared_ptr<TokenizerModel> model) {
     }
     auto lookup = [&](std::string_view text) -> std::int32_t {
         if (const AddedToken* t = model->added.find_by_content(text)) return t->id;
-        return model->bpe->token_to_id(text).value_or(-1);
+        return model->subword->token_to_id(text).value_or(-1);
     };
     if (model->bos_id < 0) {
         for (std::string_view c : kBosCandidates) {
@@ -51,8 +51,20 @@ Result<Tokenizer> make_tokenizer(std::shared_ptr<TokenizerModel> model) {
     return Tokenizer(std::move(model));
 }
 
-std::vector<std::int32_t> Tokenizer::encode(std::string_view input, bool add_special,
+std::vector<std::int32_t> Tokenizer::encode(std::string_view text, bool add_special,
                                             bool parse_special) const {
+    return encode_ids(text, add_special, parse_special, model_->truncation);
+}
+
+std::vector<std::int32_t> Tokenizer::encode_truncated(std::string_view text, std::size_t max_length,
+                                                      bool add_special) const {
+    return encode_ids(text, add_special, /*parse_special=*/true, max_length);
+}
+
+std::size_t Tokenizer::truncation_length() const { return model_->truncation; }
+
+std::vector<std::int32_t> Tokenizer::encode_ids(std::string_view input, bool add_special,
+                                                bool parse_special, std::size_t max_length) const {
     const TokenizerModel& m = *model_;
     const std::string text = sanitize_utf8(input);
     std::vector<std::int32_t> ids;
@@ -82,9 +94,15 @@ std::vector<std::int32_t> Tokenizer::encode(std::string_view input, bool add_spe
             }
             const bool at_start = segment.offset == 0 && part.offset == 0;
             for (const Piece& piece : m.pre_tokenizer.split(std::move(part.text), at_start)) {
-                m.bpe->encode(piece.text, ids);
+                m.subword->encode(piece.text, ids);
             }
         }
+    }
+    if (max_length > 0) {
+        const std::size_t specials = add_special ? m.prefix_ids.size() + m.suffix_ids.size() : 0;
+        const std::size_t keep = max_length > specials ? max_length - specials : 0;
+        const std::size_t prefix = add_special ? m.prefix_ids.size() : 0;
+        if (ids.size() > prefix + keep) ids.resize(prefix + keep);
     }
     if (add_special) ids.insert(ids.end(), m.suffix_ids.begin(), m.suffix_ids.end());
     return ids;
@@ -104,7 +122,7 @@ std::string Tokenizer::decode_ids(std::span<const std::int32_t> ids, bool skip_s
             if (!(skip_special && t->special)) tokens.push_back(t->content);
             continue;
         }
-        const std::string_view text = m.bpe->id_to_token(id);
+        const std::string_view text = m.subword->id_to_token(id);
         if (!text.empty()) tokens.emplace_back(text);
     }
     return m.decoder.decode(std::move(tokens), raw_bytes);
@@ -127,7 +145,7 @@ std::string Tokenizer::piece(std::int32_t id, bool raw_bytes) const {
 }
 
 std::int64_t Tokenizer::vocab_size() const {
-    std::int64_t size = model_->bpe->size();
+    std::int64_t size = model_->subword->size();
     for (const AddedToken& t : model_->added.tokens())
         size = std::max<std::int64_t>(size, t.id + 1);
     return size;
@@ -143,12 +161,12 @@ bool Tokenizer::is_end_of_generation(std::int32_t id) const {
 
 std::optional<std::int32_t> Tokenizer::token_id(std::string_view token_text) const {
     if (const AddedToken* t = model_->added.find_by_content(token_text)) return t->id;
-    return model_->bpe->token_to_id(token_text);
+    return model_->subword->token_to_id(token_text);
 }
 
 std::string_view Tokenizer::token_text(std::int32_t id) const {
     if (const AddedToken* t = model_->added.find_by_id(id)) return t->content;
-    return model_->bpe->id_to_token(id);
+    return model_->subword->id_to_token(id);
 }
 
 bool Tokenizer::is_special(std::int32_t id) const {

@@ -1,6 +1,7 @@
 #pragma once
 // Tokenizer: text <-> token ids for the model families we serve, built from a Hugging Face
 // tokenizer.json or from the vocabulary a GGUF file carries.
+//  - WordPiece (BERT: BertNormalizer, BertPreTokenizer, [CLS] ... [SEP])
 //  - byte-level BPE (GPT-2 byte map) with the GPT-2/SmolLM2, Llama-3 and Qwen2 pre-splits
 //  - SentencePiece-style BPE (▁ for spaces, <0xNN> byte fallback; merges or scores)
 //  - added/special tokens matched in the text first (lstrip/rstrip/normalized as HF does)
@@ -34,8 +35,16 @@ class Tokenizer {
     // add_special: add the BOS/EOS the tokenizer's post-processor (or GGUF add_bos) asks for.
     // parse_special: special tokens written in the text map to their ids; when false they are
     // tokenized as plain text (non-special added tokens still match, as in HF).
+    // tokenizer.json's "truncation" (if any) applies, as in HF.
     std::vector<std::int32_t> encode(std::string_view text, bool add_special = true,
                                      bool parse_special = true) const;
+    // encode(text, add_special) keeping at most `max_length` ids in all (0: no limit) in place of
+    // tokenizer.json's truncation: the text's ids are cut at the end and the post-processor's
+    // special ids stay, as HF truncates one sequence.
+    std::vector<std::int32_t> encode_truncated(std::string_view text, std::size_t max_length,
+                                               bool add_special = true) const;
+    // tokenizer.json's truncation.max_length; 0 when it has none.
+    std::size_t truncation_length() const;
     // Ids outside the vocabulary are skipped. Invalid byte sequences decode to U+FFFD.
     std::string decode(std::span<const std::int32_t> ids, bool skip_special = false) const;
     // The text `id` adds after other text (what a stream shows for it mid-sequence): unlike
@@ -61,6 +70,8 @@ class Tokenizer {
 
   private:
     explicit Tokenizer(std::shared_ptr<const TokenizerModel> model) : model_(std::move(model)) {}
+    std::vector<std::int32_t> encode_ids(std::string_view text, bool add_special,
+                                         bool parse_special, std::size_t max_length) const;
     std::string decode_ids(std::span<const std::int32_t> ids, bool skip_special,
                            bool raw_bytes) const;
     std::string piece(std::int32_t id, bool raw_bytes) const;

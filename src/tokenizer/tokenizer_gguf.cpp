@@ -1,6 +1,7 @@
 // Tokenizer::from_vocab: builds the pipeline from a GGUF vocabulary (VocabData), choosing the
 // same pre-tokenizer, normalizer and decoder that the model's tokenizer.json would have.
 
+#include "tokenizer/bpe_model.h"
 #include "tokenizer/tokenizer_model.h"
 
 namespace inferscale::tokenizer {
@@ -31,16 +32,16 @@ Result<PreSplit> pre_split(const std::string& pre) {
                       "' (GGUF tokenizer.ggml.pre); supported: " + kKnownPre);
 }
 
-Status add_byte_level_pre_tokenizer(PreSplit kind, TokenizerModel& m) {
+Status add_byte_level_pre_tokenizer(PreSplit kind, BpeModel& bpe, TokenizerModel& m) {
     PreTokenizerStep byte_level;
     byte_level.kind = PreTokenizerStep::Kind::ByteLevel;
     std::string_view split_pattern;
     if (kind == PreSplit::Llama3) {
         split_pattern = kLlama3Pattern;
-        m.bpe->set_ignore_merges(true);  // Llama 3's tokenizer.json sets ignore_merges
+        bpe.set_ignore_merges(true);  // Llama 3's tokenizer.json sets ignore_merges
     } else if (kind == PreSplit::Qwen2) {
         split_pattern = kQwen2Pattern;
-        m.normalizer.add({NormalizerStep::Kind::Nfc, {}, {}, false, false});
+        m.normalizer.add({NormalizerStep::Kind::Nfc, {}, {}, false, false, {}});
     } else if (kind == PreSplit::Smollm) {
         PreTokenizerStep digits;
         digits.kind = PreTokenizerStep::Kind::Digits;
@@ -65,17 +66,19 @@ Status add_byte_level_pre_tokenizer(PreSplit kind, TokenizerModel& m) {
 
 Status build_gpt2(const VocabData& v, TokenizerModel& m) {
     const PreSplit split = IS_TRY(pre_split(v.pre));  // before the merges: the name says more
-    m.bpe = std::make_unique<BpeModel>(v.tokens, BpeModel::Mode::MergeRanks);
+    auto bpe = std::make_unique<BpeModel>(v.tokens, BpeModel::Mode::MergeRanks);
     for (const std::string& merge : v.merges) {
         const std::size_t space = merge.find(' ', 1);
         if (space == std::string::npos) return make_error("bad GGUF merge '" + merge + "'");
-        IS_RETURN_IF_ERROR(m.bpe->add_merge(merge.substr(0, space), merge.substr(space + 1)));
+        IS_RETURN_IF_ERROR(bpe->add_merge(merge.substr(0, space), merge.substr(space + 1)));
     }
-    return add_byte_level_pre_tokenizer(split, m);
+    IS_RETURN_IF_ERROR(add_byte_level_pre_tokenizer(split, *bpe, m));
+    m.subword = std::move(bpe);
+    return {};
 }
 
 Status build_llama(const VocabData& v, TokenizerModel& m) {
-    m.bpe = std::make_unique<BpeModel>(v.tokens, BpeModel::Mode::Scores);
+    auto bpe = std::make_unique<BpeModel>(v.tokens, BpeModel::Mode::Scores);
     std::vector<bool> mergeable(v.tokens.size(), true);
     for (std::size_t i = 0; i < v.tokens.size(); ++i) {
         const TokenType t = type_at(v, i);
@@ -84,11 +87,12 @@ Status build_llama(const VocabData& v, TokenizerModel& m) {
     }
     std::vector<float> scores = v.scores;
     scores.resize(v.tokens.size(), 0.0f);
-    m.bpe->set_scores(std::move(scores), std::move(mergeable));
-    if (v.unk_id >= 0) m.bpe->set_unk_id(static_cast<std::int32_t>(v.unk_id));
-    m.bpe->set_byte_fallback(true);
+    bpe->set_scores(std::move(scores), std::move(mergeable));
+    if (v.unk_id >= 0) bpe->set_unk_id(static_cast<std::int32_t>(v.unk_id));
+    bpe->set_byte_fallback(true);
+    m.subword = std::move(bpe);
     m.space_prefix_after_special = v.add_space_prefix;
-    m.normalizer.add({NormalizerStep::Kind::Replace, " ", kMetaspace, false, false});
+    m.normalizer.add({NormalizerStep::Kind::Replace, " ", kMetaspace, false, false, {}});
     m.decoder.add({DecoderStep::Kind::Replace, kMetaspace, " ", PrependScheme::Always, 0, 0});
     m.decoder.add({DecoderStep::Kind::ByteFallback, {}, {}, PrependScheme::Always, 0, 0});
     m.decoder.add({DecoderStep::Kind::Fuse, {}, {}, PrependScheme::Always, 0, 0});

@@ -1,12 +1,15 @@
 // Tokenizer::from_json: reads a Hugging Face tokenizer.json into a TokenizerModel. Only the
 // pieces our model families use are accepted; anything else is an Error naming the type.
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "tokenizer/bpe_model.h"
 #include "tokenizer/tokenizer_model.h"
+#include "tokenizer/wordpiece_model.h"
 
 namespace inferscale::tokenizer {
 namespace {
@@ -61,6 +64,15 @@ Status read_normalizer(const json& j, Normalizer& out) {
         step.kind = NormalizerStep::Kind::Replace;
         step.a = pattern;
         step.b = j.at("content").get<std::string>();
+    } else if (type == "BertNormalizer") {
+        step.kind = NormalizerStep::Kind::Bert;
+        step.bert.clean_text = j.value("clean_text", true);
+        step.bert.handle_chinese_chars = j.value("handle_chinese_chars", true);
+        step.bert.lowercase = j.value("lowercase", true);
+        // strip_accents null (the usual value) follows lowercase, as in HF.
+        const json& strip_accents = j.value("strip_accents", json());
+        step.bert.strip_accents =
+            strip_accents.is_null() ? step.bert.lowercase : strip_accents.get<bool>();
     } else if (type == "Strip") {
         step.kind = NormalizerStep::Kind::Strip;
         step.left = j.value("strip_left", true);
@@ -113,6 +125,8 @@ Status read_pre_tokenizer(const json& j, PreTokenizer& out) {
         step.add_prefix_space = j.value("add_prefix_space", false);
         step.use_regex = j.value("use_regex", true);
         if (step.use_regex) step.regex = IS_TRY(SplitRegex::compile(kGpt2Pattern));
+    } else if (type == "BertPreTokenizer") {
+        step.kind = PreTokenizerStep::Kind::Bert;
     } else if (type == "Metaspace") {
         step.kind = PreTokenizerStep::Kind::Metaspace;
         step.replacement = j.value("replacement", std::string("\xE2\x96\x81"));
@@ -149,6 +163,10 @@ Status read_decoder(const json& j, Decoder& out) {
         step.kind = DecoderStep::Kind::ByteFallback;
     } else if (type == "Fuse") {
         step.kind = DecoderStep::Kind::Fuse;
+    } else if (type == "WordPiece") {
+        step.kind = DecoderStep::Kind::WordPiece;
+        step.a = j.value("prefix", std::string("##"));
+        step.cleanup = j.value("cleanup", true);
     } else if (type == "Strip") {
         step.kind = DecoderStep::Kind::Strip;
         step.a = j.at("content").get<std::string>();
@@ -170,6 +188,11 @@ Status read_post_processor(const json& j, TokenizerModel& m) {
         return {};
     }
     if (type == "ByteLevel") return {};  // only adjusts offsets
+    if (type == "BertProcessing") {      // [CLS] text [SEP], each given as [token, id]
+        m.prefix_ids.push_back(j.at("cls").at(1).get<std::int32_t>());
+        m.suffix_ids.push_back(j.at("sep").at(1).get<std::int32_t>());
+        return {};
+    }
     if (type != "TemplateProcessing") {
         return make_error("unsupported post_processor type '" + type + "'");
     }
@@ -189,14 +212,7 @@ Status read_post_processor(const json& j, TokenizerModel& m) {
     return {};
 }
 
-Status read_model(const json& j, TokenizerModel& m) {
-    const std::string type = j.value("type", std::string("BPE"));
-    if (type != "BPE") return make_error("unsupported model type '" + type + "'");
-    if (!j.value("continuing_subword_prefix", json()).is_null() &&
-        !j.at("continuing_subword_prefix").get<std::string>().empty()) {
-        return make_error("BPE continuing_subword_prefix is not supported");
-    }
-    const json& vocab = j.at("vocab");
+Result<std::vector<std::string>> read_vocab(const json& vocab) {
     std::vector<std::string> tokens(vocab.size());
     for (const auto& [text, id_json] : vocab.items()) {
         const auto id = id_json.get<std::int64_t>();
@@ -205,27 +221,64 @@ Status read_model(const json& j, TokenizerModel& m) {
             tokens.resize(static_cast<std::size_t>(id) + 1);
         tokens[static_cast<std::size_t>(id)] = text;
     }
-    m.bpe = std::make_unique<BpeModel>(std::move(tokens), BpeModel::Mode::MergeRanks);
+    return tokens;
+}
+
+Status read_wordpiece(const json& j, TokenizerModel& m) {
+    std::vector<std::string> tokens = IS_TRY(read_vocab(j.at("vocab")));
+    const std::string unk = j.value("unk_token", std::string("[UNK]"));
+    const auto unk_it = std::find(tokens.begin(), tokens.end(), unk);
+    if (unk_it == tokens.end())
+        return make_error("WordPiece unk_token '" + unk + "' is not in the vocab");
+    const auto unk_id = static_cast<std::int32_t>(unk_it - tokens.begin());
+    m.subword = std::make_unique<WordPieceModel>(
+        std::move(tokens), unk_id, j.value("continuing_subword_prefix", std::string("##")),
+        j.value("max_input_chars_per_word", std::size_t{100}));
+    return {};
+}
+
+Status read_model(const json& j, TokenizerModel& m) {
+    const std::string type = j.value("type", std::string("BPE"));
+    if (type == "WordPiece") return read_wordpiece(j, m);
+    if (type != "BPE") return make_error("unsupported model type '" + type + "'");
+    if (!j.value("continuing_subword_prefix", json()).is_null() &&
+        !j.at("continuing_subword_prefix").get<std::string>().empty()) {
+        return make_error("BPE continuing_subword_prefix is not supported");
+    }
+    auto bpe =
+        std::make_unique<BpeModel>(IS_TRY(read_vocab(j.at("vocab"))), BpeModel::Mode::MergeRanks);
     for (const json& merge : j.at("merges")) {
         if (merge.is_string()) {
             const std::string s = merge.get<std::string>();
             const std::size_t space = s.find(' ', 1);  // a merge side is never empty
             if (space == std::string::npos) return make_error("bad merge '" + s + "'");
-            IS_RETURN_IF_ERROR(m.bpe->add_merge(s.substr(0, space), s.substr(space + 1)));
+            IS_RETURN_IF_ERROR(bpe->add_merge(s.substr(0, space), s.substr(space + 1)));
         } else if (merge.is_array() && merge.size() == 2) {
             IS_RETURN_IF_ERROR(
-                m.bpe->add_merge(merge[0].get<std::string>(), merge[1].get<std::string>()));
+                bpe->add_merge(merge[0].get<std::string>(), merge[1].get<std::string>()));
         } else {
             return make_error("bad merge entry");
         }
     }
     const json& unk = j.value("unk_token", json());
     if (unk.is_string()) {
-        if (auto id = m.bpe->token_to_id(unk.get<std::string>())) m.bpe->set_unk_id(*id);
+        if (auto id = bpe->token_to_id(unk.get<std::string>())) bpe->set_unk_id(*id);
     }
-    m.bpe->set_byte_fallback(j.value("byte_fallback", false));
-    m.bpe->set_fuse_unk(j.value("fuse_unk", false));
-    m.bpe->set_ignore_merges(j.value("ignore_merges", false));
+    bpe->set_byte_fallback(j.value("byte_fallback", false));
+    bpe->set_fuse_unk(j.value("fuse_unk", false));
+    bpe->set_ignore_merges(j.value("ignore_merges", false));
+    m.subword = std::move(bpe);
+    return {};
+}
+
+// "truncation": {"max_length", "direction", ...}; only cutting at the end is supported.
+Status read_truncation(const json& j, TokenizerModel& m) {
+    if (j.is_null()) return {};
+    if (j.value("direction", std::string("Right")) != "Right") {
+        return make_error("truncation direction '" + j.at("direction").get<std::string>() +
+                          "' is not supported");
+    }
+    m.truncation = j.at("max_length").get<std::size_t>();
     return {};
 }
 
@@ -240,6 +293,7 @@ Result<Tokenizer> parse(std::string_view text) {
     IS_RETURN_IF_ERROR(read_pre_tokenizer(j.value("pre_tokenizer", json()), m->pre_tokenizer));
     IS_RETURN_IF_ERROR(read_decoder(j.value("decoder", json()), m->decoder));
     IS_RETURN_IF_ERROR(read_post_processor(j.value("post_processor", json()), *m));
+    IS_RETURN_IF_ERROR(read_truncation(j.value("truncation", json()), *m));
     if (!m->prefix_ids.empty()) m->bos_id = m->prefix_ids.front();
     for (const json& t : j.value("added_tokens", json::array())) {
         AddedToken token;

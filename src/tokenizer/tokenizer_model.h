@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "tokenizer/added_vocab.h"
-#include "tokenizer/bpe_model.h"
+#include "tokenizer/subword_model.h"
 #include "tokenizer/decoder.h"
 #include "tokenizer/normalizer.h"
 #include "tokenizer/pre_tokenizer.h"
@@ -18,11 +18,12 @@ namespace inferscale::tokenizer {
 struct TokenizerModel {
     Normalizer normalizer;
     PreTokenizer pre_tokenizer;
-    std::unique_ptr<BpeModel> bpe;
+    std::unique_ptr<SubwordModel> subword;  // BpeModel or WordPieceModel
     AddedVocab added;
     Decoder decoder;
     std::vector<std::int32_t> prefix_ids;  // post-processor, single sequence
     std::vector<std::int32_t> suffix_ids;
+    std::size_t truncation = 0;  // tokenizer.json truncation.max_length (ids in all); 0: none
     // llama.cpp SPM: a space goes before each raw-text run that starts the text or follows an
     // added token, before spaces become ▁.
     bool space_prefix_after_special = false;

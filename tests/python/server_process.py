@@ -13,6 +13,13 @@ BIN = os.path.join(os.environ.get("INFERSCALE_BIN", "build/bin"), "inferscale")
 MODEL = os.path.join(os.environ.get("INFERSCALE_MODELS", "models"), "SmolLM2-135M-Instruct.Q4_1.gguf")
 MODEL_ID = "SmolLM2-135M-Instruct.Q4_1"
 MODEL_LABEL = re.compile(r'model_name="[^"]*"')
+# What GET /v1/models lists: the served model, then the embedding model `serve` picks up by
+# default (models/all-minilm-l6-v2 beside the build tree, else under ./models) where it exists.
+EMBED_ID = "all-MiniLM-L6-v2"
+SERVED_IDS = [MODEL_ID] + ([EMBED_ID] if any(
+    os.path.exists(os.path.join(d, "all-minilm-l6-v2", "model.safetensors"))
+    for d in (os.path.join(os.path.dirname(os.path.abspath(BIN)), "..", "..", "models"),
+              "models")) else [])
 
 
 def free_port():

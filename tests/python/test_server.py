@@ -11,7 +11,7 @@ import httpx
 import openai
 import pytest
 
-from server_process import BIN, MODEL, MODEL_ID, Server
+from server_process import BIN, MODEL, MODEL_ID, SERVED_IDS, Server
 
 pytestmark = pytest.mark.skipif(not os.path.exists(MODEL), reason="run scripts/setup.sh first")
 
@@ -43,7 +43,7 @@ def chat(c, content, **kw):
 
 
 def test_models_lists_the_served_model(server):
-    assert [m.id for m in client(server).models.list().data] == [MODEL_ID]
+    assert [m.id for m in client(server).models.list().data] == SERVED_IDS
 
 
 def test_greedy_chat_matches_the_cli(server):
@@ -218,7 +218,7 @@ def test_a_second_server_on_a_port_in_use_exits_and_the_first_keeps_serving(serv
     assert res.returncode == 1, res.stderr
     assert f"error: port {server.port} is in use" in res.stderr and "serving" not in res.stderr
     assert httpx.get(server.url + "/health").json() == {"status": "ok"}
-    assert [m.id for m in client(server).models.list().data] == [MODEL_ID]
+    assert [m.id for m in client(server).models.list().data] == SERVED_IDS
 
 
 def time_wait_ports():

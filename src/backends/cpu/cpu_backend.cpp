@@ -150,6 +150,60 @@ void CpuBackend::rms_norm(const Tensor& x, const Tensor& weight, float eps, Tens
     cpu::rms_norm(x.as<float>(), weight.as<float>(), eps, x.shape[0], x.shape[1], out.as<float>());
 }
 
+void CpuBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                            Tensor out) {
+    check_host(x, DType::F32, 2, "layer_norm x");
+    check_host(weight, DType::F32, 1, "layer_norm weight");
+    check_host(bias, DType::F32, 1, "layer_norm bias");
+    check_host(out, DType::F32, 2, "layer_norm out");
+    IS_CHECK(x.shape == out.shape && weight.shape[0] == x.shape[1] && bias.shape[0] == x.shape[1])
+        << "layer_norm shape";
+    cpu::layer_norm(x.as<float>(), weight.as<float>(), bias.as<float>(), eps, x.shape[0],
+                    x.shape[1], out.as<float>());
+}
+
+void CpuBackend::convert(const Tensor& src, Tensor dst) {
+    check_on_host(src, "convert src");
+    check_on_host(dst, "convert dst");
+    IS_CHECK(src.numel() == dst.numel()) << "convert sizes";
+    const auto count = static_cast<std::size_t>(src.numel());
+    if (src.dtype == dst.dtype) {
+        std::memmove(dst.data, src.data, src.nbytes());
+    } else if (src.dtype == DType::F32) {
+        tensor::convert_from_f32(dst.dtype, src.as<float>(), dst.data, count);
+    } else {
+        IS_CHECK(dst.dtype == DType::F32) << "convert " << tensor::dtype_name(src.dtype) << " to "
+                                          << tensor::dtype_name(dst.dtype);
+        tensor::convert_to_f32(src.dtype, src.data, dst.as<float>(), count);
+    }
+}
+
+void CpuBackend::gelu(Tensor x) {
+    check_on_host(x, "gelu x");
+    IS_CHECK(x.dtype == DType::F32) << "gelu dtype " << tensor::dtype_name(x.dtype);
+    cpu::gelu_erf(x.as<float>(), x.numel());
+}
+
+void CpuBackend::sequence_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                    const tensor::SequenceAttentionArgs& args, Tensor out) {
+    check_host(q, DType::F32, 3, "sequence_attention q");
+    check_host(k, DType::F32, 3, "sequence_attention k");
+    check_host(v, DType::F32, 3, "sequence_attention v");
+    check_host(out, DType::F32, 3, "sequence_attention out");
+    IS_CHECK(q.shape == k.shape && q.shape == v.shape && q.shape == out.shape)
+        << "sequence_attention shape";
+    const std::int32_t* indptr = args.host_seq_indptr;
+    IS_CHECK(indptr != nullptr && args.num_seqs >= 0 && indptr[0] == 0 &&
+             indptr[args.num_seqs] == q.shape[0])
+        << "sequence_attention seq_indptr";
+    for (int s = 0; s < args.num_seqs; ++s) {
+        IS_CHECK(indptr[s + 1] >= indptr[s] && indptr[s + 1] - indptr[s] <= args.max_seq_len)
+            << "sequence_attention sequence " << s;
+    }
+    cpu::sequence_attention(q.as<float>(), k.as<float>(), v.as<float>(), q.shape[1], q.shape[2],
+                            indptr, args.num_seqs, args.scale, out.as<float>());
+}
+
 void CpuBackend::linear(const tensor::LinearArgs& args) {
     if (args.epilogue != tensor::LinearEpilogue::None) {
         run_unfused(args);

@@ -63,6 +63,13 @@ class CpuBackend final : public tensor::Backend {
     using tensor::Backend::linear;
     void linear(const tensor::LinearArgs& args) override;
     void add(tensor::Tensor x, const tensor::Tensor& y) override;
+    void layer_norm(const tensor::Tensor& x, const tensor::Tensor& weight,
+                    const tensor::Tensor& bias, float eps, tensor::Tensor out) override;
+    void convert(const tensor::Tensor& src, tensor::Tensor dst) override;
+    void gelu(tensor::Tensor x) override;
+    void sequence_attention(const tensor::Tensor& q, const tensor::Tensor& k,
+                            const tensor::Tensor& v, const tensor::SequenceAttentionArgs& args,
+                            tensor::Tensor out) override;
     void swiglu(const tensor::Tensor& gate, const tensor::Tensor& up, tensor::Tensor out) override;
     void geglu(const tensor::Tensor& gate, const tensor::Tensor& up, tensor::Tensor out) override;
     void scale(tensor::Tensor x, float factor) override;

@@ -59,6 +59,18 @@ void rope(float* x, std::int64_t n, std::int64_t heads, std::int64_t head_dim,
 void rotate_head(const float* src, float* dst, std::int64_t half, const float* cos,
                  const float* sin, bool ggml);
 
+// ---- encoder_ops.cpp ----
+// LayerNorm with bias (biased variance); out may alias x.
+void layer_norm(const float* x, const float* weight, const float* bias, float eps, std::int64_t n,
+                std::int64_t hidden, float* out);
+// x = x * (1 + erf(x / sqrt(2))) / 2 in place.
+void gelu_erf(float* x, std::int64_t count);
+// Bidirectional attention within packed sequences (tensor::SequenceAttentionArgs); q, k, v,
+// out [n, heads, head_dim], seq_indptr [num_seqs + 1]; out must not alias q, k or v.
+void sequence_attention(const float* q, const float* k, const float* v, std::int64_t heads,
+                        std::int64_t head_dim, const std::int32_t* seq_indptr, int num_seqs,
+                        float scale, float* out);
+
 // ---- attention.cpp ----
 struct PagedKvView {
     float* k = nullptr;  // [num_blocks, bs, kvh, d] f32

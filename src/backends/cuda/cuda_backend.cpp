@@ -419,6 +419,55 @@ void CudaBackend::gated(GateActivation act, const Tensor& gate, const Tensor& up
     launch_gated(act, gate.data, up.data, out.data, gate.dtype, gate.numel(), stream_);
 }
 
+void CudaBackend::layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps,
+                             Tensor out) {
+    check_device(x, 2, "layer_norm x");
+    check_activation(x, "layer_norm x");
+    check_device(weight, 1, "layer_norm weight");
+    check_device(bias, weight.dtype, 1, "layer_norm bias");
+    check_device(out, x.dtype, 2, "layer_norm out");
+    IS_CHECK(x.shape == out.shape && weight.shape[0] == x.shape[1] && bias.shape[0] == x.shape[1])
+        << "layer_norm shape";
+    activate();
+    launch_layer_norm(x.data, x.dtype, weight.data, bias.data, weight.dtype, eps, x.shape[0],
+                      x.shape[1], out.data, stream_);
+}
+
+void CudaBackend::convert(const Tensor& src, Tensor dst) {
+    check_on_device(src, "convert src");
+    check_on_device(dst, "convert dst");
+    IS_CHECK(src.numel() == dst.numel()) << "convert sizes";
+    activate();
+    launch_convert(src.data, src.dtype, dst.data, dst.dtype, src.numel(), stream_);
+}
+
+void CudaBackend::gelu(Tensor x) {
+    IS_CHECK(x.device == tensor::Device::Cuda) << "gelu x";
+    check_activation(x, "gelu x");
+    activate();
+    launch_gelu(x.data, x.dtype, x.numel(), stream_);
+}
+
+void CudaBackend::sequence_attention(const Tensor& q, const Tensor& k, const Tensor& v,
+                                     const tensor::SequenceAttentionArgs& args, Tensor out) {
+    check_device(q, 3, "sequence_attention q");
+    check_activation(q, "sequence_attention q");
+    check_device(k, q.dtype, 3, "sequence_attention k");
+    check_device(v, q.dtype, 3, "sequence_attention v");
+    check_device(out, q.dtype, 3, "sequence_attention out");
+    check_device(args.seq_indptr, DType::I32, 1, "sequence_attention seq_indptr");
+    IS_CHECK(q.shape == k.shape && q.shape == v.shape && q.shape == out.shape)
+        << "sequence_attention shape";
+    IS_CHECK(args.num_seqs > 0 && args.seq_indptr.shape[0] >= args.num_seqs + 1 &&
+             args.max_seq_len > 0)
+        << "sequence_attention args";
+    activate();
+    launch_sequence_attention(q.data, k.data, v.data, q.dtype, q.shape[0],
+                              static_cast<int>(q.shape[1]), static_cast<int>(q.shape[2]),
+                              args.seq_indptr.as<std::int32_t>(), args.num_seqs, args.max_seq_len,
+                              args.scale, out.data, stream_);
+}
+
 void CudaBackend::scale(Tensor x, float factor) {
     IS_CHECK(x.device == tensor::Device::Cuda) << "scale x";
     check_activation(x, "scale x");

@@ -87,6 +87,22 @@ void launch_rms_norm(void* x, const void* residual, DType dtype, const void* wei
                      DType weight_dtype, float eps, std::int64_t n, std::int64_t hidden, void* out,
                      cudaStream_t stream);
 
+// ---- encoder_ops.cu ----
+// LayerNorm with bias (biased variance), f32 statistics; out may alias x.
+//   x, out [n, hidden] dtype, weight, bias [hidden] weight_dtype (BF16 or F32)
+void launch_layer_norm(const void* x, DType dtype, const void* weight, const void* bias,
+                       DType weight_dtype, float eps, std::int64_t n, std::int64_t hidden,
+                       void* out, cudaStream_t stream);
+// x = x * (1 + erf(x / sqrt(2))) / 2 in place.
+void launch_gelu(void* x, DType dtype, std::int64_t count, cudaStream_t stream);
+// Bidirectional attention within packed sequences (tensor::SequenceAttentionArgs); head_dim at
+// most 128, sequences of at most max_seq_len rows (a longer one traps the kernel).
+//   q, k, v, out [n, heads, head_dim] dtype, seq_indptr [num_seqs + 1] on the device
+void launch_sequence_attention(const void* q, const void* k, const void* v, DType dtype,
+                               std::int64_t n, int heads, int head_dim,
+                               const std::int32_t* seq_indptr, int num_seqs, int max_seq_len,
+                               float scale, void* out, cudaStream_t stream);
+
 // ---- elementwise.cu ----
 void launch_add(void* x, const void* y, DType dtype, std::int64_t count, cudaStream_t stream);
 // The gate's activation of a gated MLP: silu (SwiGLU) or gelu, tanh approximation (GeGLU).

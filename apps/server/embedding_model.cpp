@@ -1,0 +1,28 @@
+#include "apps/server/embedding_model.h"
+
+namespace inferscale::server {
+
+Result<std::unique_ptr<EmbeddingModel>> EmbeddingModel::load(const std::string& dir,
+                                                             const engine::BackendChoice& choice) {
+    std::unique_ptr<EmbeddingModel> m(new EmbeddingModel());
+    m->backend_ = IS_TRY(engine::open_backend(choice)).backend;
+    m->encoder_ = IS_TRY(embed::SentenceEncoder::load(dir, *m->backend_));
+    return m;
+}
+
+std::vector<std::vector<std::int32_t>> EmbeddingModel::tokenize(
+    std::span<const std::string> texts) const {
+    std::vector<std::vector<std::int32_t>> ids;
+    ids.reserve(texts.size());
+    for (const std::string& text : texts) ids.push_back(encoder_->tokenize(text));
+    return ids;
+}
+
+Result<std::vector<float>> EmbeddingModel::encode(std::span<const std::vector<std::int32_t>> ids) {
+    std::vector<float> out(ids.size() * static_cast<std::size_t>(encoder_->dim()));
+    const std::lock_guard<std::mutex> lock(mutex_);
+    IS_RETURN_IF_ERROR(encoder_->encode_ids(ids, out));
+    return out;
+}
+
+}  // namespace inferscale::server

@@ -1,0 +1,40 @@
+#pragma once
+// EmbeddingModel: the sentence encoder the server answers POST /v1/embeddings with, on a
+// backend of its own (the engine's backend belongs to its step loop), one request at a time.
+
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "base/result.h"
+#include "embed/sentence_encoder.h"
+#include "engine/backend_choice.h"
+
+namespace inferscale::server {
+
+class EmbeddingModel {
+  public:
+    // Loads the sentence-transformers folder `dir` onto a new backend of `choice`'s device.
+    // Errors: the backend cannot be opened (no CUDA), or SentenceEncoder::load's.
+    static Result<std::unique_ptr<EmbeddingModel>> load(const std::string& dir,
+                                                        const engine::BackendChoice& choice);
+
+    const std::string& id() const { return encoder_->id(); }
+    std::int64_t dim() const { return encoder_->dim(); }
+    // Token ids of each text as the model reads them (truncated to its max_seq_length).
+    std::vector<std::vector<std::int32_t>> tokenize(std::span<const std::string> texts) const;
+    // Embeddings of the tokenized texts, [ids.size(), dim()] f32, unit length; serialized
+    // between callers.
+    Result<std::vector<float>> encode(std::span<const std::vector<std::int32_t>> ids);
+
+  private:
+    EmbeddingModel() = default;
+
+    std::unique_ptr<tensor::Backend> backend_;
+    std::unique_ptr<embed::SentenceEncoder> encoder_;  // uses backend_
+    std::mutex mutex_;
+};
+
+}  // namespace inferscale::server
