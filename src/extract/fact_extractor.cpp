@@ -3,30 +3,17 @@
 #include <algorithm>
 #include <cctype>
 
+#include "memory/text_checks.h"
+
 namespace inferscale::extract {
 namespace {
 
 using nlohmann::json;
 
-// Trimmed, runs of whitespace as one space (the store normalizes fact text the
-// same way).
-std::string tidy(std::string_view text) {
-    std::string out;
-    for (const char c : text) {
-        if (std::isspace(static_cast<unsigned char>(c))) {
-            if (!out.empty() && out.back() != ' ') out += ' ';
-        } else {
-            out += c;
-        }
-    }
-    if (!out.empty() && out.back() == ' ') out.pop_back();
-    return out;
-}
-
 // What makes two fact texts the same fact: case, spacing and a final period
 // aside.
 std::string comparable(std::string_view text) {
-    std::string out = tidy(text);
+    std::string out = memory::normalize_whitespace(text);
     while (!out.empty() && (out.back() == '.' || out.back() == ' ')) out.pop_back();
     std::transform(out.begin(), out.end(), out.begin(),
                    [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
@@ -40,7 +27,7 @@ Result<std::vector<std::string>> string_list(const json& answer, const char* key
     std::vector<std::string> out;
     for (const json& item : *it) {
         if (!item.is_string()) return make_error("the extraction model listed a non-string");
-        std::string text = tidy(item.get<std::string>());
+        std::string text = memory::normalize_whitespace(item.get<std::string>());
         if (text.empty()) continue;
         const bool repeated = std::any_of(out.begin(), out.end(), [&](const std::string& o) {
             return comparable(o) == comparable(text);
@@ -114,7 +101,7 @@ Result<std::vector<FactChange>> FactExtractor::decide(const Candidates& candidat
             about.get<std::int64_t>() < static_cast<std::int64_t>(shown.size()))
             target = shown[static_cast<std::size_t>(about.get<std::int64_t>())];
         std::string text = answer.contains("text") && answer["text"].is_string()
-                               ? tidy(answer["text"].get<std::string>())
+                               ? memory::normalize_whitespace(answer["text"].get<std::string>())
                                : std::string();
         if (text.empty()) text = candidate;
         if (forget) {
