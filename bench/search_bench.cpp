@@ -6,10 +6,13 @@
 // many queries; on the GPU also the op alone, f32 and f16 rows, back to back. Each dense row stands
 // beside its physical limit: the bytes the scan must read over the read bandwidth measured in the
 // same run (host: a parallel streaming sum; GPU: a device-to-device copy, bytes read + written).
-// The query's embedding is not included: the encoder lives elsewhere.
+// With --embedding-model, rows of what a request pays: the query's embedding alone ("embed", the
+// SentenceEncoder at batch 1), and "dense+embed" / "hybrid+embed", the server's FactRetriever
+// embedding the question and searching (on the GPU: the encoder and memory::DeviceUserVectors on
+// backends of their own, as `serve --device cuda` runs them).
 //
 //   build/bin/search_bench [--facts 1000,10000,100000] [--k 10] [--iters 400] [--threads 0]
-//                          [--gpu auto|on|off] [--json out.json]
+//                          [--gpu auto|on|off] [--embedding-model DIR] [--json out.json]
 
 #include <omp.h>
 
@@ -24,10 +27,14 @@
 #include <string>
 #include <vector>
 
+#include "backends/cpu/cpu_backend.h"
 #include "base/check.h"
 #include "base/timer.h"
+#include "embed/sentence_encoder.h"
+#include "memory/device_user_vectors.h"
 #include "memory/device_vector_index.h"
 #include "retrieval/bm25_index.h"
+#include "retrieval/fact_retriever.h"
 #include "retrieval/rank_fusion.h"
 #include "retrieval/vector_index.h"
 
@@ -196,8 +203,27 @@ struct Options {
     int iters = 400;
     int threads = 0;
     std::string gpu = "auto";
+    std::string embedding_model;
     std::string json_path;
 };
+
+// A query embedder over `encoder` (one text, batch 1), as the server's.
+retrieval::QueryEmbedder embedder_of(embed::SentenceEncoder& encoder) {
+    return [&encoder](std::string_view text) -> Result<std::vector<float>> {
+        const std::string one(text);
+        std::vector<float> out(static_cast<std::size_t>(encoder.dim()));
+        IS_RETURN_IF_ERROR(encoder.encode({&one, 1}, out));
+        return out;
+    };
+}
+
+std::unique_ptr<embed::SentenceEncoder> load_encoder(const std::string& dir,
+                                                     tensor::Backend& backend) {
+    auto loaded = embed::SentenceEncoder::load(dir, backend);
+    IS_CHECK(loaded.ok()) << dir << ": " << loaded.error().message;
+    IS_CHECK_EQ(static_cast<std::size_t>((*loaded)->dim()), kDim);
+    return std::move(loaded).value();
+}
 
 int run(const Options& opt) {
     if (opt.threads > 0) omp_set_num_threads(opt.threads);
@@ -237,6 +263,23 @@ int run(const Options& opt) {
     IS_CHECK(opt.gpu != "on" || gpu != nullptr) << "--gpu on: no CUDA device";
 #else
     IS_CHECK(opt.gpu != "on") << "--gpu on: this build has no CUDA backend";
+#endif
+    backends::cpu::CpuBackend cpu_backend;
+    std::unique_ptr<embed::SentenceEncoder> cpu_encoder;
+    if (!opt.embedding_model.empty()) {
+        cpu_encoder = load_encoder(opt.embedding_model, cpu_backend);
+        out["embedding_model"] = cpu_encoder->id();
+    }
+#if INFERSCALE_SEARCH_BENCH_CUDA
+    // The serving layout: the encoder on a backend of its own, the device mirror on another.
+    std::unique_ptr<backends::cuda::CudaBackend> encoder_gpu;
+    std::unique_ptr<embed::SentenceEncoder> gpu_encoder;
+    if (gpu != nullptr && cpu_encoder != nullptr) {
+        auto created = backends::cuda::CudaBackend::create(0);
+        IS_CHECK(created.ok()) << created.error().message;
+        encoder_gpu = std::move(*created);
+        gpu_encoder = load_encoder(opt.embedding_model, *encoder_gpu);
+    }
 #endif
     std::printf("%7s  %-16s %-5s %9s %9s %11s %9s %8s\n", "facts", "method", "dev", "p50_us",
                 "p99_us", "read_MB", "limit_us", "p50/lim");
@@ -285,6 +328,25 @@ int run(const Options& opt) {
                            sink += retrieval::reciprocal_rank_fusion(lists, opt.k).size();
                        }),
             bytes, host_bw);
+        if (cpu_encoder != nullptr) {
+            const retrieval::QueryEmbedder embed = embedder_of(*cpu_encoder);
+            const retrieval::FactRetriever retriever(bm25, {&dense, nullptr, embed});
+            add("embed", "cpu",
+                time_calls(opt.iters,
+                           [&](int i) { sink += embed(questions[i % kQueries])->size(); }),
+                0.0, 0.0);
+            for (const auto method :
+                 {retrieval::RetrievalMethod::Dense, retrieval::RetrievalMethod::Hybrid}) {
+                add(std::string(retrieval::retrieval_method_name(method)) + "+embed", "cpu",
+                    time_calls(
+                        opt.iters,
+                        [&](int i) {
+                            sink += retriever.search(kUser, questions[i % kQueries], opt.k, method)
+                                        ->size();
+                        }),
+                    bytes, host_bw);
+            }
+        }
 
 #if INFERSCALE_SEARCH_BENCH_CUDA
         if (gpu != nullptr) {
@@ -317,6 +379,34 @@ int run(const Options& opt) {
                                sink += retrieval::reciprocal_rank_fusion(lists, opt.k).size();
                            }),
                 bytes, device_bw);
+            if (gpu_encoder != nullptr) {
+                // The served path: the question embedded on the GPU, then FactRetriever with the
+                // per-user device mirror as its fast index (the same vectors as the host index).
+                memory::DeviceUserVectors users(*gpu, kDim);
+                std::mt19937_64 same(kSeed);
+                for (std::size_t i = 0; i < n; ++i)
+                    IS_CHECK(
+                        users.put(kUser, static_cast<retrieval::FactId>(i + 1), unit_vector(same))
+                            .ok());
+                const retrieval::QueryEmbedder embed = embedder_of(*gpu_encoder);
+                const retrieval::FactRetriever retriever(bm25, {&dense, &users, embed});
+                add("embed", "gpu",
+                    time_calls(opt.iters,
+                               [&](int i) { sink += embed(questions[i % kQueries])->size(); }),
+                    0.0, 0.0);
+                for (const auto method :
+                     {retrieval::RetrievalMethod::Dense, retrieval::RetrievalMethod::Hybrid}) {
+                    add(std::string(retrieval::retrieval_method_name(method)) + "+embed", "gpu",
+                        time_calls(opt.iters,
+                                   [&](int i) {
+                                       sink += retriever
+                                                   .search(kUser, questions[i % kQueries], opt.k,
+                                                           method)
+                                                   ->size();
+                                   }),
+                        bytes, device_bw);
+                }
+            }
             // The op alone, back to back (mean per op): f32 rows as the mirror keeps them, and f16
             // rows for what halving the bytes would buy.
             for (const tensor::DType dtype : {tensor::DType::F32, tensor::DType::F16}) {
@@ -379,6 +469,8 @@ int main(int argc, char** argv) {
     app.add_option("--threads", opt.threads, "OpenMP threads on the host (0: all cores)");
     app.add_option("--gpu", opt.gpu, "GPU rows: auto (when a device is present), on, off")
         ->check(CLI::IsMember({"auto", "on", "off"}));
+    app.add_option("--embedding-model", opt.embedding_model,
+                   "sentence-transformers folder: adds the rows with the query's embedding");
     app.add_option("--json", opt.json_path, "also write the rows as JSON here");
     CLI11_PARSE(app, argc, argv);
     return inferscale::bench::run(opt);

@@ -20,7 +20,9 @@
 #   inject-bench      inject_bench at k = 5, 10, 20, 50 on INJECT_BENCH_CONFIG (default
 #                     configs/llama-3.1-8b.json) with INJECT_BENCH_ARGS (--backend cpu: no GPU)
 #   search-bench      search_bench: dense, BM25 and hybrid retrieval for one user at 1k, 10k
-#                     and 100k facts, CPU and GPU rows against the read limits (~1 min)
+#                     and 100k facts, CPU and GPU rows against the read limits, and with
+#                     INFERSCALE_MODELS/all-minilm-l6-v2 the rows with the query's embedding
+#                     (~1 min)
 #   serve-bench       bench/serve_bench.py against `inferscale serve`, Llama-3.1-8B shape
 #   serve-small-tier  serve-bench with a 64 MiB device tier, answers compared with serve-bench's
 #   ab                gpu_bench GPU_BENCH_ARGS of the build (new) and the base, alternating
@@ -491,8 +493,13 @@ run_search_bench() {
     need "$BIN/search_bench"
     echo "== search_bench (timeout $((300 * SCALE))s)"
     local status=0
+    local embed=()  # the rows with the query's embedding, where the model is at hand
+    if [[ -f $INFERSCALE_MODELS/all-minilm-l6-v2/model.safetensors ]]; then
+        embed=(--embedding-model "$INFERSCALE_MODELS/all-minilm-l6-v2")
+    fi
     timeout $((300 * SCALE)) env LD_LIBRARY_PATH="$RUN_PATH" "$BIN/search_bench" --gpu on \
-        --json "$logs/search_bench.json" 2>&1 | tee "$logs/search_bench.log" ||
+        ${embed[@]+"${embed[@]}"} --json "$logs/search_bench.json" 2>&1 |
+        tee "$logs/search_bench.log" ||
         status=${PIPESTATUS[0]}
     cp "$logs/search_bench.log" "$logs/summary.txt"
     if [[ $status -ne 0 ]]; then

@@ -12,15 +12,20 @@ fact for every turn it names instead (a few name two or more). The ceiling is wh
 could reach: the share of questions with at least one evidence turn that some fact comes from
 (and, next to it, the share of evidence turns that have a fact).
 
-Methods are rows; each ranks facts with the project's own index where one exists:
-  bm25          Bm25Index without stemming (bench/bm25_rank, Bm25Params{.stem = false})
-  bm25 stemmed  Bm25Index with Porter stemming, the memory store's default
-A method is a function (conversations, k) -> one ranked list of fact ids per question; dense
-and hybrid rows go into METHODS when the embedding model exists.
+With --extracted FILE (tools/locomo_extract.py writes it: the facts the engine's own extraction
+pipeline stored for each conversation, each with the turns of the add it came from), the same
+table follows for those facts.
 
-    cmake --build build --target bm25_rank
+Every row ranks with bench/fact_rank, which runs the server's retrieval::FactRetriever:
+  bm25          Bm25Index without stemming (Bm25Params{.stem = false})
+  bm25 stemmed  Bm25Index with Porter stemming, the memory store's default
+  dense         all-MiniLM-L6-v2 embeddings (the project's SentenceEncoder), dot product
+  hybrid        reciprocal-rank fusion of bm25 stemmed and dense (the server's default)
+
+    cmake --build build --target fact_rank
     python3 tools/locomo_recall.py [--locomo ../shared/data/locomo10] \
-        [--bm25-rank build/bin/bm25_rank] [--all-source-turns]
+        [--fact-rank build/bin/fact_rank] [--embedding-model models/all-minilm-l6-v2] \
+        [--all-source-turns] [--extracted extracted.json]
 """
 import argparse
 import glob
@@ -59,18 +64,35 @@ def load_conversation(path, first_id, all_source_turns):
     return {"name": name, "facts": facts, "questions": questions}
 
 
-def bm25_method(binary, stem):
+def rank_method(binary, method, stem=True, embedding_model=None, device="cpu"):
     def rank(conversations, k):
-        request = {"stem": stem, "k": k, "facts": [], "queries": []}
+        request = {"method": method, "stem": stem, "k": k, "facts": [], "queries": []}
         for c in conversations:
             request["facts"] += [{"user": c["name"], "id": f["id"], "text": f["text"]}
                                  for f in c["facts"]]
             request["queries"] += [{"user": c["name"], "query": q["question"]}
                                    for q in c["questions"]]
-        out = subprocess.run([binary], input=json.dumps(request), capture_output=True, text=True,
+        command = [binary]
+        if method != "bm25":
+            command += ["--embedding-model", embedding_model, "--device", device]
+        out = subprocess.run(command, input=json.dumps(request), capture_output=True, text=True,
                              check=True).stdout
         return [json.loads(line) for line in out.splitlines()]
     return rank
+
+
+def with_extracted(conversations, path):
+    """The conversations with the extracted facts of `path` in place of the observations."""
+    with open(path, encoding="utf-8") as f:
+        extracted = json.load(f)
+    out, next_id = [], 1
+    for c in conversations:
+        facts = []
+        for fact in extracted["conversations"].get(c["name"], []):
+            facts.append({"id": next_id, "text": fact["text"], "turns": set(fact["turns"])})
+            next_id += 1
+        out.append({**c, "facts": facts})
+    return out
 
 
 def recall_row(conversations, rankings):
@@ -118,11 +140,15 @@ def main():
     repo = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--locomo", default=os.path.join(repo, "..", "shared", "data", "locomo10"))
-    parser.add_argument("--bm25-rank", default=os.path.join(repo, "build", "bin", "bm25_rank"))
+    parser.add_argument("--fact-rank", default=os.path.join(repo, "build", "bin", "fact_rank"))
+    parser.add_argument("--embedding-model",
+                        default=os.path.join(repo, "models", "all-minilm-l6-v2"))
+    parser.add_argument("--device", default="cpu", help="where fact_rank runs the encoder")
     parser.add_argument("--subset", default="26,30",
                         help="conversations of a second table (the issue's first measurement)")
     parser.add_argument("--all-source-turns", action="store_true",
                         help="a fact comes from every turn its source names, not the first only")
+    parser.add_argument("--extracted", help="facts of tools/locomo_extract.py, for a third table")
     args = parser.parse_args()
     paths = sorted(glob.glob(os.path.join(args.locomo, "*.json")))
     if not paths:
@@ -131,13 +157,23 @@ def main():
     for path in paths:
         first_id = 1 + sum(len(c["facts"]) for c in conversations)
         conversations.append(load_conversation(path, first_id, args.all_source_turns))
-    methods = {"bm25": bm25_method(args.bm25_rank, stem=False),
-               "bm25 stemmed": bm25_method(args.bm25_rank, stem=True)}
+    methods = {"bm25": rank_method(args.fact_rank, "bm25", stem=False),
+               "bm25 stemmed": rank_method(args.fact_rank, "bm25")}
+    if os.path.isdir(args.embedding_model):
+        for name in ("dense", "hybrid"):
+            methods[name] = rank_method(args.fact_rank, name, embedding_model=args.embedding_model,
+                                        device=args.device)
+    else:
+        print(f"(no {args.embedding_model}: dense and hybrid rows left out)")
     print_table("LoCoMo, all conversations", conversations, methods)
     subset = [c for c in conversations if c["name"] in args.subset.split(",")]
     if subset:
         print()
         print_table("LoCoMo " + " + ".join(c["name"] for c in subset), subset, methods)
+    if args.extracted:
+        print()
+        print_table("LoCoMo, all conversations, facts extracted by the engine",
+                    with_extracted(conversations, args.extracted), methods)
 
 
 if __name__ == "__main__":

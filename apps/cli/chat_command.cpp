@@ -21,6 +21,7 @@ struct MemoryArgs {
     int top_k = engine::MemoryDefaults{}.top_k;
     int context_window = engine::MemoryDefaults{}.context_window;
     EngineMemoryArgs store;
+    EmbeddingArgs embedding;
 };
 
 void add_memory_flags(CLI::App& cmd, MemoryArgs& args) {
@@ -33,6 +34,7 @@ void add_memory_flags(CLI::App& cmd, MemoryArgs& args) {
         ->capture_default_str();
     add_chunk_flags(cmd, args.store.chunks);
     add_db_flag(cmd, args.store.db);
+    add_embedding_flags(cmd, args.embedding, "embedding the user's facts for retrieval");
 }
 
 // The request's memory options from the flags, through the choice the server makes too.
@@ -42,7 +44,9 @@ Status choose_memory(const MemoryArgs& args, engine::EngineRequest& request) {
     if (!args.mode.empty()) choice.mode = args.mode;
     choice.top_k = args.top_k;
     choice.context_window = args.context_window;
-    const auto error = engine::choose_memory(choice, engine::MemoryDefaults{}, request);
+    engine::MemoryDefaults defaults;
+    defaults.retrieval = default_retrieval(args.embedding);
+    const auto error = engine::choose_memory(choice, defaults, request);
     if (!error) return {};
     if (error->option == "user") return make_error("--memory " + args.mode + " needs --user");
     if (error->option == "mode") return make_error(error->message);
@@ -80,6 +84,9 @@ Command add_chat_command(CLI::App& app) {
         if (Status st = choose_memory(args->memory, request); !st.ok())
             return fail(st.error().message);
         const bool with_memory = !args->memory.user.empty();
+        auto embeddings = with_memory ? load_embedding_model(args->memory.embedding, args->model)
+                                      : std::unique_ptr<server::EmbeddingModel>();
+        if (!embeddings.ok()) return fail(embeddings.error().message);
         auto loaded = load_model(args->model, [&](engine::LocalModelOptions& o) {
             o.with_memory = with_memory;
             if (device_pool_flag->count() > 0)
@@ -92,7 +99,8 @@ Command add_chat_command(CLI::App& app) {
         if (!grammar.ok()) return fail(grammar.error().message);
         request.grammar = std::move(grammar).value();
         engine::EngineOptions options;
-        auto local = LocalEngine::start(lm, options, with_memory ? &args->memory.store : nullptr);
+        auto local = LocalEngine::start(lm, options, with_memory ? &args->memory.store : nullptr,
+                                        embeddings->get());
         if (!local.ok()) return fail(local.error().message);
         if (with_memory) {
             auto known = (*local)->store()->has_user(args->memory.user);
@@ -118,8 +126,9 @@ Command add_chat_command(CLI::App& app) {
             return st.ok() ? 0 : fail(st.error().message);
         }
         const bool tty = isatty(STDIN_FILENO) != 0;
-        if (tty) std::fprintf(stderr, "chatting with %s; an empty line or Ctrl-D ends\n",
-                              lm.config().name.c_str());
+        if (tty)
+            std::fprintf(stderr, "chatting with %s; an empty line or Ctrl-D ends\n",
+                         lm.config().name.c_str());
         std::string line;
         while (true) {
             if (tty) std::fprintf(stderr, "> ");

@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/log.h"
 #include "base/mapped_file.h"
 #include "engine/backend_choice.h"
 
@@ -46,6 +47,41 @@ std::string default_embedding_model_dir() {
             return candidate.lexically_normal().string();
     }
     return "";
+}
+
+void add_embedding_flags(CLI::App& cmd, EmbeddingArgs& args, const std::string& what) {
+    args.flag = cmd.add_option("--embedding-model", args.dir,
+                               "sentence-transformers folder " + what +
+                                   ", on --device (default: models/all-minilm-l6-v2 when "
+                                   "present; none: no embeddings)");
+    cmd.add_option("--retrieval", args.retrieval,
+                   "default retrieval method (default: hybrid with an embedding model, else bm25)")
+        ->check(CLI::IsMember({"bm25", "dense", "hybrid"}));
+}
+
+Result<std::unique_ptr<server::EmbeddingModel>> load_embedding_model(const EmbeddingArgs& args,
+                                                                     const ModelArgs& model) {
+    if (args.dir.empty() || args.dir == "none") {
+        if (args.flag != nullptr && args.flag->count() == 0) {
+            IS_LOG(Info) << "no embedding model (scripts/fetch_embedding_model.sh fetches one): "
+                            "no /v1/embeddings, memory retrieval by bm25";
+        }
+        if (!args.retrieval.empty() && args.retrieval != "bm25")
+            return make_error("--retrieval " + args.retrieval + " needs an embedding model");
+        return std::unique_ptr<server::EmbeddingModel>();
+    }
+    engine::BackendChoice choice;
+    choice.device = IS_TRY(engine::parse_device(model.device));
+    choice.num_threads = model.threads;
+    auto opened = server::EmbeddingModel::load(args.dir, choice);
+    if (!opened.ok())
+        return make_error("--embedding-model " + args.dir + ": " + opened.error().message);
+    return std::move(opened).value();
+}
+
+std::optional<retrieval::RetrievalMethod> default_retrieval(const EmbeddingArgs& args) {
+    if (args.retrieval.empty()) return std::nullopt;
+    return *retrieval::parse_retrieval_method(args.retrieval);
 }
 
 void add_model_flags(CLI::App& cmd, ModelArgs& args) {
@@ -120,10 +156,10 @@ Result<std::shared_ptr<const grammar::CompiledGrammar>> output_grammar(
     if (!args.json_schema_path.empty()) {
         const std::string text = IS_TRY(read_text_file(args.json_schema_path));
         nlohmann::ordered_json schema = nlohmann::ordered_json::parse(text, nullptr, false);
-        if (schema.is_discarded())
-            return make_error(args.json_schema_path + ": not JSON");
+        if (schema.is_discarded()) return make_error(args.json_schema_path + ": not JSON");
         auto compiled = lm.grammars().json_schema(schema);
-        if (!compiled.ok()) return make_error(args.json_schema_path + ": " + compiled.error().message);
+        if (!compiled.ok())
+            return make_error(args.json_schema_path + ": " + compiled.error().message);
         return std::move(compiled).value();
     }
     if (!args.grammar_path.empty()) {
@@ -149,9 +185,10 @@ std::string default_db_path() {
 }
 
 void add_db_flag(CLI::App& cmd, DbArgs& args) {
-    cmd.add_option("--db", args.path, "memory database file (default: " +
-                                          (default_db_path().empty() ? std::string("none, no HOME")
-                                                                     : default_db_path()) + ")");
+    cmd.add_option(
+        "--db", args.path,
+        "memory database file (default: " +
+            (default_db_path().empty() ? std::string("none, no HOME") : default_db_path()) + ")");
 }
 
 void add_chunk_flags(CLI::App& cmd, ChunkArgs& args) {
@@ -195,7 +232,6 @@ Result<std::unique_ptr<memory::MemoryStore>> open_store(const DbArgs& args) {
     }
     return memory::MemoryStore::open(path);
 }
-
 
 std::function<void(std::size_t, std::size_t)> progress_bar(const std::string& label) {
     if (isatty(STDERR_FILENO) == 0) return {};

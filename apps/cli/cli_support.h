@@ -7,12 +7,15 @@
 #include <cstddef>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
+#include "apps/server/embedding_model.h"
 #include "base/result.h"
 #include "engine/local_model.h"
 #include "engine/memory_runtime.h"
 #include "memory/memory_store.h"
+#include "retrieval/fact_retriever.h"
 #include "sampling/sampling_params.h"
 
 namespace inferscale::cli {
@@ -26,17 +29,34 @@ std::string default_model_path();
 // exists.
 std::string default_embedding_model_dir();
 
+// The sentence encoder of commands that embed text or retrieve memory: --embedding-model DIR
+// (default: default_embedding_model_dir(); "none": no embeddings) and --retrieval.
+struct EmbeddingArgs {
+    std::string dir = default_embedding_model_dir();
+    std::string retrieval;  // empty: hybrid with an embedding model, else bm25
+    const CLI::Option* flag = nullptr;
+};
+// `what` says what the model serves, for the help text.
+void add_embedding_flags(CLI::App& cmd, EmbeddingArgs& args, const std::string& what);
+
 struct ModelArgs {
     std::string path;
-    std::string device = "cpu";      // "cpu" or "cuda"
-    std::string random_weights;      // a config.json: random weights of that shape
-    std::string quant;               // their block types (model/weight_quant.h)
+    std::string device = "cpu";  // "cpu" or "cuda"
+    std::string random_weights;  // a config.json: random weights of that shape
+    std::string quant;           // their block types (model/weight_quant.h)
     int threads = 0;
     std::int64_t max_context = 4096;
     std::string chat_template;  // a Jinja file replacing the model's chat template
 };
 // --model, --device, --random-weights, --quant, --threads, --max-context.
 void add_model_flags(CLI::App& cmd, ModelArgs& args);
+// The embedding model the flags name, on the model's device; null for none (logged when the
+// default folder is missing). Errors: a folder that does not load, a --retrieval that needs
+// embeddings without them.
+Result<std::unique_ptr<server::EmbeddingModel>> load_embedding_model(const EmbeddingArgs& args,
+                                                                     const ModelArgs& model);
+// --retrieval as the request default; unset when the flag is not given.
+std::optional<retrieval::RetrievalMethod> default_retrieval(const EmbeddingArgs& args);
 // --chat-template, for the commands that render conversations (chat, serve).
 void add_chat_template_flag(CLI::App& cmd, ModelArgs& args);
 

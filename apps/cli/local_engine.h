@@ -7,10 +7,15 @@
 #include <string>
 
 #include "apps/cli/cli_support.h"
+#include "apps/server/embedding_model.h"
 #include "engine/engine.h"
+#include "memory/device_user_vectors.h"
+#include "memory/fact_embedder.h"
 #include "memory/fact_indexer.h"
 #include "memory/memory_store.h"
 #include "retrieval/bm25_index.h"
+#include "retrieval/fact_retriever.h"
+#include "retrieval/vector_index.h"
 
 namespace inferscale::cli {
 
@@ -24,21 +29,35 @@ class LocalEngine {
   public:
     // Starts an engine on `lm`; with `memory`, first opens the store and its BM25 index (kept
     // in step with the store) and sets options.memory from the chunk flags (on a GPU, the device
-    // tier is the one the model's memory plan set aside).
+    // tier is the one the model's memory plan set aside). With `embeddings` too, every fact is
+    // also embedded (memory::FactEmbedder) into a host index and, when the embedding model runs
+    // on CUDA, a device mirror beside it: dense and hybrid retrieval. `embeddings` must outlive
+    // the engine.
     static Result<std::unique_ptr<LocalEngine>> start(engine::LocalModel& lm,
                                                       engine::EngineOptions options,
-                                                      const EngineMemoryArgs* memory);
+                                                      const EngineMemoryArgs* memory,
+                                                      server::EmbeddingModel* embeddings = nullptr);
 
     engine::Engine& engine() { return *engine_; }
     memory::MemoryStore* store() { return store_.get(); }
-    const retrieval::Bm25Index* index() const { return store_ ? &index_ : nullptr; }
+    // Null without memory.
+    const retrieval::FactRetriever* retriever() const { return retriever_.get(); }
+    // Null without embeddings.
+    memory::FactEmbedder* embedder() { return embedder_.get(); }
 
   private:
     LocalEngine() = default;
-    // Destroyed last to first: the engine before the listeners and store it uses.
+    Status attach_embeddings(server::EmbeddingModel& embeddings);
+
+    // Destroyed last to first: the engine before the listeners, indexes and store it uses.
     std::unique_ptr<memory::MemoryStore> store_;
     retrieval::Bm25Index index_;
     std::unique_ptr<memory::FactIndexer> indexer_;
+    std::unique_ptr<retrieval::VectorIndex> vectors_;
+    std::unique_ptr<tensor::Backend> device_backend_;
+    std::unique_ptr<memory::DeviceUserVectors> device_vectors_;
+    std::unique_ptr<memory::FactEmbedder> embedder_;
+    std::unique_ptr<retrieval::FactRetriever> retriever_;
     std::unique_ptr<engine::Engine> engine_;
 };
 

@@ -6,9 +6,9 @@
 
 #include "apps/cli/cli_support.h"
 #include "apps/cli/commands.h"
+#include "apps/cli/local_engine.h"
 #include "apps/server/http_server.h"
 #include "apps/server/memory_extraction.h"
-#include "apps/cli/local_engine.h"
 #include "base/log.h"
 
 namespace inferscale::cli {
@@ -33,7 +33,7 @@ Command add_serve_command(CLI::App& app) {
         std::int64_t max_batch_tokens = 512;
         std::int64_t max_batch_seqs = 64;
         std::string api_keys;
-        std::string embedding_model = default_embedding_model_dir();
+        EmbeddingArgs embedding;
         std::string memory_mode = "kv";
         std::string log_format = "text";
         EngineMemoryArgs memory;
@@ -53,10 +53,7 @@ Command add_serve_command(CLI::App& app) {
         ->capture_default_str();
     cmd->add_option("--served-model-name", a->server.model_name,
                     "the model id clients name (default: the model file's name)");
-    const CLI::Option* embedding_flag = cmd->add_option(
-        "--embedding-model", a->embedding_model,
-        "sentence-transformers folder served at /v1/embeddings, on --device (default: "
-        "models/all-minilm-l6-v2 when present; none: no embeddings)");
+    add_embedding_flags(*cmd, a->embedding, "served at /v1/embeddings and embedding each fact");
     cmd->add_option("--api-keys", a->api_keys,
                     "JSON file of API keys and the users each may touch (default: an open server)");
     cmd->add_option("--kv-tokens", a->kv_tokens,
@@ -104,7 +101,7 @@ Command add_serve_command(CLI::App& app) {
                   "take requests at once instead of first running each step shape once (GPU: "
                   "tunes GEMMs and records decode graphs)");
 
-    return [a, device_pool_flag, embedding_flag]() -> int {
+    return [a, device_pool_flag]() -> int {
         set_log_format(a->log_format == "json" ? LogFormat::Json : LogFormat::Text);
         if (!(a->gpu_memory_utilization > 0.0 && a->gpu_memory_utilization <= 1.0))
             return fail("--gpu-memory-utilization must be in (0, 1], got " +
@@ -112,28 +109,15 @@ Command add_serve_command(CLI::App& app) {
         // A port in use ends start-up before a model load that may take minutes.
         if (Status free = server::check_port_free(a->server.host, a->server.port); !free.ok())
             return fail(free.error().message);
-        std::unique_ptr<server::EmbeddingModel> embeddings;
-        if (!a->embedding_model.empty() && a->embedding_model != "none") {
-            // On the engine's device, loaded first: a bad folder fails before a long model load.
-            auto device = engine::parse_device(a->model.device);
-            if (!device.ok()) return fail(device.error().message);
-            engine::BackendChoice choice;
-            choice.device = *device;
-            choice.num_threads = a->model.threads;
-            auto opened = server::EmbeddingModel::load(a->embedding_model, choice);
-            if (!opened.ok())
-                return fail("--embedding-model " + a->embedding_model + ": " +
-                            opened.error().message);
-            embeddings = std::move(opened).value();
-        } else if (embedding_flag->count() == 0) {
-            IS_LOG(Info) << "no embedding model (scripts/fetch_embedding_model.sh fetches one): "
-                            "/v1/embeddings is off";
-        }
+        // On the engine's device, loaded first: a bad folder fails before a long model load.
+        auto embeddings = load_embedding_model(a->embedding, a->model);
+        if (!embeddings.ok()) return fail(embeddings.error().message);
         auto loaded = load_model(a->model, [&](engine::LocalModelOptions& o) {
             o.kv_tokens = a->kv_tokens;
             o.gpu_memory_utilization = a->gpu_memory_utilization;
             o.with_memory = !a->no_memory;
-            if (device_pool_flag->count() > 0) o.device_pool_bytes = a->memory.chunks.device_pool_mb << 20;
+            if (device_pool_flag->count() > 0)
+                o.device_pool_bytes = a->memory.chunks.device_pool_mb << 20;
             o.max_batch_tokens = a->max_batch_tokens;
             o.max_batch_seqs = a->max_batch_seqs;
         });
@@ -145,14 +129,17 @@ Command add_serve_command(CLI::App& app) {
         eo.warm_up = !a->no_warm_up;
         eo.background_encode_window =
             a->no_memory || a->no_background_encode ? -1 : a->server.memory.context_window;
-        auto local = LocalEngine::start(lm, eo, a->no_memory ? nullptr : &a->memory);
+        auto local =
+            LocalEngine::start(lm, eo, a->no_memory ? nullptr : &a->memory, embeddings->get());
         if (!local.ok()) return fail(local.error().message);
         memory::MemoryStore* store = (*local)->store();
 
-        server::ServerContext ctx{(*local)->engine(), store, (*local)->index(), {}, a->server, {}};
+        server::ServerContext ctx{(*local)->engine(), store, (*local)->retriever(), {},
+                                  a->server,          {}};
         std::optional<server::MemoryExtraction> extraction;
         if (store != nullptr) {
-            extraction.emplace((*local)->engine(), *store, *(*local)->index());
+            extraction.emplace((*local)->engine(), *store, *(*local)->retriever(),
+                               (*local)->embedder());
             ctx.extraction = &*extraction;
         }
         if (!a->api_keys.empty()) {
@@ -161,7 +148,9 @@ Command add_serve_command(CLI::App& app) {
             ctx.keys = std::move(keys).value();
         }
         ctx.options.memory.mode = *engine::parse_memory_mode(a->memory_mode);
-        ctx.embeddings = embeddings.get();
+        ctx.options.memory.retrieval = default_retrieval(a->embedding);
+        ctx.embeddings = embeddings->get();
+        ctx.embedder = (*local)->embedder();
         if (ctx.options.model_name.empty())
             ctx.options.model_name = std::filesystem::path(lm.model_name()).stem().string();
         server::HttpServer http(ctx);
@@ -169,7 +158,7 @@ Command add_serve_command(CLI::App& app) {
         if (!port.ok()) return fail(port.error().message);
         IS_LOG(Info) << "serving " << ctx.options.model_name << " on http://" << ctx.options.host
                      << ":" << *port << " (memory: " << (store ? a->memory_mode : "off")
-                     << ", embeddings: " << (embeddings ? embeddings->id() : std::string("off"))
+                     << ", embeddings: " << (*embeddings ? (*embeddings)->id() : std::string("off"))
                      << ")";
         g_running = &http;
         std::signal(SIGINT, on_signal);

@@ -5,6 +5,7 @@ namespace inferscale::server {
 Result<std::unique_ptr<EmbeddingModel>> EmbeddingModel::load(const std::string& dir,
                                                              const engine::BackendChoice& choice) {
     std::unique_ptr<EmbeddingModel> m(new EmbeddingModel());
+    m->choice_ = choice;
     m->backend_ = IS_TRY(engine::open_backend(choice)).backend;
     m->encoder_ = IS_TRY(embed::SentenceEncoder::load(dir, *m->backend_));
     return m;
@@ -23,6 +24,10 @@ Result<std::vector<float>> EmbeddingModel::encode(std::span<const std::vector<st
     const std::lock_guard<std::mutex> lock(mutex_);
     IS_RETURN_IF_ERROR(encoder_->encode_ids(ids, out));
     return out;
+}
+
+Result<std::vector<float>> EmbeddingModel::embed(std::span<const std::string> texts) {
+    return encode(tokenize(texts));
 }
 
 }  // namespace inferscale::server

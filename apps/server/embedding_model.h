@@ -22,16 +22,21 @@ class EmbeddingModel {
                                                         const engine::BackendChoice& choice);
 
     const std::string& id() const { return encoder_->id(); }
+    // The device it was loaded on, for other backends that should sit beside it.
+    const engine::BackendChoice& choice() const { return choice_; }
     std::int64_t dim() const { return encoder_->dim(); }
     // Token ids of each text as the model reads them (truncated to its max_seq_length).
     std::vector<std::vector<std::int32_t>> tokenize(std::span<const std::string> texts) const;
     // Embeddings of the tokenized texts, [ids.size(), dim()] f32, unit length; serialized
     // between callers.
     Result<std::vector<float>> encode(std::span<const std::vector<std::int32_t>> ids);
+    // tokenize, then encode.
+    Result<std::vector<float>> embed(std::span<const std::string> texts);
 
   private:
     EmbeddingModel() = default;
 
+    engine::BackendChoice choice_;
     std::unique_ptr<tensor::Backend> backend_;
     std::unique_ptr<embed::SentenceEncoder> encoder_;  // uses backend_
     std::mutex mutex_;

@@ -24,7 +24,7 @@
 #include "base/result.h"
 #include "engine/engine.h"
 #include "memory/memory_store.h"
-#include "retrieval/bm25_index.h"
+#include "retrieval/fact_retriever.h"
 #include "toolcall/template_tools.h"
 
 namespace httplib {
@@ -50,7 +50,7 @@ class MemoryExtraction;
 struct ServerContext {
     engine::Engine& engine;
     memory::MemoryStore* store;        // null: no memory API
-    const retrieval::Bm25Index* index;
+    const retrieval::FactRetriever* retriever;  // set whenever `store` is
     ApiKeys keys;
     ServerOptions options;
     ServerMetrics metrics;
@@ -59,6 +59,7 @@ struct ServerContext {
     // Fact extraction from added messages (memory_extraction.h); set whenever `store` is.
     MemoryExtraction* extraction = nullptr;
     EmbeddingModel* embeddings = nullptr;  // null: no /v1/embeddings
+    memory::FactEmbedder* embedder = nullptr;  // null: facts are not embedded
 };
 
 // Whether host:port can be bound now (as HttpServer::bind binds it), checked before a model

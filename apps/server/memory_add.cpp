@@ -37,7 +37,7 @@ void add_facts(ServerContext& ctx, const MemoryScope& scope, const std::string& 
         fact.metadata = metadata;
         changes.push_back(memory::FactChange::add(std::move(fact)));
     }
-    auto applied = ctx.store->apply_changes(scope.user_id, changes);
+    auto applied = apply_searchable(*ctx.store, ctx.embedder, scope.user_id, changes);
     if (!applied.ok()) return send_error(res, from_error(applied.error()));
     json results = json::array();
     for (const memory::AppliedChange& change : *applied) {
@@ -139,8 +139,8 @@ void add_memories(ServerContext& ctx, const ApiKey& key, const httplib::Request&
         if (session.empty()) session = scope.run_id.empty() ? "api" : scope.run_id;
         auto turns = store_turns(ctx, scope.user_id, session, *messages);
         if (!turns.ok()) return send_error(res, from_error(turns.error()));
-        auto answer =
-            ctx.extraction->extract(ExtractRequest{scope, std::move(turns).value(), metadata, async});
+        auto answer = ctx.extraction->extract(
+            ExtractRequest{scope, std::move(turns).value(), metadata, async});
         if (auto* error = std::get_if<ApiError>(&answer)) return send_error(res, *error);
         return send_json(res, std::get<json>(answer).dump());
     }

@@ -19,10 +19,12 @@
 #include <httplib.h>
 
 #include <algorithm>
+#include <chrono>
 
 #include "apps/server/http_server.h"
 #include "apps/server/json_fields.h"
 #include "apps/server/md5.h"
+#include "base/log.h"
 
 namespace inferscale::server {
 namespace {
@@ -66,13 +68,29 @@ std::optional<memory::Fact> visible_fact(ServerContext& ctx, const ApiKey& key,
     return std::move(fact).value();
 }
 
+}  // namespace
+
+Result<std::vector<memory::AppliedChange>> apply_searchable(
+    memory::MemoryStore& store, memory::FactEmbedder* embedder, std::string_view user,
+    std::span<const memory::FactChange> changes) {
+    std::vector<memory::AppliedChange> applied = IS_TRY(store.apply_changes(user, changes));
+    constexpr std::chrono::seconds kIndexWait{10};
+    if (embedder != nullptr && !embedder->wait_until_current(kIndexWait)) {
+        IS_LOG(Warn) << "facts of " << user << " not embedded after " << kIndexWait.count()
+                     << " s: the answer goes out before they are searchable by embedding";
+    }
+    return applied;
+}
+
+namespace {
+
 // One change to a fact the key may see, applied under its owner so that a fact deleted since
 // it was read is a 404 too; the fact as changed, or nullopt with the error sent.
 std::optional<memory::AppliedChange> change_fact(ServerContext& ctx, const memory::Fact& fact,
                                                  const memory::FactChange& change,
                                                  const httplib::Request& req,
                                                  httplib::Response& res) {
-    auto applied = ctx.store->apply_changes(fact.user, std::span(&change, 1));
+    auto applied = apply_searchable(*ctx.store, ctx.embedder, fact.user, std::span(&change, 1));
     if (!applied.ok()) {
         send_error(res, applied.error().kind == ErrorKind::NotFound ? no_memory(req)
                                                                     : from_error(applied.error()));

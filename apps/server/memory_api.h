@@ -8,6 +8,7 @@
 #include <functional>
 #include <initializer_list>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <variant>
@@ -17,6 +18,8 @@
 
 #include "apps/server/api_error.h"
 #include "apps/server/api_keys.h"
+#include "memory/fact_embedder.h"
+#include "memory/memory_store.h"
 #include "memory/memory_types.h"
 
 namespace httplib {
@@ -37,8 +40,8 @@ struct MemoryScope {
     std::string run_id;
 };
 
-// What fact extraction (memory_extraction.h) gets from POST /memories (or /v1/memories) with messages and
-// `infer` true (Mem0's default), after the turns are stored.
+// What fact extraction (memory_extraction.h) gets from POST /memories (or /v1/memories) with
+// messages and `infer` true (Mem0's default), after the turns are stored.
 struct ExtractRequest {
     MemoryScope scope;
     std::vector<memory::Turn> turns;  // the turns just stored, in order
@@ -79,6 +82,12 @@ std::optional<std::string> scoped_user(const ApiKey& key, const std::string& use
 std::optional<MemoryScope> query_scope(const ApiKey& key, const httplib::Request& req,
                                        httplib::Response& res,
                                        std::initializer_list<std::string_view> known);
+// MemoryStore::apply_changes, then a wait (of at most a few seconds, logged when it runs out)
+// until the changed facts are searchable by embedding too, when `embedder` is set: a client
+// that searches right after its write finds what it wrote by every retrieval method.
+Result<std::vector<memory::AppliedChange>> apply_searchable(
+    memory::MemoryStore& store, memory::FactEmbedder* embedder, std::string_view user,
+    std::span<const memory::FactChange> changes);
 // The JSON object body, or a 400 sent and nullopt returned.
 std::optional<nlohmann::json> object_body(const httplib::Request& req, httplib::Response& res);
 

@@ -20,10 +20,12 @@ json job_json(const extract::JobState& state) {
 }  // namespace
 
 MemoryExtraction::MemoryExtraction(engine::Engine& engine, memory::MemoryStore& store,
-                                   const retrieval::Retriever& retriever,
+                                   const retrieval::FactRetriever& retriever,
+                                   memory::FactEmbedder* embedder,
                                    extract::ExtractorOptions options)
     : store_(store),
       retriever_(retriever),
+      embedder_(embedder),
       llm_(engine),
       extractor_(llm_, options),
       queue_(
@@ -40,7 +42,7 @@ MemoryExtraction::MemoryExtraction(engine::Engine& engine, memory::MemoryStore& 
 Result<std::vector<extract::StoredFact>> MemoryExtraction::similar(
     const extract::ExtractionJob& job, std::string_view text, std::size_t k) {
     // A few more hits than asked for, as facts of other agents or runs are passed over.
-    const std::vector<retrieval::Hit> hits = retriever_.search(job.user, text, 4 * k);
+    const std::vector<retrieval::Hit> hits = IS_TRY(retriever_.search(job.user, text, 4 * k));
     std::vector<memory::FactId> ids;
     for (const retrieval::Hit& hit : hits) ids.push_back(hit.fact_id);
     std::vector<extract::StoredFact> out;
@@ -78,7 +80,7 @@ Result<json> MemoryExtraction::apply(const extract::ExtractionJob& job,
         }
     }
     const std::vector<memory::AppliedChange> applied =
-        IS_TRY(store_.apply_changes(job.user, batch));
+        IS_TRY(apply_searchable(store_, embedder_, job.user, batch));
     json results = json::array();
     for (std::size_t i = 0; i < applied.size(); ++i) {
         json item = fact_json(applied[i].fact);

@@ -19,16 +19,17 @@
 #include "extract/extraction_queue.h"
 #include "extract/fact_extractor.h"
 #include "memory/memory_store.h"
-#include "retrieval/hit.h"
+#include "retrieval/fact_retriever.h"
 
 namespace inferscale::server {
 
 class MemoryExtraction {
   public:
     // All borrowed; they must outlive this object. `retriever` finds the stored facts each
-    // candidate is compared with.
+    // candidate is compared with; `embedder` (may be null) embeds the facts it changes.
     MemoryExtraction(engine::Engine& engine, memory::MemoryStore& store,
-                     const retrieval::Retriever& retriever, extract::ExtractorOptions options = {});
+                     const retrieval::FactRetriever& retriever, memory::FactEmbedder* embedder,
+                     extract::ExtractorOptions options = {});
 
     // Queues the request's turns; waits for the result unless it is async.
     std::variant<nlohmann::json, ApiError> extract(const ExtractRequest& request);
@@ -42,7 +43,8 @@ class MemoryExtraction {
                                  const std::vector<extract::FactChange>& changes);
 
     memory::MemoryStore& store_;
-    const retrieval::Retriever& retriever_;
+    const retrieval::FactRetriever& retriever_;
+    memory::FactEmbedder* embedder_;
     extract::EngineJsonLlm llm_;
     extract::FactExtractor extractor_;
     extract::ExtractionQueue queue_;  // last: its workers use the members above

@@ -1,11 +1,13 @@
 // Memory search, for POST /v1/memories/search and Mem0's POST /search:
 //   {"query", "user_id" (or "filters": {"user_id"}), "agent_id"?, "run_id"?, "filters"?
-//    (memory_filter.h), "top_k" | "limit"?, "threshold"?}
-// BM25 over the user's facts (ctx.index); the filters and the threshold apply before the top k
-// are taken, so a filter never starves the answer of matches it would admit.
+//    (memory_filter.h), "top_k" | "limit"?, "threshold"?, "retrieval"?: "bm25"|"dense"|"hybrid"}
+// The user's facts ranked by ctx.retriever (its default method unless the body names one); the
+// filters and the threshold apply before the top k are taken, so a filter never starves the
+// answer of matches it would admit. Scores are the method's: BM25, cosine, or fused rank.
 
 #include <httplib.h>
 
+#include <limits>
 #include <unordered_map>
 
 #include "apps/server/http_server.h"
@@ -49,16 +51,17 @@ void search_memories(ServerContext& ctx, const ApiKey& key, const httplib::Reque
     auto body = object_body(req, res);
     if (!body) return;
     if (auto error = unsupported_field(*body, {"query", "user_id", "agent_id", "run_id", "filters",
-                                               "top_k", "limit", "threshold"}))
+                                               "top_k", "limit", "threshold", "retrieval"}))
         return send_error(res, *error);
     Fields fields(*body);
-    std::string query, user_field, agent, run;
+    std::string query, user_field, agent, run, method_name;
     double threshold = -1.0;
     fields.read("query", query, "a string", &json::is_string);
     fields.read("user_id", user_field, "a string", &json::is_string);
     fields.read("agent_id", agent, "a string", &json::is_string);
     fields.read("run_id", run, "a string", &json::is_string);
     fields.read("threshold", threshold, "a number", &json::is_number);
+    fields.read("retrieval", method_name, "a string", &json::is_string);
     if (fields.error) return send_error(res, *fields.error);
     if (!body->contains("query") || !(*body)["query"].is_string())
         return send_error(res, bad_request("'query' must be a string", "query"));
@@ -85,9 +88,23 @@ void search_memories(ServerContext& ctx, const ApiKey& key, const httplib::Reque
             k = v->get<std::int64_t>();
         }
 
-    // Every match of the user, best first, so filtering happens before the cut. A user never
-    // seen has no facts in the index: an empty list, as for any miss.
-    const std::vector<retrieval::Hit> hits = ctx.index->search(user, query, ctx.index->size(user));
+    retrieval::RetrievalMethod method = ctx.retriever->default_method();
+    if (!method_name.empty()) {
+        auto parsed = retrieval::parse_retrieval_method(method_name);
+        if (!parsed.ok()) return send_error(res, bad_request(parsed.error().message, "retrieval"));
+        method = *parsed;
+    }
+    // With a filter or a threshold, every match of the user, best first, so that they apply
+    // before the cut. A user never seen has no facts: an empty list, as for any miss.
+    const bool cut_later = !filter_json.empty() || threshold > -1.0;
+    auto searched = ctx.retriever->search(
+        user, query, cut_later ? std::numeric_limits<std::size_t>::max() : std::size_t(k), method);
+    if (!searched.ok()) {
+        if (searched.error().kind == ErrorKind::InvalidArgument)
+            return send_error(res, bad_request(searched.error().message, "retrieval"));
+        return send_error(res, from_error(searched.error()));
+    }
+    const std::vector<retrieval::Hit>& hits = *searched;
     std::vector<memory::FactId> ids;
     std::unordered_map<memory::FactId, double> scores;
     for (const retrieval::Hit& hit : hits) {

@@ -371,23 +371,28 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
     engine::MemoryChoice choice;
     if (const json* mem = f.get("memory")) {
         if (!mem->is_object()) return bad_request("'memory' must be an object", "memory");
-        if (auto e = unsupported_field(*mem, {"mode", "top_k", "context_window"}, "memory."))
+        if (auto e = unsupported_field(*mem, {"mode", "top_k", "context_window", "retrieval"},
+                                       "memory."))
             return *e;
         Fields mf(*mem);
-        std::string mode;
+        std::string mode, method;
         std::int64_t top_k = 0, window = 0;
         mf.read("mode", mode, "a string", &json::is_string);
+        mf.read("retrieval", method, "a string", &json::is_string);
         mf.read("top_k", top_k, "an integer", &json::is_number_integer);
         mf.read("context_window", window, "an integer", &json::is_number_integer);
         if (mf.error) return *mf.error;
         if (!mode.empty()) choice.mode = mode;
         if (mf.get("top_k")) choice.top_k = top_k;
         if (mf.get("context_window")) choice.context_window = window;
+        if (mf.get("retrieval")) choice.retrieval = method;
     }
     if (const auto e = engine::choose_memory(choice, defaults, r)) {
         if (e->option == "user") return bad_request("memory needs a 'user'", "user");
         const std::string param = "memory." + e->option;
-        return bad_request(e->option == "mode" ? e->message : "'" + param + "' " + e->message,
+        return bad_request(e->option == "mode" || e->option == "retrieval"
+                               ? e->message
+                               : "'" + param + "' " + e->message,
                            param);
     }
     // The memory prompt's system turn and a template's tool section do not combine yet: a

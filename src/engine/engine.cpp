@@ -14,7 +14,7 @@
 namespace inferscale::engine {
 
 Engine::Engine(LocalModel& model, memory::MemoryStore* store,
-               const retrieval::Retriever* retriever, const EngineOptions& options)
+               const retrieval::FactRetriever* retriever, const EngineOptions& options)
     : model_(model),
       store_(store),
       retriever_(retriever),
@@ -26,7 +26,7 @@ Engine::Engine(LocalModel& model, memory::MemoryStore* store,
                                           model.block_size()}) {}
 
 Result<std::unique_ptr<Engine>> Engine::start(LocalModel& model, memory::MemoryStore* store,
-                                              const retrieval::Retriever* retriever,
+                                              const retrieval::FactRetriever* retriever,
                                               const EngineOptions& options) {
     std::unique_ptr<Engine> e(new Engine(model, store, retriever, options));
     if (store != nullptr && retriever != nullptr && model.chat_template()) {

@@ -31,7 +31,7 @@
 #include "engine/scheduler.h"
 #include "memory/memory_store.h"
 #include "model/decode_graphs.h"
-#include "retrieval/hit.h"
+#include "retrieval/fact_retriever.h"
 #include "sampling/logprobs.h"
 #include "sampling/sampling_params.h"
 
@@ -95,7 +95,7 @@ class Engine {
     // Starts the step loop. `model` must outlive the engine. `store` and `retriever` (may be
     // null: no memory requests) too. An Error when the memory runtime cannot be created.
     static Result<std::unique_ptr<Engine>> start(LocalModel& model, memory::MemoryStore* store,
-                                                 const retrieval::Retriever* retriever,
+                                                 const retrieval::FactRetriever* retriever,
                                                  const EngineOptions& options = {});
     // Stops the loop; requests still in flight finish with an error event.
     ~Engine();
@@ -115,7 +115,7 @@ class Engine {
   private:
     struct Active;
 
-    Engine(LocalModel& model, memory::MemoryStore* store, const retrieval::Retriever* retriever,
+    Engine(LocalModel& model, memory::MemoryStore* store, const retrieval::FactRetriever* retriever,
            const EngineOptions& options);
     Result<std::unique_ptr<Active>> prepare(EngineRequest request);
     // Retrieves the user's facts and lays out M ‖ conversation as the request's prompt, with
@@ -156,7 +156,7 @@ class Engine {
 
     LocalModel& model_;
     memory::MemoryStore* store_;
-    const retrieval::Retriever* retriever_;
+    const retrieval::FactRetriever* retriever_;
     EngineOptions options_;
     std::unique_ptr<MemoryRuntime> runtime_;
     kv::PrefixCache cache_;

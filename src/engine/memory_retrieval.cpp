@@ -66,15 +66,16 @@ Result<std::vector<MemoryFact>> memory_facts(const LocalModel& lm, memory::Memor
 
 Result<std::vector<MemoryFact>> retrieve_memory_facts(const LocalModel& lm,
                                                       memory::MemoryStore& store,
-                                                      const retrieval::Retriever& retriever,
+                                                      const retrieval::FactRetriever& retriever,
                                                       std::string_view user,
                                                       std::string_view question,
                                                       const RetrievalOptions& options) {
     if (options.top_k < 0) return make_error(ErrorKind::InvalidArgument, "top_k must be >= 0");
+    const std::vector<retrieval::Hit> hits = IS_TRY(
+        retriever.search(user, question, static_cast<std::size_t>(options.top_k),
+                         options.method.value_or(retriever.default_method())));
     std::vector<memory::FactId> ids;
-    for (const retrieval::Hit& hit :
-         retriever.search(user, question, static_cast<std::size_t>(options.top_k)))
-        ids.push_back(hit.fact_id);
+    for (const retrieval::Hit& hit : hits) ids.push_back(hit.fact_id);
     const std::vector<memory::Fact> facts = IS_TRY(store.get_facts(ids));  // deleted ones skipped
     return memory_facts(lm, store, user, facts, options.context_window);
 }

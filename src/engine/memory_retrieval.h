@@ -13,7 +13,7 @@
 #include "engine/memory_runtime.h"
 #include "engine/request.h"
 #include "memory/memory_store.h"
-#include "retrieval/hit.h"
+#include "retrieval/fact_retriever.h"
 
 namespace inferscale::engine {
 
@@ -29,7 +29,7 @@ Result<std::vector<MemoryFact>> memory_facts(const LocalModel& lm, memory::Memor
 // fact is gone or belongs to someone else (a retriever bug, never served).
 Result<std::vector<MemoryFact>> retrieve_memory_facts(const LocalModel& lm,
                                                       memory::MemoryStore& store,
-                                                      const retrieval::Retriever& retriever,
+                                                      const retrieval::FactRetriever& retriever,
                                                       std::string_view user,
                                                       std::string_view question,
                                                       const RetrievalOptions& options);

@@ -37,6 +37,12 @@ std::optional<MemoryChoiceError> choose_memory(const MemoryChoice& choice,
         return MemoryChoiceError{"context_window", "must be in [0, 1000]"};
     request.retrieval.top_k = static_cast<int>(top_k);
     request.retrieval.context_window = static_cast<int>(window);
+    request.retrieval.method = defaults.retrieval;
+    if (choice.retrieval) {
+        auto parsed = retrieval::parse_retrieval_method(*choice.retrieval);
+        if (!parsed.ok()) return MemoryChoiceError{"retrieval", parsed.error().message};
+        request.retrieval.method = *parsed;
+    }
     if (request.memory_mode != MemoryMode::None && request.user.empty())
         return MemoryChoiceError{"user", "memory needs a user"};
     return std::nullopt;

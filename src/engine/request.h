@@ -19,6 +19,7 @@
 
 #include "base/result.h"
 #include "grammar/matcher.h"
+#include "retrieval/fact_retriever.h"
 #include "sampling/sampling_params.h"
 #include "template/chat_template.h"
 
@@ -33,6 +34,8 @@ Result<MemoryMode> parse_memory_mode(std::string_view name);
 struct RetrievalOptions {
     int top_k = 5;
     int context_window = 0;  // w: preceding conversation turns each chunk is encoded after
+    // bm25, dense or hybrid; unset: the retriever's default (FactRetriever::default_method).
+    std::optional<retrieval::RetrievalMethod> method;
 };
 
 struct EngineRequest {
@@ -73,6 +76,7 @@ struct MemoryDefaults {
     MemoryMode mode = MemoryMode::Kv;  // for a request with a user
     int top_k = 5;
     int context_window = 0;
+    std::optional<retrieval::RetrievalMethod> retrieval = {};
 };
 
 // What a request said about memory; unset fields take the defaults.
@@ -80,9 +84,11 @@ struct MemoryChoice {
     std::optional<std::string> mode;
     std::optional<std::int64_t> top_k;
     std::optional<std::int64_t> context_window;
+    std::optional<std::string> retrieval = {};
 };
 
-// The option a choice got wrong ("mode", "top_k", "context_window" or "user") and why.
+// The option a choice got wrong ("mode", "top_k", "context_window", "retrieval" or "user")
+// and why.
 struct MemoryChoiceError {
     std::string option;
     std::string message;

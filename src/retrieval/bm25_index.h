@@ -32,7 +32,7 @@ struct Bm25Params {
     bool stem = true;  // lexical_terms' option, for facts and queries alike
 };
 
-class Bm25Index final : public Retriever {
+class Bm25Index {
   public:
     explicit Bm25Index(Bm25Params params = {});
 
@@ -46,8 +46,9 @@ class Bm25Index final : public Retriever {
     std::size_t size() const;                       // facts over all users
     std::size_t size(std::string_view user) const;  // facts of one user
 
-    std::vector<Hit> search(std::string_view user, std::string_view query,
-                            std::size_t k) const override;
+    // The at most k best facts of `user` for `query`, best first, ties by ascending fact id;
+    // only facts sharing a term with the query. Safe to call concurrently with updates.
+    std::vector<Hit> search(std::string_view user, std::string_view query, std::size_t k) const;
 
   private:
     struct Doc {

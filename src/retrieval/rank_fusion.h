@@ -19,7 +19,7 @@ namespace inferscale::retrieval {
 inline constexpr double kRankFusionC = 60.0;
 
 // The at most k facts with the largest fused score, best first, ties by ascending fact id. Each
-// list is best first (a Retriever's or VectorIndex's result). c > 0.
+// list is best first (a Bm25Index, VectorIndex or FactRetriever result). c > 0.
 std::vector<Hit> reciprocal_rank_fusion(std::span<const std::vector<Hit>> lists, std::size_t k,
                                         double c = kRankFusionC);
 

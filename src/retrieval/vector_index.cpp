@@ -87,6 +87,13 @@ void VectorIndex::upsert(std::string_view user, FactId fact_id, std::span<const 
     owner_.emplace(fact_id, std::string(user));
 }
 
+std::size_t VectorIndex::max_k() const { return std::numeric_limits<std::size_t>::max(); }
+
+Status VectorIndex::put(std::string_view user, FactId fact_id, std::span<const float> vector) {
+    upsert(user, fact_id, vector);
+    return {};
+}
+
 bool VectorIndex::remove(FactId fact_id) {
     std::unique_lock lock(mutex_);
     if (!owner_.contains(fact_id)) return false;

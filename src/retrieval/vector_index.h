@@ -18,11 +18,12 @@
 #include <unordered_map>
 #include <vector>
 
+#include "retrieval/dense_index.h"
 #include "retrieval/hit.h"
 
 namespace inferscale::retrieval {
 
-class VectorIndex {
+class VectorIndex final : public DenseIndex {
   public:
     static constexpr std::size_t kLanes = 32;
     // Rows scanned by an OpenMP team from this many up; fewer are scanned by the caller alone
@@ -32,7 +33,8 @@ class VectorIndex {
     // Every vector of the index (facts and queries) has `dim` elements; dim > 0.
     explicit VectorIndex(std::size_t dim);
 
-    std::size_t dim() const { return dim_; }
+    std::size_t dim() const override { return dim_; }
+    std::size_t max_k() const override;
 
     // Adds the fact's vector, or replaces its vector (and user) when the id is already indexed. A
     // vector of another size than dim() is a bug.
@@ -46,11 +48,20 @@ class VectorIndex {
     std::size_t size(std::string_view user) const;  // facts of one user
 
     // The at most k facts of `user` with the largest dot product with `query`, best first, ties by
-    // ascending fact id (the Retriever contract); every fact of the user is a candidate. Empty for
-    // an unknown user or k == 0. A query of another size than dim() is a bug. Safe to call
+    // ascending fact id (as every retrieval method); every fact of the user is a candidate. Empty
+    // for an unknown user or k == 0. A query of another size than dim() is a bug. Safe to call
     // concurrently with updates and other searches.
     std::vector<Hit> search(std::string_view user, std::span<const float> query,
                             std::size_t k) const;
+
+    // DenseIndex: the methods above, never failing.
+    Status put(std::string_view user, FactId fact_id, std::span<const float> vector) override;
+    void erase(FactId fact_id) override { remove(fact_id); }
+    void erase_user(std::string_view user) override { remove_user(user); }
+    Result<std::vector<Hit>> nearest(std::string_view user, std::span<const float> query,
+                                     std::size_t k) override {
+        return search(user, query, k);
+    }
 
   private:
     struct UserRows {

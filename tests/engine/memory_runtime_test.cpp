@@ -124,8 +124,8 @@ TEST_F(MemoryPromptTest, ScaffoldFollowsTheReferenceRules) {
               std::string::npos)
         << text;
     EXPECT_NE(text.find("Question: What is the name of Alice's dog?"), std::string::npos);
-    EXPECT_EQ(lm_->tokenizer().decode(std::span(prompt->tokens).first(
-                  static_cast<std::size_t>(prompt->memory_tokens))),
+    EXPECT_EQ(lm_->tokenizer().decode(
+                  std::span(prompt->tokens).first(static_cast<std::size_t>(prompt->memory_tokens))),
               lm_->tokenizer().decode(inject::memory_stream(s, prompt->fact_tokens)));
 
     // Duplicates collapse; the same id with other text is an error.
@@ -191,17 +191,19 @@ class EngineMemoryTest : public ::testing::Test {
         store_ = memory::MemoryStore::open(dir_->file("memory.db")).value().release();
         index_ = new retrieval::Bm25Index();
         indexer_ = memory::FactIndexer::attach(*store_, *index_).value().release();
+        retriever_ = new retrieval::FactRetriever(*index_);
         for (const MemoryFact& f : kAliceFacts)
             ASSERT_TRUE(store_->add_fact("alice", {f.text, {}, ""}).ok());
         ASSERT_TRUE(store_->add_fact("bob", {"Bob plays the violin.", {}, ""}).ok());
         EngineOptions o;
         o.memory = after_header();
-        auto engine = Engine::start(*lm_, store_, index_, o);
+        auto engine = Engine::start(*lm_, store_, retriever_, o);
         ASSERT_TRUE(engine.ok()) << engine.error().message;
         engine_ = std::move(engine).value().release();
     }
     static void TearDownTestSuite() {
         delete engine_;
+        delete retriever_;
         delete indexer_;
         delete index_;
         delete store_;
@@ -232,6 +234,7 @@ class EngineMemoryTest : public ::testing::Test {
     static inline LocalModel* lm_ = nullptr;
     static inline memory::MemoryStore* store_ = nullptr;
     static inline retrieval::Bm25Index* index_ = nullptr;
+    static inline retrieval::FactRetriever* retriever_ = nullptr;
     static inline memory::FactIndexer* indexer_ = nullptr;
     static inline Engine* engine_ = nullptr;
 };

@@ -46,10 +46,25 @@ TEST(RequestTest, ExplicitChoicesOverrideAndAreChecked) {
     EXPECT_EQ(choose_memory({{}, 1001, {}}, {}, r)->option, "top_k");
     EXPECT_EQ(choose_memory({{}, {}, -1}, {}, r)->option, "context_window");
 
+    EXPECT_EQ(choose_memory({{}, {}, {}, "bm42"}, {}, r)->option, "retrieval");
+
     EngineRequest anonymous;
     const auto e = choose_memory({"prompt", {}, {}}, {}, anonymous);
     ASSERT_TRUE(e);
     EXPECT_EQ(e->option, "user");
+}
+
+TEST(RequestTest, TheRetrievalMethodIsTheChoiceOrTheDefaultOrUnset) {
+    EngineRequest r;
+    r.user = "alice";
+    EXPECT_FALSE(choose_memory({}, {}, r));
+    EXPECT_FALSE(r.retrieval.method.has_value());  // the retriever's own default
+    MemoryDefaults defaults;
+    defaults.retrieval = retrieval::RetrievalMethod::Bm25;
+    EXPECT_FALSE(choose_memory({}, defaults, r));
+    EXPECT_EQ(r.retrieval.method, retrieval::RetrievalMethod::Bm25);
+    EXPECT_FALSE(choose_memory({{}, {}, {}, "dense"}, defaults, r));
+    EXPECT_EQ(r.retrieval.method, retrieval::RetrievalMethod::Dense);
 }
 
 }  // namespace
