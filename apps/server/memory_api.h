@@ -17,6 +17,7 @@
 
 #include "apps/server/api_error.h"
 #include "apps/server/api_keys.h"
+#include "base/result.h"
 #include "memory/memory_types.h"
 
 namespace httplib {
@@ -79,6 +80,11 @@ std::optional<std::string> scoped_user(const ApiKey& key, const std::string& use
 std::optional<MemoryScope> query_scope(const ApiKey& key, const httplib::Request& req,
                                        httplib::Response& res,
                                        std::initializer_list<std::string_view> known);
+// Stores messages ({role?, content, name?}, checked) as conversation turns of `session`,
+// continuing its numbering; the turns stored (memory_add.cpp).
+Result<std::vector<memory::Turn>> store_turns(ServerContext& ctx, const std::string& user,
+                                              const std::string& session,
+                                              const nlohmann::json& messages);
 // The JSON object body, or a 400 sent and nullopt returned.
 std::optional<nlohmann::json> object_body(const httplib::Request& req, httplib::Response& res);
 
