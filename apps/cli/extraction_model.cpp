@@ -24,8 +24,7 @@ Result<std::unique_ptr<ExtractionModel>> ExtractionModel::load(const ModelArgs& 
     engine::EngineOptions options;
     options.warm_up = warm_up;
     auto started = engine::Engine::start(*out->model_, nullptr, nullptr, options);
-    if (!started.ok())
-        return make_error("--memory-model " + path + ": " + started.error().message);
+    if (!started.ok()) return make_error("--memory-model " + path + ": " + started.error().message);
     out->engine_ = std::move(started).value();
     out->name_ = std::filesystem::path(out->model_->model_name()).stem().string();
     return out;

@@ -7,9 +7,9 @@
 #include "apps/cli/cli_support.h"
 #include "apps/cli/commands.h"
 #include "apps/cli/extraction_model.h"
+#include "apps/cli/local_engine.h"
 #include "apps/server/http_server.h"
 #include "apps/server/memory_extraction.h"
-#include "apps/cli/local_engine.h"
 #include "base/log.h"
 
 namespace inferscale::cli {

@@ -183,11 +183,10 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     }
 
     const std::size_t num_choices = choices.streams.size();
-    auto state = std::make_shared<StreamState>(
-        StreamState{std::move(choices),
-                    CompletionWriter(chat, ctx_.options.model_name, num_choices),
-                    call.include_usage, logprobs, call.parallel_tool_calls, start, false,
-                    std::move(exchange), std::string()});
+    auto state = std::make_shared<StreamState>(StreamState{
+        std::move(choices), CompletionWriter(chat, ctx_.options.model_name, num_choices),
+        call.include_usage, logprobs, call.parallel_tool_calls, start, false, std::move(exchange),
+        std::string()});
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",

@@ -11,8 +11,8 @@ std::variant<std::unique_ptr<ExchangeMemory>, ApiError> ExchangeMemory::reserve(
     IS_CHECK(ctx.extraction != nullptr) << "memory.store on a server without extraction";
     auto id = ctx.extraction->reserve(user);
     if (auto* error = std::get_if<ApiError>(&id)) return *error;
-    return std::unique_ptr<ExchangeMemory>(new ExchangeMemory(
-        ctx, std::get<std::uint64_t>(id), std::move(user), std::move(question)));
+    return std::unique_ptr<ExchangeMemory>(
+        new ExchangeMemory(ctx, std::get<std::uint64_t>(id), std::move(user), std::move(question)));
 }
 
 ExchangeMemory::~ExchangeMemory() {
@@ -28,8 +28,8 @@ void ExchangeMemory::store(const std::string& answer) {
                                      {{"role", "assistant"}, {"content", answer}}};
     auto turns = store_turns(ctx_, user_, "api", messages);
     if (!turns.ok()) return ctx_.extraction->fail_reserved(id_, turns.error().message);
-    ExtractRequest request{{user_, "", ""}, std::move(turns).value(), nlohmann::json::object(),
-                           true};
+    ExtractRequest request{
+        {user_, "", ""}, std::move(turns).value(), nlohmann::json::object(), true};
     ctx_.extraction->submit_reserved(id_, request);
 }
 

@@ -207,8 +207,7 @@ std::string ServerMetrics::render(const engine::EngineStats& s, const std::strin
                  "Tokens the --memory-model engine ran through its model.",
                  double(extraction->computed_tokens));
         e.single("inferscale_memory_model_generated_tokens_total", "counter",
-                 "Tokens the --memory-model engine sampled.",
-                 double(extraction->generated_tokens));
+                 "Tokens the --memory-model engine sampled.", double(extraction->generated_tokens));
     }
     return e.out();
 }

@@ -371,8 +371,8 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
     engine::MemoryChoice choice;
     if (const json* mem = f.get("memory")) {
         if (!mem->is_object()) return bad_request("'memory' must be an object", "memory");
-        if (auto e = unsupported_field(*mem, {"mode", "top_k", "context_window", "store"},
-                                       "memory."))
+        if (auto e =
+                unsupported_field(*mem, {"mode", "top_k", "context_window", "store"}, "memory."))
             return *e;
         Fields mf(*mem);
         std::string mode;
@@ -389,8 +389,7 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
             return e;
         }
         if (store) {
-            if (r.user.empty())
-                return bad_request("'memory.store' needs a 'user'", "memory.store");
+            if (r.user.empty()) return bad_request("'memory.store' needs a 'user'", "memory.store");
             const auto last_user =
                 std::find_if(r.messages.rbegin(), r.messages.rend(),
                              [](const jinja::ChatMessage& m) { return m.role == "user"; });
