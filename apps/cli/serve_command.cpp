@@ -6,6 +6,7 @@
 
 #include "apps/cli/cli_support.h"
 #include "apps/cli/commands.h"
+#include "apps/cli/extraction_model.h"
 #include "apps/cli/local_engine.h"
 #include "apps/server/http_server.h"
 #include "apps/server/memory_extraction.h"
@@ -34,6 +35,7 @@ Command add_serve_command(CLI::App& app) {
         std::int64_t max_batch_seqs = 64;
         std::string api_keys;
         EmbeddingArgs embedding;
+        std::string memory_model;  // empty: extraction runs on the served model
         std::string memory_mode = "kv";
         std::string log_format = "text";
         EngineMemoryArgs memory;
@@ -54,6 +56,9 @@ Command add_serve_command(CLI::App& app) {
     cmd->add_option("--served-model-name", a->server.model_name,
                     "the model id clients name (default: the model file's name)");
     add_embedding_flags(*cmd, a->embedding, "served at /v1/embeddings and embedding each fact");
+    cmd->add_option("--memory-model", a->memory_model,
+                    "GGUF file or model folder that fact extraction runs on, in an engine of its "
+                    "own with a KV cache for a few extraction prompts (default: the served model)");
     cmd->add_option("--api-keys", a->api_keys,
                     "JSON file of API keys and the users each may touch (default: an open server)");
     cmd->add_option("--kv-tokens", a->kv_tokens,
@@ -112,6 +117,15 @@ Command add_serve_command(CLI::App& app) {
         // On the engine's device, loaded first: a bad folder fails before a long model load.
         auto embeddings = load_embedding_model(a->embedding, a->model);
         if (!embeddings.ok()) return fail(embeddings.error().message);
+        // Before the served model, so on a GPU its plan sees what extraction holds.
+        std::unique_ptr<ExtractionModel> extraction_model;
+        if (!a->memory_model.empty()) {
+            if (a->no_memory) return fail("--memory-model needs the memory store (no --no-memory)");
+            auto m = ExtractionModel::load(a->model, a->memory_model, a->gpu_memory_utilization,
+                                           !a->no_warm_up);
+            if (!m.ok()) return fail(m.error().message);
+            extraction_model = std::move(m).value();
+        }
         auto loaded = load_model(a->model, [&](engine::LocalModelOptions& o) {
             o.kv_tokens = a->kv_tokens;
             o.gpu_memory_utilization = a->gpu_memory_utilization;
@@ -138,9 +152,10 @@ Command add_serve_command(CLI::App& app) {
                                   a->server,          {}};
         std::optional<server::MemoryExtraction> extraction;
         if (store != nullptr) {
-            extraction.emplace((*local)->engine(), *store, *(*local)->retriever(),
-                               (*local)->embedder());
+            engine::Engine& runs = extraction_model ? extraction_model->engine() : ctx.engine;
+            extraction.emplace(runs, *store, *(*local)->retriever(), (*local)->embedder());
             ctx.extraction = &*extraction;
+            if (extraction_model) ctx.extraction_engine = &runs;
         }
         if (!a->api_keys.empty()) {
             auto keys = server::ApiKeys::load(a->api_keys);
@@ -159,6 +174,7 @@ Command add_serve_command(CLI::App& app) {
         IS_LOG(Info) << "serving " << ctx.options.model_name << " on http://" << ctx.options.host
                      << ":" << *port << " (memory: " << (store ? a->memory_mode : "off")
                      << ", embeddings: " << (*embeddings ? (*embeddings)->id() : std::string("off"))
+                     << (extraction_model ? ", extraction on " + extraction_model->name() : "")
                      << ")";
         g_running = &http;
         std::signal(SIGINT, on_signal);

@@ -1,6 +1,6 @@
 // POST /v1/chat/completions and /v1/completions: one engine request per choice (each prompt
 // times n), answered as one body or as one event stream whose chunks carry their choice's
-// index.
+// index. With memory.store, the first choice's answer is the exchange stored (exchange_memory.h).
 
 #include <httplib.h>
 
@@ -9,6 +9,7 @@
 
 #include "apps/server/access_log.h"
 #include "apps/server/completion_writer.h"
+#include "apps/server/exchange_memory.h"
 #include "apps/server/http_server.h"
 #include "toolcall/call_parser.h"
 
@@ -73,6 +74,8 @@ struct StreamState {
     bool parallel_tool_calls = true;
     Clock::time_point start;
     bool finished = false;
+    std::unique_ptr<ExchangeMemory> exchange;  // memory.store: stored once the answer is done
+    std::string answer;                        // with `exchange`: the first choice's content
 };
 
 // The text a choice's answer starts with under `echo`: its prompt.
@@ -108,6 +111,16 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                                 "permission_error", "user", "forbidden_user"});
     if (!ctx_.store)
         for (engine::EngineRequest& r : call.prompts) r.memory_mode = engine::MemoryMode::None;
+    std::unique_ptr<ExchangeMemory> exchange;
+    if (call.store_question) {
+        if (!ctx_.extraction)
+            return send_error(res, bad_request("'memory.store' needs a server with a memory store",
+                                               "memory.store"));
+        auto reserved = ExchangeMemory::reserve(ctx_, user, std::move(*call.store_question));
+        if (auto* error = std::get_if<ApiError>(&reserved)) return send_error(res, *error);
+        exchange = std::move(std::get<std::unique_ptr<ExchangeMemory>>(reserved));
+        res.set_header(kMemoryEventHeader, std::to_string(exchange->event_id()));
+    }
     const bool logprobs = call.prompts.front().sampling.logprobs >= 0;
 
     Choices choices;
@@ -162,6 +175,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                 if (!out.tool_calls.empty()) out.finish_reason = "tool_calls";
             }
         }
+        if (exchange) exchange->store(choices.outputs.front().text);
         ctx_.metrics.latency.observe(seconds_since(start));
         record_usage(choices.usage);
         CompletionWriter writer(chat, ctx_.options.model_name, choices.outputs.size());
@@ -169,10 +183,10 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
     }
 
     const std::size_t num_choices = choices.streams.size();
-    auto state = std::make_shared<StreamState>(
-        StreamState{std::move(choices),
-                    CompletionWriter(chat, ctx_.options.model_name, num_choices),
-                    call.include_usage, logprobs, call.parallel_tool_calls, start});
+    auto state = std::make_shared<StreamState>(StreamState{
+        std::move(choices), CompletionWriter(chat, ctx_.options.model_name, num_choices),
+        call.include_usage, logprobs, call.parallel_tool_calls, start, false, std::move(exchange),
+        std::string()});
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",
@@ -218,6 +232,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
                     c.outputs[i].tool_calls.insert(c.outputs[i].tool_calls.end(), calls.begin(),
                                                    calls.end());
                 }
+                if (i == 0 && state->exchange) state->answer += event.text;
                 // Logprobs go out with their tokens, also when the text is held back (a
                 // possible stop string, a partial character, a possible tool call).
                 if (!event.text.empty() || event.first_token || !event.logprobs.empty())
@@ -248,6 +263,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
             const bool ended = failed || c.done();
             if (failed) c.cancel();
             if (c.done() && !failed) {
+                if (state->exchange) state->exchange->store(state->answer);
                 record_usage(c.usage);
                 if (state->include_usage) out += state->writer.usage_chunk(c.usage);
             }

@@ -89,7 +89,10 @@ HttpServer::HttpServer(ServerContext& context)
         send_json(res, R"({"status":"ok"})");
     });
     http.Get("/metrics", [this](const httplib::Request&, httplib::Response& res) {
-        res.set_content(ctx_.metrics.render(ctx_.engine.stats(), ctx_.options.model_name),
+        std::optional<engine::EngineStats> extraction;
+        if (ctx_.extraction_engine) extraction = ctx_.extraction_engine->stats();
+        res.set_content(ctx_.metrics.render(ctx_.engine.stats(), ctx_.options.model_name,
+                                            extraction ? &*extraction : nullptr),
                         "text/plain; version=0.0.4");
     });
     add_tokenize_routes(http, ctx_);

@@ -58,6 +58,9 @@ struct ServerContext {
     toolcall::TemplateTools tool_template = {};
     // Fact extraction from added messages (memory_extraction.h); set whenever `store` is.
     MemoryExtraction* extraction = nullptr;
+    // The engine extraction runs on when it is not `engine` (serve --memory-model); its
+    // counters go to /metrics as inferscale_memory_model_*.
+    engine::Engine* extraction_engine = nullptr;
     EmbeddingModel* embeddings = nullptr;  // null: no /v1/embeddings
     memory::FactEmbedder* embedder = nullptr;  // null: facts are not embedded
 };

@@ -48,7 +48,26 @@ void add_facts(ServerContext& ctx, const MemoryScope& scope, const std::string& 
     send_json(res, json{{"results", results}}.dump());
 }
 
-// Stores messages as conversation turns in `session`, continuing its numbering.
+// A 400 for the messages list unless it is a non-empty list of {role?, content, name?}.
+std::optional<ApiError> check_messages(const json& messages) {
+    if (!messages.is_array() || messages.empty())
+        return bad_request("'messages' must be a non-empty list", "messages");
+    for (std::size_t i = 0; i < messages.size(); ++i) {
+        const json& m = messages[i];
+        const std::string at = "messages[" + std::to_string(i) + "]";
+        if (!m.is_object()) return bad_request("'" + at + "' must be an object", "messages");
+        if (auto error = unsupported_field(m, {"role", "content", "name"}, at + ".")) return error;
+        if (!m.contains("content") || !m["content"].is_string())
+            return bad_request("every message needs a string 'content'", "messages");
+        for (const char* name : {"role", "name"})
+            if (m.contains(name) && !m[name].is_string())
+                return bad_request("'" + at + "." + name + "' must be a string", "messages");
+    }
+    return std::nullopt;
+}
+
+}  // namespace
+
 Result<std::vector<memory::Turn>> store_turns(ServerContext& ctx, const std::string& user,
                                               const std::string& session, const json& messages) {
     auto existing = ctx.store->list_turns(user);
@@ -77,26 +96,6 @@ Result<std::vector<memory::Turn>> store_turns(ServerContext& ctx, const std::str
     IS_RETURN_IF_ERROR(ctx.store->add_turns(user, turns));
     return turns;
 }
-
-// A 400 for the messages list unless it is a non-empty list of {role?, content, name?}.
-std::optional<ApiError> check_messages(const json& messages) {
-    if (!messages.is_array() || messages.empty())
-        return bad_request("'messages' must be a non-empty list", "messages");
-    for (std::size_t i = 0; i < messages.size(); ++i) {
-        const json& m = messages[i];
-        const std::string at = "messages[" + std::to_string(i) + "]";
-        if (!m.is_object()) return bad_request("'" + at + "' must be an object", "messages");
-        if (auto error = unsupported_field(m, {"role", "content", "name"}, at + ".")) return error;
-        if (!m.contains("content") || !m["content"].is_string())
-            return bad_request("every message needs a string 'content'", "messages");
-        for (const char* name : {"role", "name"})
-            if (m.contains(name) && !m[name].is_string())
-                return bad_request("'" + at + "." + name + "' must be a string", "messages");
-    }
-    return std::nullopt;
-}
-
-}  // namespace
 
 void add_memories(ServerContext& ctx, const ApiKey& key, const httplib::Request& req,
                   httplib::Response& res) {

@@ -20,6 +20,7 @@
 #include "apps/server/api_keys.h"
 #include "memory/fact_embedder.h"
 #include "memory/memory_store.h"
+#include "base/result.h"
 #include "memory/memory_types.h"
 
 namespace httplib {
@@ -88,6 +89,11 @@ std::optional<MemoryScope> query_scope(const ApiKey& key, const httplib::Request
 Result<std::vector<memory::AppliedChange>> apply_searchable(
     memory::MemoryStore& store, memory::FactEmbedder* embedder, std::string_view user,
     std::span<const memory::FactChange> changes);
+// Stores messages ({role?, content, name?}, checked) as conversation turns of `session`,
+// continuing its numbering; the turns stored (memory_add.cpp).
+Result<std::vector<memory::Turn>> store_turns(ServerContext& ctx, const std::string& user,
+                                              const std::string& session,
+                                              const nlohmann::json& messages);
 // The JSON object body, or a 400 sent and nullopt returned.
 std::optional<nlohmann::json> object_body(const httplib::Request& req, httplib::Response& res);
 

@@ -17,6 +17,22 @@ json job_json(const extract::JobState& state) {
     return out;
 }
 
+// The queue's job for the request's turns.
+extract::ExtractionJob job_of(const ExtractRequest& request) {
+    extract::ExtractionJob job;
+    job.user = request.scope.user_id;
+    job.agent_id = request.scope.agent_id;
+    job.run_id = request.scope.run_id;
+    job.metadata = request.metadata;
+    for (const memory::Turn& turn : request.turns) {
+        const bool plain_role = turn.speaker == "user" || turn.speaker == "assistant";
+        job.messages.push_back({turn.speaker == "assistant" ? "assistant" : "user",
+                                plain_role ? "" : turn.speaker, turn.text});
+        job.date = turn.timestamp;
+    }
+    return job;
+}
+
 }  // namespace
 
 MemoryExtraction::MemoryExtraction(engine::Engine& engine, memory::MemoryStore& store,
@@ -93,18 +109,7 @@ Result<json> MemoryExtraction::apply(const extract::ExtractionJob& job,
 }
 
 std::variant<json, ApiError> MemoryExtraction::extract(const ExtractRequest& request) {
-    extract::ExtractionJob job;
-    job.user = request.scope.user_id;
-    job.agent_id = request.scope.agent_id;
-    job.run_id = request.scope.run_id;
-    job.metadata = request.metadata;
-    for (const memory::Turn& turn : request.turns) {
-        const bool plain_role = turn.speaker == "user" || turn.speaker == "assistant";
-        job.messages.push_back({turn.speaker == "assistant" ? "assistant" : "user",
-                                plain_role ? "" : turn.speaker, turn.text});
-        job.date = turn.timestamp;
-    }
-    auto id = queue_.submit(std::move(job));
+    auto id = queue_.submit(job_of(request));
     if (!id.ok()) return from_error(id.error());
     if (request.async)
         return json{{"status", "PENDING"},
@@ -116,6 +121,20 @@ std::variant<json, ApiError> MemoryExtraction::extract(const ExtractRequest& req
         return ApiError{500, "memory extraction failed: " + (state ? state->error : "stopped"),
                         "server_error", std::nullopt, "extraction_failed"};
     return json{{"results", state->results}, {"turns_added", request.turns.size()}};
+}
+
+std::variant<std::uint64_t, ApiError> MemoryExtraction::reserve(const std::string& user) {
+    auto id = queue_.reserve(user);
+    if (!id.ok()) return from_error(id.error());
+    return *id;
+}
+
+void MemoryExtraction::submit_reserved(std::uint64_t id, const ExtractRequest& request) {
+    queue_.submit(id, job_of(request));
+}
+
+void MemoryExtraction::fail_reserved(std::uint64_t id, std::string error) {
+    queue_.fail(id, std::move(error));
 }
 
 std::optional<json> MemoryExtraction::event(std::uint64_t id, const ApiKey& key) const {

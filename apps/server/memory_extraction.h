@@ -33,6 +33,12 @@ class MemoryExtraction {
 
     // Queues the request's turns; waits for the result unless it is async.
     std::variant<nlohmann::json, ApiError> extract(const ExtractRequest& request);
+    // An event id for `user`'s job whose turns come later (a chat answer still generating): it
+    // polls PENDING until submit_reserved or fail_reserved; a 503 when the queue is full.
+    std::variant<std::uint64_t, ApiError> reserve(const std::string& user);
+    // Queues the request's turns as the reserved job; the request's user is the reserved one.
+    void submit_reserved(std::uint64_t id, const ExtractRequest& request);
+    void fail_reserved(std::uint64_t id, std::string error);
     // The job as GET /v1/memories/events/{id} shows it; nullopt when unknown or not the key's.
     std::optional<nlohmann::json> event(std::uint64_t id, const ApiKey& key) const;
 

@@ -98,8 +98,8 @@ void ServerMetrics::count_http_error(int status) {
     ++http_errors_[status];
 }
 
-std::string ServerMetrics::render(const engine::EngineStats& s,
-                                  const std::string& model_name) const {
+std::string ServerMetrics::render(const engine::EngineStats& s, const std::string& model_name,
+                                  const engine::EngineStats* extraction) const {
     Exposition e(model_name);
     ttft.render("inferscale_time_to_first_token_seconds", "Request arrival to first token.",
                 e.labels(), e.out());
@@ -195,6 +195,19 @@ std::string ServerMetrics::render(const engine::EngineStats& s,
         e.single("inferscale_chunk_pool_served_from_host_total", "counter",
                  "Chunks injected from host memory: the device tier had no room for them.",
                  double(p.served_from_host));
+    }
+    if (extraction) {
+        e.single("inferscale_memory_model_requests_finished_total", "counter",
+                 "Fact extraction requests the --memory-model engine answered.",
+                 double(extraction->requests_finished));
+        e.single("inferscale_memory_model_requests_failed_total", "counter",
+                 "Fact extraction requests that failed on the --memory-model engine.",
+                 double(extraction->requests_failed));
+        e.single("inferscale_memory_model_computed_tokens_total", "counter",
+                 "Tokens the --memory-model engine ran through its model.",
+                 double(extraction->computed_tokens));
+        e.single("inferscale_memory_model_generated_tokens_total", "counter",
+                 "Tokens the --memory-model engine sampled.", double(extraction->generated_tokens));
     }
     return e.out();
 }

@@ -44,7 +44,9 @@ class ServerMetrics {
     // An answer with status >= 400. Thread-safe.
     void count_http_error(int status);
 
-    std::string render(const engine::EngineStats& stats, const std::string& model_name) const;
+    // `extraction`: the stats of the engine fact extraction runs on, when it is a second one.
+    std::string render(const engine::EngineStats& stats, const std::string& model_name,
+                       const engine::EngineStats* extraction = nullptr) const;
 
   private:
     Histogram queue_time_;             // submit to the first step that scheduled the request

@@ -371,17 +371,33 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
     engine::MemoryChoice choice;
     if (const json* mem = f.get("memory")) {
         if (!mem->is_object()) return bad_request("'memory' must be an object", "memory");
-        if (auto e = unsupported_field(*mem, {"mode", "top_k", "context_window", "retrieval"},
-                                       "memory."))
+        if (auto e = unsupported_field(
+                *mem, {"mode", "top_k", "context_window", "retrieval", "store"}, "memory."))
             return *e;
         Fields mf(*mem);
         std::string mode, method;
         std::int64_t top_k = 0, window = 0;
+        bool store = false;
         mf.read("mode", mode, "a string", &json::is_string);
         mf.read("retrieval", method, "a string", &json::is_string);
         mf.read("top_k", top_k, "an integer", &json::is_number_integer);
         mf.read("context_window", window, "an integer", &json::is_number_integer);
-        if (mf.error) return *mf.error;
+        mf.read("store", store, "a boolean", &json::is_boolean);
+        if (mf.error) {  // named as fields of the memory object
+            ApiError e = *mf.error;
+            e.message = "'memory." + e.message.substr(1);
+            e.param = "memory." + e.param.value_or("");
+            return e;
+        }
+        if (store) {
+            if (r.user.empty()) return bad_request("'memory.store' needs a 'user'", "memory.store");
+            const auto last_user =
+                std::find_if(r.messages.rbegin(), r.messages.rend(),
+                             [](const jinja::ChatMessage& m) { return m.role == "user"; });
+            if (last_user == r.messages.rend())
+                return bad_request("'memory.store' needs a user message", "memory.store");
+            call.store_question = last_user->content;
+        }
         if (!mode.empty()) choice.mode = mode;
         if (mf.get("top_k")) choice.top_k = top_k;
         if (mf.get("context_window")) choice.context_window = window;

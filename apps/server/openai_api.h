@@ -4,8 +4,10 @@
 // output becomes response bodies and server-sent-event chunks (completion_writer.h).
 //
 // Memory rides on the standard `user` field (or metadata.user_id) with an extension object
-//   "memory": {"mode": "kv" | "prompt" | "none", "top_k": K, "context_window": W}
-// A request with a user and no memory object uses the server's default memory mode.
+//   "memory": {"mode": "kv" | "prompt" | "none", "top_k": K, "context_window": W,
+//              "store": true | false}
+// A request with a user and no memory object uses the server's default memory mode. `store`
+// (chat, with a user) queues the exchange for fact extraction once answered (exchange_memory.h).
 // `ignore_eos: true` (as vLLM takes it) generates exactly max_tokens tokens, for benchmarks.
 // Completions take a prompt string, a list of them, a list of token ids or a list of such
 // lists; `n` up to kMaxChoices copies of each prompt share its KV blocks through the prefix
@@ -46,6 +48,9 @@ struct CompletionCall {
     std::optional<toolcall::Format> tool_format;
     bool parallel_tool_calls = true;
     std::vector<std::string> tool_names;  // the functions a call may name
+    // Chat's memory.store: the request's last user message, whose exchange with the answer is
+    // stored for the request's user; nullopt when not asked.
+    std::optional<std::string> store_question;
 };
 
 inline constexpr int kMaxChoices = 16;  // the largest n

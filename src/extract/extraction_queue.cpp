@@ -1,5 +1,7 @@
 #include "extract/extraction_queue.h"
 
+#include "base/check.h"
+
 namespace inferscale::extract {
 
 const char* job_status_name(JobStatus status) {
@@ -36,21 +38,47 @@ ExtractionQueue::~ExtractionQueue() {
 }
 
 Result<std::uint64_t> ExtractionQueue::submit(ExtractionJob job) {
-    std::uint64_t id = 0;
+    const std::uint64_t id = IS_TRY(reserve(job.user));
+    submit(id, std::move(job));
+    return id;
+}
+
+Result<std::uint64_t> ExtractionQueue::reserve(std::string user) {
+    std::lock_guard lock(mutex_);
+    if (queued_.size() + reserved_.size() >= options_.max_queued)
+        return make_error(ErrorKind::Unavailable,
+                          "too many memory extraction jobs are waiting; retry later");
+    const std::uint64_t id = next_id_++;
+    Entry entry;
+    entry.state.id = id;
+    entry.state.user = std::move(user);
+    entries_.emplace(id, std::move(entry));
+    reserved_.insert(id);
+    return id;
+}
+
+void ExtractionQueue::submit(std::uint64_t id, ExtractionJob job) {
     {
         std::lock_guard lock(mutex_);
-        if (queued_.size() >= options_.max_queued)
-            return make_error(ErrorKind::Unavailable,
-                              "too many memory extraction jobs are waiting; retry later");
-        id = next_id_++;
-        Entry entry{std::move(job), {}};
-        entry.state.id = id;
-        entry.state.user = entry.job.user;
-        entries_.emplace(id, std::move(entry));
+        IS_CHECK(reserved_.erase(id) == 1) << "job " << id << " is not reserved";
+        Entry& entry = entries_.at(id);
+        IS_CHECK(job.user == entry.state.user) << "job " << id << " was reserved for another user";
+        entry.job = std::move(job);
         queued_.push_back(id);
     }
     changed_.notify_all();
-    return id;
+}
+
+void ExtractionQueue::fail(std::uint64_t id, std::string error) {
+    {
+        std::lock_guard lock(mutex_);
+        IS_CHECK(reserved_.erase(id) == 1) << "job " << id << " is not reserved";
+        Entry& entry = entries_.at(id);
+        entry.state.status = JobStatus::Failed;
+        entry.state.error = std::move(error);
+        finish_locked(entry);
+    }
+    changed_.notify_all();
 }
 
 std::optional<JobState> ExtractionQueue::state(std::uint64_t id) const {
@@ -85,6 +113,14 @@ ExtractionQueue::Entry* ExtractionQueue::take_locked() {
     return nullptr;
 }
 
+void ExtractionQueue::finish_locked(Entry& entry) {
+    finished_.push_back(entry.state.id);
+    while (finished_.size() > options_.finished_kept) {
+        entries_.erase(finished_.front());
+        finished_.pop_front();
+    }
+}
+
 void ExtractionQueue::work() {
     std::unique_lock lock(mutex_);
     while (true) {
@@ -109,11 +145,7 @@ void ExtractionQueue::work() {
             entry->state.status = JobStatus::Failed;
             entry->state.error = outcome.error().message;
         }
-        finished_.push_back(entry->state.id);
-        while (finished_.size() > options_.finished_kept) {
-            entries_.erase(finished_.front());
-            finished_.pop_front();
-        }
+        finish_locked(*entry);
         changed_.notify_all();
     }
 }

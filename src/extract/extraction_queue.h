@@ -71,6 +71,13 @@ class ExtractionQueue {
 
     // The job's id; Unavailable when max_queued jobs wait already.
     Result<std::uint64_t> submit(ExtractionJob job);
+    // An id for `user`'s job to come, counted as queued (Unavailable as for
+    // submit). Exactly one of submit(id, job) and fail(id, error) must follow.
+    Result<std::uint64_t> reserve(std::string user);
+    // Queues the reserved job; `job.user` must be the reserved user.
+    void submit(std::uint64_t id, ExtractionJob job);
+    // Ends the reservation as a failed job with this error.
+    void fail(std::uint64_t id, std::string error);
     // nullopt for an id never given out or no longer kept.
     std::optional<JobState> state(std::uint64_t id) const;
     // Waits until the job has finished; its state (nullopt as for state()).
@@ -85,6 +92,8 @@ class ExtractionQueue {
     // Takes the first queued job whose user has no job running; null when none.
     // Lock held.
     Entry* take_locked();
+    // Records the entry as finished, dropping the oldest past the bound. Lock held.
+    void finish_locked(Entry& entry);
 
     FactExtractor& extractor_;
     SimilarFor similar_;
@@ -98,6 +107,7 @@ class ExtractionQueue {
     std::map<std::uint64_t, Entry> entries_;  // queued, running and kept finished jobs
     std::deque<std::uint64_t> queued_;
     std::deque<std::uint64_t> finished_;
+    std::set<std::uint64_t> reserved_;  // ids whose job is still to come
     std::set<std::string> busy_users_;
     std::vector<std::thread> workers_;
 };

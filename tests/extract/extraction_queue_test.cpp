@@ -1,6 +1,8 @@
 // ExtractionQueue with a model that echoes each message as a fact: jobs of one
 // user run one at a time and in order, different users' jobs run side by side,
-// a failure is reported as the job's state, and a full queue says so.
+// a failure is reported as the job's state, and a full queue says so; a
+// reserved id reads PENDING until its job is given (then runs as a submitted
+// one) or the reservation fails, and reservations count against the bound.
 
 #include "extract/extraction_queue.h"
 
@@ -116,6 +118,45 @@ TEST(ExtractionQueue, FailuresAreTheJobsStateAndAFullQueueSaysSo) {
     EXPECT_EQ(full.error().kind, ErrorKind::Unavailable);
     gate.unlock();
     EXPECT_EQ(queue.wait(blocked)->status, JobStatus::Succeeded);
+}
+
+TEST(ExtractionQueue, ReservedIdsWaitForTheirJobOrFail) {
+    EchoLlm llm;
+    FactExtractor extractor(llm);
+    const auto apply = [](const ExtractionJob&,
+                          const std::vector<FactChange>& changes) -> Result<json> {
+        return json::array({changes.at(0).text});
+    };
+    const auto nothing_similar = [](const ExtractionJob&) -> SimilarFacts {
+        return [](std::string_view, std::size_t) -> Result<std::vector<StoredFact>> {
+            return std::vector<StoredFact>{};
+        };
+    };
+    ExtractionQueue queue(extractor, nothing_similar, apply, {.workers = 1, .max_queued = 2});
+    const std::uint64_t kept = *queue.reserve("ann");
+    const std::uint64_t dropped = *queue.reserve("bob");
+    EXPECT_EQ(queue.state(kept)->status, JobStatus::Queued);
+    EXPECT_EQ(queue.state(kept)->user, "ann");
+    const auto full = queue.submit(job("cy", "c"));
+    ASSERT_FALSE(full.ok());
+    EXPECT_EQ(full.error().kind, ErrorKind::Unavailable);
+    // Workers pass a reservation by until its job comes.
+    std::this_thread::sleep_for(std::chrono::milliseconds(30));
+    EXPECT_EQ(queue.state(kept)->status, JobStatus::Queued);
+
+    queue.submit(kept, job("ann", "kept"));
+    const auto done = queue.wait(kept);
+    ASSERT_TRUE(done.has_value());
+    EXPECT_EQ(done->status, JobStatus::Succeeded) << done->error;
+    EXPECT_EQ(done->results, json::array({"kept"}));
+
+    queue.fail(dropped, "the answer was cancelled");
+    const auto failed = queue.wait(dropped);
+    ASSERT_TRUE(failed.has_value());
+    EXPECT_EQ(failed->status, JobStatus::Failed);
+    EXPECT_EQ(failed->error, "the answer was cancelled");
+    EXPECT_EQ(failed->user, "bob");
+    EXPECT_TRUE(queue.submit(job("cy", "c")).ok());
 }
 
 }  // namespace

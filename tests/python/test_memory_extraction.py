@@ -2,16 +2,20 @@
 `inferscale serve` binary. With the bundled model: what a synchronous add answers is exactly what
 the store then lists (scope and metadata carried, an ADD history row per new fact); async_mode
 answers PENDING with an event id that is polled to the same kind of answer; another tenant's key
-never sees the event. With Qwen2.5-Coder-1.5B-Instruct (scripts/fetch_model.sh; skipped when
+never sees the event. `serve --memory-model` (the bundled file again) runs extraction on an
+engine of its own: its tokens show in that engine's counters and none in the served one's, the
+opposite of a server without the flag; a file that does not load ends start-up with an error
+naming it. With Qwen2.5-Coder-1.5B-Instruct (scripts/fetch_model.sh; skipped when
 absent): "I moved to Berlin" after "I live in Paris" updates the stored fact, and its history
 keeps the old and the new text."""
 import os
+import subprocess
 import time
 
 import httpx
 import pytest
 
-from server_process import MODEL, Server
+from server_process import BIN, MODEL, Server
 
 pytestmark = pytest.mark.skipif(not os.path.exists(MODEL), reason="run scripts/setup.sh first")
 
@@ -87,6 +91,44 @@ def test_async_extraction_is_polled_and_private_to_its_tenant(server):
     assert other.status_code == 404, other.text
     assert c.get("/v1/memories/events/987654").status_code == 404
     assert c.get("/v1/memories/events/abc").status_code == 404
+
+
+def extraction_counts(s, key=None):
+    """What one synchronous extraction adds to each /metrics counter."""
+    c = httpx.Client(base_url=s.url, timeout=600,
+                     headers={"Authorization": f"Bearer {key}"} if key else {})
+    before = s.metrics()
+    ok(c.post("/memories", json={"user_id": "ann", "messages": [
+        {"role": "user", "content": "I live in Paris and I have a cat named Tom."}]}))
+    after = s.metrics()
+    return {name: value - before.get(name, 0) for name, value in after.items()}
+
+
+def test_a_memory_model_runs_extraction_on_its_own_engine(server, tmp_path):
+    served = extraction_counts(server, "sk-ann")
+    assert served["inferscale_computed_tokens_total"] > 0
+    assert not any(name.startswith("inferscale_memory_model_") for name in served)
+    s = Server(tmp_path, "--memory-model", MODEL)
+    try:
+        second = extraction_counts(s)
+        assert second["inferscale_computed_tokens_total"] == 0, second
+        assert second["inferscale_requests_finished_total"] == 0, second
+        assert second["inferscale_memory_model_computed_tokens_total"] > 0, second
+        assert second["inferscale_memory_model_requests_finished_total"] > 0, second
+        assert "extraction on SmolLM2-135M-Instruct.Q4_1" in s.read_log()
+    finally:
+        s.stop()
+
+
+def test_a_memory_model_that_does_not_load_ends_start_up(tmp_path):
+    garbage = tmp_path / "garbage.gguf"
+    garbage.write_bytes(b"not a model")
+    for path in (str(tmp_path / "missing.gguf"), str(garbage)):
+        run = subprocess.run([BIN, "serve", "--memory-model", path, "--port", "0",
+                              "--db", str(tmp_path / "memory.db")],
+                             capture_output=True, text=True, timeout=300)
+        assert run.returncode != 0, run.stderr
+        assert f"error: --memory-model {path}: " in run.stderr, run.stderr
 
 
 @pytest.mark.skipif(not os.path.exists(QWEN), reason="scripts/fetch_model.sh qwen2.5-coder-1.5b")
