@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "cuda_test_util.h"
+#include "memory/device_user_vectors.h"
 #include "memory/device_vector_index.h"
 #include "retrieval/vector_index.h"
 
@@ -119,6 +120,37 @@ TEST_F(CudaDotTopKTest, DeviceVectorIndexMatchesVectorIndex) {
         for (std::size_t k : {1, 10, 100, 500}) {
             EXPECT_EQ(device.search(q, k), host.search("u", q, k)) << "k " << k;
         }
+    }
+}
+
+// What the server searches on the GPU: every user's mirror (DeviceUserVectors) through puts, moves
+// between users, erases and user deletions, equal to the host index user by user.
+TEST_F(CudaDotTopKTest, DeviceUserVectorsMatchVectorIndexAcrossUsers) {
+    const std::size_t dim = 384;
+    memory::DeviceUserVectors device(*gpu_, dim);
+    retrieval::VectorIndex host(dim);
+    const std::vector<std::string> users = {"a", "b", "c"};
+    for (int step = 0; step < 2000; ++step) {
+        const auto id = static_cast<retrieval::FactId>(rng_() % 600);
+        const std::string& user = users[rng_() % users.size()];
+        const int op = static_cast<int>(rng_() % 100);
+        if (op < 75) {
+            const auto v = eighths(dim);
+            ASSERT_TRUE(device.put(user, id, v).ok());
+            host.upsert(user, id, v);
+        } else if (op < 99) {
+            device.erase(id);
+            host.remove(id);
+        } else {
+            device.erase_user(user);
+            host.remove_user(user);
+        }
+    }
+    for (int i = 0; i < 3; ++i) {
+        const auto q = eighths(dim);
+        for (const std::string& u : users)
+            for (std::size_t k : {1, 10, 100})
+                EXPECT_EQ(*device.nearest(u, q, k), host.search(u, q, k)) << u << " k " << k;
     }
 }
 
