@@ -76,6 +76,7 @@ def run_builtin(url, user, groups, questions):
                                           "session_id": f"session_{session}"})
         seconds = time.perf_counter() - t0
         res.raise_for_status()
+        print(f"built-in add {len(adds) + 1}: {seconds:.1f} s", flush=True)
         adds.append((seconds, [(r["event"], r["memory"]) for r in res.json()["results"]]))
     listed = c.get("/v1/memories", params={"user_id": user, "page_size": 1000})
     listed.raise_for_status()
@@ -89,9 +90,9 @@ def run_builtin(url, user, groups, questions):
     return adds, facts, found
 
 
-def mem0_memory(url, model_id, embed_id, workdir):
+def mem0_memory(url, model_id, embed_id, workdir, llm_timeout):
     from mem0 import Memory
-    return Memory.from_config({
+    memory = Memory.from_config({
         "llm": {"provider": "openai", "config": {
             "model": model_id, "openai_base_url": url + "/v1", "api_key": "none"}},
         "embedder": {"provider": "openai", "config": {
@@ -102,14 +103,26 @@ def mem0_memory(url, model_id, embed_id, workdir):
             "embedding_model_dims": 384, "on_disk": True}},
         "history_db_path": os.path.join(workdir, "history.db"),
     })
+    # Mem0 builds its OpenAI client with the defaults: a 600 s timeout and two retries. One add
+    # prefills Mem0's ~8k-token prompt, which on a small CPU takes longer than that, and a retry
+    # would silently start it again.
+    memory.llm.client = memory.llm.client.with_options(timeout=llm_timeout, max_retries=0)
+    return memory
 
 
 def run_mem0(memory, user, groups, questions):
+    """Mem0's add per group, then search; an add that fails ends the adds (reported, not
+    raised), so what was stored before it is still listed and searched."""
     adds = []
-    for _, messages in groups:
+    for i, (_, messages) in enumerate(groups):
         t0 = time.perf_counter()
-        res = memory.add(messages, user_id=user)
+        try:
+            res = memory.add(messages, user_id=user)
+        except Exception as e:  # the peer's failure is a result to print
+            print(f"mem0 add {i + 1} failed after {time.perf_counter() - t0:.1f} s: {e}")
+            break
         seconds = time.perf_counter() - t0
+        print(f"mem0 add {i + 1}: {seconds:.1f} s", flush=True)
         adds.append((seconds, [(r["event"], r["memory"]) for r in res["results"]]))
     facts = [m["memory"] for m in memory.get_all(filters={"user_id": user}, top_k=1000)["results"]]
     found = [[m["memory"] for m in memory.search(q["question"], filters={"user_id": user},
@@ -124,6 +137,9 @@ def print_pipeline(name, groups, adds, facts):
         for event, memory in events:
             print(f"    {event}: {memory}")
     times = [s for s, _ in adds]
+    if not times:
+        print("no add finished")
+        return
     print(f"seconds per add: p50 {statistics.median(times):.1f}, max {max(times):.1f}, "
           f"total {sum(times):.1f} over {len(times)} adds")
     print(f"facts stored: {len(facts)}")
@@ -143,6 +159,8 @@ def main():
     parser.add_argument("--max-turns", type=int, default=8)
     parser.add_argument("--turns-per-add", type=int, default=2)
     parser.add_argument("--questions", type=int, default=8)
+    parser.add_argument("--llm-timeout", type=float, default=3600,
+                        help="seconds Mem0's OpenAI client waits for one chat completion")
     args = parser.parse_args()
 
     os.environ["INFERSCALE_BIN"] = args.bin
@@ -175,8 +193,8 @@ def main():
             print_pipeline("built-in (POST /v1/memories, infer: true)", groups, *builtin[:2])
             workdir = os.path.join(tmp, "mem0")
             os.makedirs(workdir)
-            peer = run_mem0(mem0_memory(server.url, model_id, embed_id, workdir), user, groups,
-                            questions)
+            memory = mem0_memory(server.url, model_id, embed_id, workdir, args.llm_timeout)
+            peer = run_mem0(memory, user, groups, questions)
             print_pipeline("mem0 (Memory.add)", groups, *peer[:2])
         finally:
             server.stop()
