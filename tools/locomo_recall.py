@@ -13,8 +13,9 @@ could reach: the share of questions with at least one evidence turn that some fa
 (and, next to it, the share of evidence turns that have a fact).
 
 With --extracted FILE (tools/locomo_extract.py writes it: the facts the engine's own extraction
-pipeline stored for each conversation, each with the turns of the add it came from), the same
-table follows for those facts.
+pipeline stored for each conversation, each with the turns of the add it came from), two more
+tables over the conversations and sessions that extraction ran, questions cut to those whose
+evidence lies there: the observations of those sessions, then the extracted facts.
 
 Every row ranks with bench/fact_rank, which runs the server's retrieval::FactRetriever:
   bm25          Bm25Index without stemming (Bm25Params{.stem = false})
@@ -82,17 +83,26 @@ def rank_method(binary, method, stem=True, embedding_model=None, device="cpu"):
 
 
 def with_extracted(conversations, path):
-    """The conversations with the extracted facts of `path` in place of the observations."""
+    """The conversations the extraction ran, with their questions cut to those whose evidence
+    lies in the sessions it ran: once with the observations of those sessions, once with the
+    extracted facts of `path` in their place."""
     with open(path, encoding="utf-8") as f:
         extracted = json.load(f)
-    out, next_id = [], 1
+    last = extracted["sessions"]
+    in_run = lambda turn: int(turn[1:].split(":")[0]) <= last  # "D3:12" -> session 3
+    observed, found, next_id = [], [], 1
     for c in conversations:
+        if c["name"] not in extracted["conversations"]:
+            continue
+        questions = [q for q in c["questions"] if q["evidence"] and all(map(in_run, q["evidence"]))]
+        observed.append({**c, "questions": questions,
+                         "facts": [f for f in c["facts"] if f["turns"] and all(map(in_run, f["turns"]))]})
         facts = []
-        for fact in extracted["conversations"].get(c["name"], []):
+        for fact in extracted["conversations"][c["name"]]:
             facts.append({"id": next_id, "text": fact["text"], "turns": set(fact["turns"])})
             next_id += 1
-        out.append({**c, "facts": facts})
-    return out
+        found.append({**c, "questions": questions, "facts": facts})
+    return observed, found, f"{extracted['model']} on {extracted['device']}, sessions 1-{last}"
 
 
 def recall_row(conversations, rankings):
@@ -171,9 +181,12 @@ def main():
         print()
         print_table("LoCoMo " + " + ".join(c["name"] for c in subset), subset, methods)
     if args.extracted:
+        observed, found, run = with_extracted(conversations, args.extracted)
+        names = " + ".join(c["name"] for c in found)
         print()
-        print_table("LoCoMo, all conversations, facts extracted by the engine",
-                    with_extracted(conversations, args.extracted), methods)
+        print_table(f"LoCoMo {names} ({run}), annotated observations", observed, methods)
+        print()
+        print_table(f"LoCoMo {names} ({run}), facts extracted by the engine", found, methods)
 
 
 if __name__ == "__main__":
