@@ -59,8 +59,11 @@ Result<std::vector<Hit>> FactRetriever::search(std::string_view user, std::strin
             break;
     }
     const std::size_t depth = std::max(k, kFusionDepth);
+    // The dense list first: an early return from inside the array's initializer would leak
+    // the elements made before it (GCC's statement expressions).
+    std::vector<Hit> dense = IS_TRY(dense_search(user, query, depth));
     const std::array<std::vector<Hit>, 2> lists{lexical_.search(user, query, depth),
-                                                IS_TRY(dense_search(user, query, depth))};
+                                                std::move(dense)};
     return reciprocal_rank_fusion(lists, k, kFusionC);
 }
 
