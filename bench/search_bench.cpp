@@ -49,7 +49,9 @@ namespace inferscale::bench {
 namespace {
 
 constexpr std::size_t kDim = 384;
-constexpr std::size_t kFuse = 50;  // each list's depth before fusion
+// Each list's depth before fusion and the fusion's constant: the server's (FactRetriever).
+constexpr std::size_t kFuse = retrieval::FactRetriever::kFusionDepth;
+constexpr double kFuseC = retrieval::FactRetriever::kFusionC;
 constexpr int kQueries = 64;
 constexpr std::uint64_t kSeed = 1;
 const std::string kUser = "bench-user";
@@ -236,9 +238,9 @@ int run(const Options& opt) {
                           {"host_read_bytes_per_s", host_bw},
                           {"rows", nlohmann::json::array()}};
     std::printf(
-        "search_bench: one user, dim %zu f32 unit vectors, k %zu, hybrid = RRF(c 60) of "
+        "search_bench: one user, dim %zu f32 unit vectors, k %zu, hybrid = RRF(c %g) of "
         "BM25 and dense top-%zu, %d timed searches a row (seed %llu)\n",
-        kDim, opt.k, kFuse, opt.iters, static_cast<unsigned long long>(kSeed));
+        kDim, opt.k, kFuseC, kFuse, opt.iters, static_cast<unsigned long long>(kSeed));
     std::printf("host: %d OpenMP threads, read bandwidth %.1f GB/s (parallel streaming sum)\n",
                 omp_get_max_threads(), host_bw / 1e9);
 
@@ -325,7 +327,7 @@ int run(const Options& opt) {
                            const std::vector<std::vector<retrieval::Hit>> lists = {
                                bm25.search(kUser, questions[i % kQueries], kFuse),
                                dense.search(kUser, queries[i % kQueries], kFuse)};
-                           sink += retrieval::reciprocal_rank_fusion(lists, opt.k).size();
+                           sink += retrieval::reciprocal_rank_fusion(lists, opt.k, kFuseC).size();
                        }),
             bytes, host_bw);
         if (cpu_encoder != nullptr) {
@@ -376,7 +378,7 @@ int run(const Options& opt) {
                                const std::vector<std::vector<retrieval::Hit>> lists = {
                                    bm25.search(kUser, questions[i % kQueries], kFuse),
                                    mirror.search(queries[i % kQueries], kFuse)};
-                               sink += retrieval::reciprocal_rank_fusion(lists, opt.k).size();
+                               sink += retrieval::reciprocal_rank_fusion(lists, opt.k, kFuseC).size();
                            }),
                 bytes, device_bw);
             if (gpu_encoder != nullptr) {
