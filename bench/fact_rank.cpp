@@ -58,11 +58,7 @@ int main(int argc, char** argv) {
 
     std::unique_ptr<tensor::Backend> backend;
     std::unique_ptr<embed::SentenceEncoder> encoder;
-    const auto embed = [&](std::span<const std::string> texts) -> Result<std::vector<float>> {
-        std::vector<float> out(texts.size() * static_cast<std::size_t>(encoder->dim()));
-        IS_RETURN_IF_ERROR(encoder->encode(texts, out));
-        return out;
-    };
+    const auto embed = [&](std::span<const std::string> texts) { return encoder->embed(texts); };
     if (dense) {
         auto parsed = engine::parse_device(device);
         if (!parsed.ok()) return fail(parsed.error().message);

@@ -211,11 +211,9 @@ struct Options {
 
 // A query embedder over `encoder` (one text, batch 1), as the server's.
 retrieval::QueryEmbedder embedder_of(embed::SentenceEncoder& encoder) {
-    return [&encoder](std::string_view text) -> Result<std::vector<float>> {
+    return [&encoder](std::string_view text) {
         const std::string one(text);
-        std::vector<float> out(static_cast<std::size_t>(encoder.dim()));
-        IS_RETURN_IF_ERROR(encoder.encode({&one, 1}, out));
-        return out;
+        return encoder.embed({&one, 1});
     };
 }
 

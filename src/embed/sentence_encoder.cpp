@@ -153,6 +153,12 @@ Status SentenceEncoder::encode(std::span<const std::string> texts, std::span<flo
     return encode_ids(ids, out);
 }
 
+Result<std::vector<float>> SentenceEncoder::embed(std::span<const std::string> texts) {
+    std::vector<float> out(texts.size() * static_cast<std::size_t>(dim()));
+    IS_RETURN_IF_ERROR(encode(texts, out));
+    return out;
+}
+
 Status SentenceEncoder::encode_ids(std::span<const std::vector<std::int32_t>> ids,
                                    std::span<float> out) {
     IS_CHECK(out.size() == ids.size() * static_cast<std::size_t>(dim())) << "encode out size";

@@ -53,6 +53,8 @@ class SentenceEncoder {
     // Embeddings of `texts`, row-major [texts.size(), dim()] f32 into `out` (exactly that
     // size), each row of unit length. Errors: out of device memory growing the workspace.
     Status encode(std::span<const std::string> texts, std::span<float> out);
+    // The same into a vector of its own.
+    Result<std::vector<float>> embed(std::span<const std::string> texts);
     // The same from ids (each from tokenize(); none empty, none over max_seq_length).
     Status encode_ids(std::span<const std::vector<std::int32_t>> ids, std::span<float> out);
 
