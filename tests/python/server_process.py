@@ -95,3 +95,15 @@ class Server:
         self.proc.kill()
         self.proc.wait()
         self.log.close()
+
+
+def api_client(server, key, timeout=600):
+    """An httpx client of `server` that sends `key` as its bearer token."""
+    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"},
+                        timeout=timeout)
+
+
+def ok(res, status=200):
+    """The JSON body of a response that must have `status`."""
+    assert res.status_code == status, (res.status_code, res.text)
+    return res.json()

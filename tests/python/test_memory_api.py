@@ -6,10 +6,9 @@ delete, deletes by scope, reset, and the errors (unknown fields, missing user_id
 import hashlib
 import os
 
-import httpx
 import pytest
 
-from server_process import MODEL, Server
+from server_process import MODEL, Server, api_client, ok
 
 pytestmark = pytest.mark.skipif(not os.path.exists(MODEL), reason="run scripts/setup.sh first")
 
@@ -26,12 +25,7 @@ def server(tmp_path_factory):
 
 
 def http(server, key="sk-admin"):
-    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"}, timeout=60)
-
-
-def ok(res, status=200):
-    assert res.status_code == status, (res.status_code, res.text)
-    return res.json()
+    return api_client(server, key, timeout=60)
 
 
 def error(res, status, param=None):

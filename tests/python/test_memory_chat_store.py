@@ -13,22 +13,12 @@ import time
 import httpx
 import pytest
 
-from server_process import MODEL, MODEL_ID, Server
+from server_process import MODEL, MODEL_ID, Server, api_client, ok
 
 pytestmark = pytest.mark.skipif(not os.path.exists(MODEL), reason="run scripts/setup.sh first")
 
 KEYS = {"sk-ann": ["ann"], "sk-bob": ["bob"]}
 HEADER = "x-memory-event-id"
-
-
-def http(server, key):
-    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"},
-                        timeout=600)
-
-
-def ok(res):
-    assert res.status_code == 200, (res.status_code, res.text)
-    return res.json()
 
 
 def chat_body(content, **extra):
@@ -76,7 +66,7 @@ def server(tmp_path_factory):
 
 
 def test_an_answer_is_stored_and_its_event_ends(server):
-    c = http(server, "sk-ann")
+    c = api_client(server, "sk-ann")
     before = stored_turns(server, "ann")
     res = c.post("/v1/chat/completions", json=chat_body("My dog is called Rex."))
     answer = ok(res)["choices"][0]["message"]["content"]
@@ -85,7 +75,7 @@ def test_an_answer_is_stored_and_its_event_ends(server):
     check_extracted(c, state)
     assert stored_turns(server, "ann")[len(before):] == [
         ("api", "user", "My dog is called Rex."), ("api", "assistant", answer)]
-    assert http(server, "sk-bob").get(f"/v1/memories/events/{event}").status_code == 404
+    assert api_client(server, "sk-bob").get(f"/v1/memories/events/{event}").status_code == 404
     # The ids are those of POST /v1/memories: an async add gets the next one.
     queued = ok(c.post("/v1/memories", json={
         "user_id": "ann", "async_mode": True,
@@ -95,7 +85,7 @@ def test_an_answer_is_stored_and_its_event_ends(server):
 
 
 def test_a_streamed_answer_is_stored_as_it_was_sent(server):
-    c = http(server, "sk-ann")
+    c = api_client(server, "sk-ann")
     before = stored_turns(server, "ann")
     parts = []
     with c.stream("POST", "/v1/chat/completions",
@@ -112,7 +102,7 @@ def test_a_streamed_answer_is_stored_as_it_was_sent(server):
 
 
 def test_a_stream_left_early_fails_its_event(server):
-    c = http(server, "sk-ann")
+    c = api_client(server, "sk-ann")
     before = stored_turns(server, "ann")
     body = chat_body("Tell me a very long story.", stream=True, max_tokens=4000, ignore_eos=True)
     with c.stream("POST", "/v1/chat/completions", json=body) as res:
@@ -124,7 +114,7 @@ def test_a_stream_left_early_fails_its_event(server):
 
 
 def test_the_field_is_checked(server, tmp_path):
-    c = http(server, "sk-ann")
+    c = api_client(server, "sk-ann")
     no_user = chat_body("hi")
     del no_user["user"]
     cases = [(no_user, "memory.store"),

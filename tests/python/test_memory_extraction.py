@@ -15,22 +15,12 @@ import time
 import httpx
 import pytest
 
-from server_process import BIN, MODEL, Server
+from server_process import BIN, MODEL, Server, api_client, ok
 
 pytestmark = pytest.mark.skipif(not os.path.exists(MODEL), reason="run scripts/setup.sh first")
 
 QWEN = os.path.join(os.environ.get("INFERSCALE_MODELS", "models"), "qwen2.5-coder-1.5b.gguf")
 KEYS = {"sk-ann": ["ann"], "sk-bob": ["bob"]}
-
-
-def http(server, key):
-    return httpx.Client(base_url=server.url, headers={"Authorization": f"Bearer {key}"},
-                        timeout=600)
-
-
-def ok(res):
-    assert res.status_code == 200, (res.status_code, res.text)
-    return res.json()
 
 
 @pytest.fixture(scope="module")
@@ -54,7 +44,7 @@ def check_applied(c, results, prefix=""):
 
 
 def test_a_synchronous_add_answers_what_the_store_then_lists(server):
-    c = http(server, "sk-ann")
+    c = api_client(server, "sk-ann")
     res = ok(c.post("/memories", json={
         "user_id": "ann", "agent_id": "coach", "run_id": "week-1", "metadata": {"source": "chat"},
         "messages": [{"role": "user", "content": "I live in Paris and I have a cat named Tom."},
@@ -71,7 +61,7 @@ def test_a_synchronous_add_answers_what_the_store_then_lists(server):
 
 
 def test_async_extraction_is_polled_and_private_to_its_tenant(server):
-    c = http(server, "sk-ann")
+    c = api_client(server, "sk-ann")
     queued = ok(c.post("/v1/memories", json={
         "user_id": "ann", "async_mode": True,
         "messages": [{"role": "user", "content": "I work as a nurse at the city hospital."}]}))
@@ -87,7 +77,7 @@ def test_async_extraction_is_polled_and_private_to_its_tenant(server):
     assert state["user_id"] == "ann"
     check_applied(c, state["results"], prefix="/v1")
     assert ok(c.get(f"/v1/memories/events/{event}/")) == state
-    other = http(server, "sk-bob").get(f"/v1/memories/events/{event}")
+    other = api_client(server, "sk-bob").get(f"/v1/memories/events/{event}")
     assert other.status_code == 404, other.text
     assert c.get("/v1/memories/events/987654").status_code == 404
     assert c.get("/v1/memories/events/abc").status_code == 404
