@@ -16,6 +16,7 @@
 // term with the query are returned.
 
 #include <cstddef>
+#include <cstdint>
 #include <shared_mutex>
 #include <string>
 #include <string_view>
@@ -51,14 +52,22 @@ class Bm25Index {
     std::vector<Hit> search(std::string_view user, std::string_view query, std::size_t k) const;
 
   private:
+    // A user's facts live in dense slots so that a search scores into a flat array; postings
+    // hold the slot and the term frequency, so scoring touches no hash table per posting.
+    struct Posting {
+        std::uint32_t slot;
+        std::uint32_t tf;
+    };
     struct Doc {
-        std::unordered_map<std::string, int> term_freq;
-        std::size_t length = 0;  // terms, repeats counted
+        FactId fact_id = 0;
+        std::uint32_t length = 0;                     // terms, repeats counted
+        std::vector<std::string> terms;               // distinct, to find its postings
     };
     struct UserIndex {
-        std::unordered_map<FactId, Doc> docs;
-        // term -> facts containing it (with the term frequency there)
-        std::unordered_map<std::string, std::unordered_map<FactId, int>> postings;
+        std::vector<Doc> slots;                       // fact_id 0: a free slot
+        std::vector<std::uint32_t> free_slots;
+        std::unordered_map<FactId, std::uint32_t> slot_of;
+        std::unordered_map<std::string, std::vector<Posting>> postings;  // term -> its facts
         std::size_t total_length = 0;
     };
 
