@@ -187,10 +187,9 @@ def engine_counters(url):
     names = {"inferscale_engine_steps_total": "steps", "inferscale_engine_step_seconds_total": "step_s",
              "inferscale_engine_forward_seconds_total": "forward_s"}
     out = {}
-    for line in http_get(url + "/metrics").splitlines():
-        name, _, value = line.partition(" ")
-        if name in names:
-            out[names[name]] = float(value)
+    for m in re.finditer(r"^(\w+)(?:\{[^}]*\})? (\S+)$", http_get(url + "/metrics"), re.M):
+        if m.group(1) in names:
+            out[names[m.group(1)]] = float(m.group(2))
     return out
 
 
@@ -350,7 +349,17 @@ def main():
     pool = {m.group(1): float(m.group(2)) for m in re.finditer(
         r"^inferscale_chunk_pool_(promotions|demotions|served_from_host)_total(?:\{[^}]*\})? (\S+)$",
         results["metrics_after"], re.M)}
-    print("chunk pool: " + ", ".join(f"{k} {v:.0f}" for k, v in pool.items()))
+    moved = {m.group(1): float(m.group(2)) for m in re.finditer(
+        r'^inferscale_chunk_pool_moved_bytes_total\{[^}]*direction="(\w+)"[^}]*\} (\S+)$',
+        results["metrics_after"], re.M)}
+    wait = {m.group(1): float(m.group(2)) for m in re.finditer(
+        r"^inferscale_memory_(requests|wait_seconds)_total(?:\{[^}]*\})? (\S+)$",
+        results["metrics_after"], re.M)}
+    print("chunk pool: " + ", ".join(f"{k} {v:.0f}" for k, v in pool.items()) + "; moved " +
+          ", ".join(f"{k} {v / 2**30:.1f} GiB" for k, v in moved.items()))
+    if wait.get("requests"):
+        print(f"memory wait: {wait['wait_seconds'] / wait['requests'] * 1e3:.1f} ms per request "
+              f"over {wait['requests']:.0f} requests")
     if args.compare_answers:
         other = json.load(open(args.compare_answers))["answers"]
         for key, answers in results["answers"].items():

@@ -162,6 +162,12 @@ std::string ServerMetrics::render(const engine::EngineStats& s, const std::strin
     e.single("inferscale_engine_forward_seconds_total", "counter",
              "Time of engine steps spent in the model's forward (the rest is host work).",
              s.forward_seconds);
+    e.single("inferscale_memory_requests_total", "counter",
+             "Ended requests whose memory chunks were made ready (encoded or promoted).",
+             double(s.memory_requests));
+    e.single("inferscale_memory_wait_seconds_total", "counter",
+             "Time those requests spent between entering the engine and their chunks being ready.",
+             s.memory_wait_seconds);
     {
         std::lock_guard lock(mutex_);
         header(e.out(), "inferscale_http_errors_total", "counter",
@@ -191,7 +197,15 @@ std::string ServerMetrics::render(const engine::EngineStats& s, const std::strin
         e.single("inferscale_chunk_pool_promotions_total", "counter",
                  "Chunks copied up to the device.", double(p.promotions));
         e.single("inferscale_chunk_pool_demotions_total", "counter",
-                 "Chunks moved down a tier.", double(p.demotions));
+                 "Chunk copies dropped from the device or host tier.", double(p.demotions));
+        e.per("inferscale_chunk_pool_moved_bytes_total", "counter",
+              "Chunk bytes moved between tiers (up: host to device, down: device to host, "
+              "read: disk to host, written: host to disk).",
+              "direction",
+              {{"up", double(p.bytes_up)},
+               {"down", double(p.bytes_down)},
+               {"read", double(p.bytes_read)},
+               {"written", double(p.bytes_written)}});
         e.single("inferscale_chunk_pool_served_from_host_total", "counter",
                  "Chunks injected from host memory: the device tier had no room for them.",
                  double(p.served_from_host));

@@ -227,6 +227,8 @@ void Engine::end(Active& a, StreamEvent event) {
     const bool failed = event.error.has_value();
     const bool hit_length = std::string_view(event.finish_reason) == "length";
     const std::int64_t prompt_tokens = a.usage.prompt_tokens;
+    // From entering the engine to its chunks being held (requests with memory only).
+    const double memory_wait = a.t_memory > 0 ? a.t_memory - a.t_queued : -1.0;
     a.stream->push(std::move(event));
     scheduler_.finish(&a.seq);
     active_.erase(a.seq.id);  // destroys a
@@ -237,6 +239,10 @@ void Engine::end(Active& a, StreamEvent event) {
     else ++stats_.requests_finished;
     if (!cancelled && !failed && hit_length) ++stats_.requests_finished_length;
     stats_.prompt_tokens += static_cast<std::uint64_t>(prompt_tokens);
+    if (memory_wait >= 0) {
+        ++stats_.memory_requests;
+        stats_.memory_wait_seconds += memory_wait;
+    }
 }
 
 void Engine::fail(Active& a, Error error) {

@@ -85,6 +85,8 @@ struct EngineStats {
     std::uint64_t steps = 0;
     double step_seconds = 0;     // wall time of the loop iterations that ran a step
     double forward_seconds = 0;  // of which in the model's forward (device time and its sync)
+    std::uint64_t memory_requests = 0;  // ended requests whose chunks were made ready
+    double memory_wait_seconds = 0;     // their time from entering the engine to that point
     std::optional<memory::ChunkPoolStats> chunk_pool;  // with memory
     std::size_t chunk_pool_device_capacity = 0;         // bytes
     std::size_t chunk_pool_host_capacity = 0;

@@ -127,25 +127,30 @@ void Engine::prepare_memory() {
     };
     for (Sequence* seq : scheduler_.needing_memory(options_.memory_prepare_ahead)) {
         Active& a = *active_.at(seq->id);
-        auto still_missing = encode_missing(a.facts, budget);
-        if (!still_missing.ok()) {
-            if (!wait_for_room(still_missing.error())) fail(a, std::move(still_missing).error());
-            continue;
+        if (a.leases.empty()) {  // once held, its chunks stay: no need to look for misses
+            auto still_missing = encode_missing(a.facts, budget);
+            if (!still_missing.ok()) {
+                if (!wait_for_room(still_missing.error()))
+                    fail(a, std::move(still_missing).error());
+                continue;
+            }
+            if (*still_missing > 0) continue;  // encoding goes on in later iterations
         }
-        if (*still_missing > 0) continue;  // encoding goes on in later iterations
+        // One request at a time on an idle engine goes layer by layer; others wait until
+        // their chunks are up (WaitingForMemory).
+        const bool layered =
+            options_.layered_host_chunks && !layered_chosen && scheduler_.num_running() == 0;
         if (a.leases.empty() && !a.facts.empty()) {
             // Promotions from host or disk copy on the transfer stream while others compute.
-            auto leases = runtime_->acquire(a.facts, /*ordered=*/false);
+            auto leases = runtime_->acquire(a.facts, /*ordered=*/false,
+                                            layered ? memory::PromotionOrder::ByLayerGroup
+                                                    : memory::PromotionOrder::WholeChunks);
             if (!leases.ok()) {
                 if (!wait_for_room(leases.error())) fail(a, std::move(leases).error());
                 continue;
             }
             a.leases = std::move(leases).value();
         }
-        // One request at a time on an idle engine goes layer by layer; others wait until
-        // their chunks are up (WaitingForMemory).
-        const bool layered = options_.layered_host_chunks && !layered_chosen &&
-                             scheduler_.num_running() == 0;
         if (!layered && !a.chunks_arrived()) continue;
         layered_chosen = layered_chosen || layered;
         a.layered = layered;

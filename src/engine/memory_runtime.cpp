@@ -65,11 +65,12 @@ memory::ChunkIdentity MemoryRuntime::identity_of(const MemoryFact& fact) const {
 }
 
 Result<std::vector<memory::ChunkLease>> MemoryRuntime::acquire(std::span<const MemoryFact> facts,
-                                                                bool ordered) {
+                                                               bool ordered,
+                                                               memory::PromotionOrder order) {
     std::vector<memory::ChunkIdentity> ids;
     ids.reserve(facts.size());
     for (const MemoryFact& f : facts) ids.push_back(identity_of(f));
-    std::vector<memory::ChunkLease> leases = IS_TRY(pool_->get_many(ids, ordered));
+    std::vector<memory::ChunkLease> leases = IS_TRY(pool_->get_many(ids, ordered, order));
     std::vector<engine::ChunkRequest> misses;
     std::vector<std::size_t> miss_index;
     for (std::size_t i = 0; i < facts.size(); ++i) {

@@ -62,10 +62,11 @@ class MemoryRuntime {
     // Each fact's chunk on the device, in order: pool hits (promoted from host or disk as
     // needed), the misses encoded together in one batched pass and added to the pool. The
     // leases pin them (never demoted or freed) while they live. An Error from encoding, or
-    // when the device tier cannot hold them all. `ordered` as ChunkPool::get_many: false
-    // leaves promotions in flight (check ChunkLease::ready()).
-    Result<std::vector<memory::ChunkLease>> acquire(std::span<const MemoryFact> facts,
-                                                    bool ordered = true);
+    // when the device tier cannot hold them all. `ordered` and `order` as
+    // ChunkPool::get_many: unordered leaves promotions in flight (check ChunkLease::ready()).
+    Result<std::vector<memory::ChunkLease>> acquire(
+        std::span<const MemoryFact> facts, bool ordered = true,
+        memory::PromotionOrder order = memory::PromotionOrder::WholeChunks);
 
   private:
     MemoryRuntime(LocalModel& lm, const MemoryOptions& options, inject::MemoryScaffold scaffold,

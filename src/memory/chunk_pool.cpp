@@ -15,12 +15,31 @@ namespace fs = std::filesystem;
 // ---- open / close -------------------------------------------------------------------------
 
 ChunkPool::ChunkPool(tensor::Backend& backend, ChunkPoolOptions options)
-    : backend_(&backend), options_(std::move(options)) {}
+    : backend_(&backend),
+      options_(std::move(options)),
+      device_ranges_(options_.device_capacity_bytes),
+      host_ranges_(options_.host_capacity_bytes) {}
 
 Result<std::unique_ptr<ChunkPool>> ChunkPool::open(tensor::Backend& backend,
                                                    ChunkPoolOptions options) {
     std::unique_ptr<ChunkPool> pool(new ChunkPool(backend, std::move(options)));
-    if (!pool->options_.disk_dir.empty()) {
+    const ChunkPoolOptions& o = pool->options_;
+    if (o.device_capacity_bytes > 0) {
+        Result<tensor::Buffer> slab = backend.allocate(o.device_capacity_bytes);
+        if (!slab.ok())
+            return make_error(ErrorKind::Unavailable, "chunk pool: cannot take the device tier's " +
+                                                          std::to_string(o.device_capacity_bytes) +
+                                                          " bytes: " + slab.error().message);
+        pool->device_slab_ = std::move(*slab);
+    }
+    if (o.host_capacity_bytes > 0) {
+        pool->host_slab_ = backend.allocate_host(o.host_capacity_bytes);
+        if (pool->host_slab_ == nullptr)
+            return make_error(ErrorKind::Unavailable, "chunk pool: cannot take the host tier's " +
+                                                          std::to_string(o.host_capacity_bytes) +
+                                                          " bytes");
+    }
+    if (!o.disk_dir.empty()) {
         std::lock_guard lock(pool->mutex_);
         IS_RETURN_IF_ERROR(pool->index_disk_locked());
     }
@@ -34,13 +53,16 @@ ChunkPool::~ChunkPool() {
         }
     }
     std::lock_guard lock(mutex_);
-    if (!in_flight_.empty()) {
-        backend_->order_after(in_flight_.back().first);
-        backend_->synchronize();
-        collect_locked();
-    }
     for (const auto& [key, e] : entries_) IS_CHECK(e->pins == 0) << "chunk leased past its pool";
     for (const auto& e : retired_) IS_CHECK(e->pins == 0) << "chunk leased past its pool";
+    // Nothing may still read or fill the slabs when they go.
+    std::uint64_t last = 0;
+    for (const auto& [key, e] : entries_)
+        last = std::max({last, e->device_transfer, e->host_transfer});
+    for (const auto& e : retired_) last = std::max({last, e->device_transfer, e->host_transfer});
+    backend_->synchronize();
+    backend_->wait_for(0, last);
+    if (host_slab_ != nullptr) backend_->free_host(host_slab_);
 }
 
 Status ChunkPool::index_disk_locked() {
@@ -67,7 +89,6 @@ Status ChunkPool::index_disk_locked() {
                 continue;
             }
             auto e = std::make_unique<Entry>();
-            e->backend = backend_;
             e->key = h->identity.key();
             e->identity = std::move(h->identity);
             e->token_ids = std::move(h->token_ids);
@@ -76,7 +97,6 @@ Status ChunkPool::index_disk_locked() {
             e->head_dim = h->head_dim;
             e->dtype = h->dtype;
             e->bytes = h->payload_bytes;
-            e->tier = ChunkTier::Disk;
             e->path = path;
             insert_locked(std::move(e));
         }
@@ -90,7 +110,37 @@ Status ChunkPool::index_disk_locked() {
 Result<tensor::Buffer> ChunkPool::allocate_device(std::size_t bytes) {
     std::lock_guard lock(mutex_);
     collect_locked();
-    return allocate_device_locked(bytes);
+    if (std::optional<Range> r = take_device_locked(bytes)) {
+        backend_->order_after(r->last_use.ticket);  // the encoder writes on the compute stream
+        lent_device_ += RangeAllocator::aligned(bytes);
+        return tensor::Buffer(&slab_owner_, device_base() + r->offset, bytes, backend_->device());
+    }
+    if (options_.serve_from_host) {
+        if (std::optional<Range> r = take_host_locked(bytes)) {
+            backend_->order_after(r->last_use.ticket);
+            lent_host_ += RangeAllocator::aligned(bytes);
+            return tensor::Buffer(&slab_owner_, host_base() + r->offset, bytes, backend_->device());
+        }
+        Error error = no_device_room(bytes);
+        error.message += ", nor the host tier's";
+        return error;
+    }
+    return no_device_room(bytes);
+}
+
+void ChunkPool::SlabRanges::free_buffer(void* data, std::size_t bytes) {
+    ChunkPool& p = pool_;
+    std::lock_guard lock(p.mutex_);
+    // Whatever the encoder wrote there runs before the range's next writer.
+    const RangeUse use{p.backend_->compute_fence(), 0};
+    auto* at = static_cast<std::byte*>(data);
+    if (at >= p.device_base() && at < p.device_base() + p.options_.device_capacity_bytes) {
+        p.device_ranges_.free(static_cast<std::size_t>(at - p.device_base()), bytes, use);
+        p.lent_device_ -= RangeAllocator::aligned(bytes);
+    } else {
+        p.host_ranges_.free(static_cast<std::size_t>(at - p.host_base()), bytes, use);
+        p.lent_host_ -= RangeAllocator::aligned(bytes);
+    }
 }
 
 Result<ChunkLease> ChunkPool::get(const ChunkIdentity& id) {
@@ -99,10 +149,10 @@ Result<ChunkLease> ChunkPool::get(const ChunkIdentity& id) {
 }
 
 Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentity> ids,
-                                                     bool ordered) {
+                                                    bool ordered, PromotionOrder order) {
     std::lock_guard lock(mutex_);
     collect_locked();
-    // Pin every hit first, so making room for one promotion never demotes another of ours.
+    // Pin every hit first, so making room for one promotion never drops another of ours.
     std::vector<Entry*> found(ids.size(), nullptr);
     for (std::size_t i = 0; i < ids.size(); ++i) {
         auto it = entries_.find(ids[i].key());
@@ -111,51 +161,44 @@ Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentit
             continue;
         }
         found[i] = it->second.get();
-        if (found[i]->tier == ChunkTier::Device) ++stats_.device_hits;
+        if (found[i]->device) ++stats_.device_hits;
         ++found[i]->pins;
     }
-    // Room for every promotion at once: one batch of demotions, one wait (none with
-    // serve_from_host: promotions take free room only). A host chunk already leased in place
-    // stays where it is (its lease reads that memory).
-    const auto stays_in_host = [](const Entry* e) { return e->host_view.has_value(); };
-    std::size_t coming_up = 0;
-    for (const Entry* e : found) {
-        if (e != nullptr && e->tier != ChunkTier::Device && !stays_in_host(e)) coming_up += e->bytes;
-    }
-    // When they do not all fit, each promotion below makes its own room (the first that
-    // cannot fails the call, or stays in the host tier with serve_from_host).
-    if (coming_up > 0 && !options_.serve_from_host) make_device_room_locked(coming_up);
     Status failed;
-    std::vector<Promotion> promotions;
+    std::vector<Entry*> promotions;
     for (std::size_t i = 0; i < ids.size() && failed.ok(); ++i) {
         Entry* e = found[i];
-        if (e == nullptr || e->tier == ChunkTier::Device) continue;
-        const ChunkTier from = e->tier;
-        if (stays_in_host(e)) {
-            ++stats_.host_hits;
-            ++stats_.served_from_host;
-            continue;
-        }
-        Result<Staged> staged = stage_promotion_locked(e);
-        if (!staged.ok()) {
-            failed = std::move(staged).error();
-        } else if (staged->kind == Staged::BadFile) {  // never returned, so a miss
-            std::replace(found.begin(), found.end(), e, static_cast<Entry*>(nullptr));
-            ++stats_.misses;
-            remove_disk_file_locked(e->path);
-            detach_locked(e);
-        } else {
-            ++(from == ChunkTier::Host ? stats_.host_hits : stats_.disk_hits);
-            if (staged->kind == Staged::Promoted) {
-                promotions.push_back({e, staged->src});
-            } else {
-                ++stats_.served_from_host;
+        if (e == nullptr || e->device) continue;
+        const bool from_disk = e->host == nullptr;
+        if (from_disk) {
+            const DiskRead read = read_from_disk_locked(e);
+            if (read == DiskRead::BadFile) {  // never returned, so a miss
+                std::replace(found.begin(), found.end(), e, static_cast<Entry*>(nullptr));
+                ++stats_.misses;
+                --e->pins;  // ours: a chunk on disk only has no leases
+                evict_locked(e);
+                continue;
+            }
+            if (read == DiskRead::NoRoom) {
+                failed = make_error(ErrorKind::Unavailable,
+                                    "chunk pool: no host memory to read a chunk of " +
+                                        std::to_string(e->bytes) + " bytes from disk into");
+                continue;
             }
         }
+        if (stage_promotion_locked(e)) {
+            promotions.push_back(e);
+        } else if (options_.serve_from_host) {
+            ++stats_.served_from_host;
+        } else {
+            failed = no_device_room(e->bytes);
+            continue;
+        }
+        ++(from_disk ? stats_.disk_hits : stats_.host_hits);
     }
     // Staged chunks sit in the device tier: their bytes go up even when a later one failed.
-    issue_promotions_locked(promotions);
-    if (ordered && !promotions.empty()) backend_->order_after(promotions.back().entry->ticket);
+    issue_promotions_locked(promotions, order);
+    if (ordered && !promotions.empty()) backend_->order_after(promotions.back()->ticket);
     std::vector<ChunkLease> out(ids.size());
     for (std::size_t i = 0; i < ids.size(); ++i) {
         Entry* e = found[i];
@@ -164,11 +207,13 @@ Result<std::vector<ChunkLease>> ChunkPool::get_many(std::span<const ChunkIdentit
             continue;
         }
         // The pin taken above becomes the lease's.
-        if (e->tier == ChunkTier::Host) {
+        if (!e->device) {
             out[i] = lease_in_host_locked(e);
+            if (ordered) backend_->order_after(e->host_ticket);  // a copy down still landing
             continue;
         }
-        device_lru_.splice(device_lru_.begin(), device_lru_, e->lru);
+        device_lru_.splice(device_lru_.begin(), device_lru_, e->device_lru);
+        if (e->host != nullptr) host_lru_.splice(host_lru_.begin(), host_lru_, e->host_lru);
         out[i] = ChunkLease(this, e, &*e->device);
     }
     if (!failed.ok()) return std::move(failed).error();
@@ -179,7 +224,6 @@ Result<ChunkLease> ChunkPool::put(KvChunk chunk) {
     std::lock_guard lock(mutex_);
     collect_locked();
     auto e = std::make_unique<Entry>();
-    e->backend = backend_;
     e->identity = chunk.identity();
     e->key = e->identity.key();
     e->token_ids = chunk.token_ids();
@@ -189,32 +233,31 @@ Result<ChunkLease> ChunkPool::put(KvChunk chunk) {
     e->dtype = chunk.dtype();
     e->bytes = chunk_payload_bytes(e->num_layers, chunk.num_tokens(), e->num_kv_heads,
                                    e->head_dim, e->dtype);
+    tensor::Buffer kv = std::move(chunk).take_kv();
+    if (kv.owner() != &slab_owner_)
+        return make_error(ErrorKind::InvalidArgument,
+                          "chunk pool: put takes chunks in memory from allocate_device");
+    IS_CHECK(kv.bytes() >= e->bytes) << kv.bytes() << " bytes for a chunk of " << e->bytes;
+    auto* at = static_cast<std::byte*>(kv.data());
+    const std::size_t taken = RangeAllocator::aligned(kv.bytes());
+    kv.release();  // the entry's range from now on
     if (auto it = entries_.find(e->key); it != entries_.end())
         retire_locked(detach_locked(it->second.get()));
-    if (!make_device_room_locked(e->bytes)) {
-        if (!options_.serve_from_host) return no_device_room(e->bytes);
-        void* host = make_host_room_locked(e->bytes) ? backend_->allocate_host(e->bytes) : nullptr;
-        if (host == nullptr) {
-            Error error = no_device_room(e->bytes);
-            error.message += ", nor the host tier's";
-            return error;
-        }
-        e->device.emplace(std::move(chunk));
-        backend_->copy_to_host(host, e->device_bytes(), e->bytes);
-        e->device.reset();  // freeing it waits for the device: the copy has landed
-        e->host = host;
-        e->tier = ChunkTier::Host;
-        Entry* p = e.get();
-        insert_locked(std::move(e));
-        ++p->pins;
-        return lease_in_host_locked(p);
-    }
-    e->device.emplace(std::move(chunk));
-    e->tier = ChunkTier::Device;
     Entry* p = e.get();
+    if (at >= device_base() && at < device_base() + options_.device_capacity_bytes) {
+        lent_device_ -= taken;
+        p->device.emplace(p->view(at, backend_->device()));
+        insert_locked(std::move(e));
+        copy_down_locked(p);
+        ++p->pins;
+        return ChunkLease(this, p, &*p->device);
+    }
+    lent_host_ -= taken;
+    p->host = at;
+    p->host_fill_fence = backend_->compute_fence();  // the encoder wrote it in place
     insert_locked(std::move(e));
     ++p->pins;
-    return ChunkLease(this, p, &*p->device);
+    return lease_in_host_locked(p);
 }
 
 std::size_t ChunkPool::erase(std::string_view fact_id) {

@@ -1,42 +1,50 @@
 #pragma once
 // ChunkPool: encoded KvChunks in three tiers, keyed by ChunkIdentity::key():
-//   device  backend memory (what the injector reads), bounded by a byte capacity;
-//   host    memory from Backend::allocate_host (pinned on CUDA, so copies run at full speed),
-//           bounded by a byte capacity;
+//   device  a slab of backend memory (what the injector reads), taken once at open;
+//   host    a slab from Backend::allocate_host (pinned on CUDA, so copies run at full speed and
+//           kernels can read it in place), taken once at open;
 //   disk    one file per chunk under a folder (see chunk_file.h), unbounded; survives restarts.
-// A chunk lives in exactly one tier. Requests want chunks on the device: `get` promotes a host
-// or disk chunk there; when the device tier is full its least recently used unpinned chunk is
-// demoted to the host tier (host full: its LRU chunk goes to disk, or is dropped when there is
-// no disk tier) rather than failing. A chunk in no tier is "missing" and the caller re-encodes.
-// A disk file whose header, identity or checksum does not match is never returned: it is
-// removed, counted as a corruption and reported missing.
+// Both slabs are cut by a RangeAllocator, so the request path never allocates or frees backend
+// memory. The tiers are inclusive: a device chunk keeps its host copy (a new encoding is copied
+// down on the transfer stream as it is put), and a chunk once written to disk keeps its file,
+// so dropping a chunk from the device costs nothing: no copy back, no wait. Requests want
+// chunks on the device: `get` promotes a host or disk chunk there (a disk chunk is read into
+// the host tier first); when the device slab has no room, its least recently used unleased
+// chunks are dropped (a rare chunk with no copy below is copied down first). The host tier
+// drops its least recently used chunks that are not on the device, writing each to disk first
+// when it has no file (and evicting it from the pool without a disk tier). A chunk in no tier
+// is "missing" and the caller re-encodes. A disk file whose header, identity or checksum does
+// not match is never returned: it is removed, counted as a corruption and reported missing.
 //
-// Leases: `get`/`put` return a ChunkLease that pins the chunk on the device until the lease is
-// destroyed, so an in-flight request's chunks are never demoted or freed under it. Erasing a
-// leased chunk takes it out of the pool at once (it is never returned again) and frees its
-// memory when the last lease ends.
+// Reuse of slab memory is ordered, never waited for: a range remembers the compute ops that
+// read it (a Backend::compute_fence taken after its last lease ended) and the last transfer
+// that touched it, and a copy into it is issued after them (Backend::transfer_after,
+// order_after); only a host range rewritten by the CPU (a disk read) waits, and only when its
+// last readers are still running.
 //
-// Memory: each device chunk is its own Backend::allocate buffer (a bounded set of buffers, not
-// slabs): fragmentation is the backend allocator's (cudaMalloc) problem and every promotion
-// pays an allocation; slabs with a sub-allocator would avoid both and are the next step.
-// Host chunks likewise get one allocate_host each. Promotions copy on the backend's transfer
-// stream (Backend::copy_from_host_async), beside compute: `get_many(ids, ordered = false)`
-// returns at once and ChunkLease::ready() says when a chunk has arrived; with ordered (the
-// default) later compute ops wait for the copies on the device, the host never waits. The
-// copies of one get_many go layer group by layer group (kv_chunk.h's kLayerGroups), every
-// chunk's first group before any chunk's second: ChunkLease::layers_ticket(l) is the transfer
-// after which the chunk's layers up to l have landed, so a forward can inject (and attend over)
-// the first layers while the rest are still crossing the bus.
+// Leases: `get`/`put` return a ChunkLease that pins the chunk until the lease is destroyed, so
+// an in-flight request's chunks are never dropped under it. Erasing a leased chunk takes it out
+// of the pool at once (it is never returned again) and frees its memory when the last lease
+// ends.
+//
+// Promotions copy on the backend's transfer stream (Backend::copy_from_host_async), beside
+// compute: `get_many(ids, ordered = false)` returns at once and ChunkLease::ready() says when a
+// chunk has arrived; with ordered (the default) later compute ops wait for the copies on the
+// device, the host never waits. The copies of one get_many go layer group by layer group
+// (kv_chunk.h's kLayerGroups) when asked, every chunk's first group before any chunk's second:
+// ChunkLease::layers_ticket(l) is the transfer after which the chunk's layers up to l have
+// landed, so a forward can inject (and attend over) the first layers while the rest are still
+// crossing the bus.
 //
 // Threads: every method takes one internal mutex, so `erase*` may come from another thread
-// (a MemoryStore listener). Backend memory is only freed by `get`, `get_many`, `put`, `flush`,
-// `collect` and the destructor, i.e. on the thread that drives the backend (a backend is used
-// from one thread at a time; cudaFree would also break a graph capture running there). Disk
-// I/O happens under the mutex too. One pool per disk folder: the folder is indexed at open.
+// (a MemoryStore listener). Memory of erased chunks is released by `get`, `get_many`, `put`,
+// `allocate_device`, `flush`, `collect` and the destructor, on the thread that drives the
+// backend (a backend is used from one thread at a time), and leases end on that thread too.
+// Disk I/O happens under the mutex. One pool per disk folder: the folder is indexed at open.
 //
 // Sources: chunk_pool.cpp (open, get, put, erase), chunk_pool_entries.cpp (leases, LRU lists,
-// accounting), chunk_tier_moves.cpp (demotion, promotion, flush to disk); chunk_pool_entry.h
-// is the entry type they share.
+// accounting), chunk_tier_moves.cpp (room in each tier, promotion, copies down, disk);
+// chunk_pool_entry.h is the entry type they share.
 
 #include <cstddef>
 #include <cstdint>
@@ -52,6 +60,7 @@
 
 #include "base/result.h"
 #include "memory/kv_chunk.h"
+#include "memory/range_allocator.h"
 #include "tensor/backend.h"
 
 namespace inferscale::memory {
@@ -61,38 +70,43 @@ struct ChunkPoolOptions {
     std::size_t host_capacity_bytes = std::size_t{4} << 30;
     std::string disk_dir;         // empty: no disk tier (host overflow is dropped)
     bool flush_on_close = true;   // the destructor writes device and host chunks to disk
-    // A chunk the device tier has no room for (it is full of leased chunks, smaller than the
-    // chunk, or the device's memory is short) is leased where it lies in the host tier (a disk
-    // chunk is read into it first) instead of failing the call; `put` moves such a chunk to the
-    // host tier. The backend reads host memory directly (pinned, mapped into the GPU's address
-    // space on CUDA): slower than the device, but nothing waits for room. Promotions then use
-    // only free room in the device tier: reading a chunk in place crosses the bus once, as its
-    // promotion would, while demoting another chunk to make room costs a copy back and a wait;
-    // `put` still demotes least recently used chunks for new encodings.
+    // A chunk the device tier has no room for (it is full of leased chunks, or smaller than
+    // the chunk) is leased where it lies in the host tier (a disk chunk is read into it first)
+    // instead of failing the call; `put` moves such a chunk to the host tier. The backend
+    // reads host memory directly (pinned, mapped into the GPU's address space on CUDA): slower
+    // than the device, but nothing waits for room.
     bool serve_from_host = false;
 };
 
 enum class ChunkTier : std::uint8_t { Device, Host, Disk };
+
+// How get_many issues a batch's promotions: whole chunks (the fewest copies), or layer group by
+// layer group across the batch, so a forward can start on the first layers (layers_ticket).
+enum class PromotionOrder : std::uint8_t { WholeChunks, ByLayerGroup };
 const char* chunk_tier_name(ChunkTier tier);
 
 struct TierStats {
-    std::size_t bytes = 0;   // payload bytes of the chunks in the tier
+    std::size_t bytes = 0;  // payload bytes of the chunks held in the tier (tiers overlap)
     std::size_t chunks = 0;
 };
 
 struct ChunkPoolStats {
     TierStats device, host, disk;
     std::size_t pinned_chunks = 0;  // chunks with a live lease
-    std::size_t retired_bytes = 0;  // device bytes of erased chunks not freed yet (leased, or
-                                    // waiting for the backend's thread); count toward capacity
+    std::size_t retired_bytes = 0;  // device bytes of erased chunks not released yet (leased,
+                                    // or waiting for the backend's thread)
+    // Where each chunk asked for was found: on the device, in host memory, on disk only.
     std::uint64_t device_hits = 0, host_hits = 0, disk_hits = 0, misses = 0;
     std::uint64_t promotions = 0;   // host or disk -> device
     std::uint64_t served_from_host = 0;  // leases of chunks left in host memory (serve_from_host)
-    std::uint64_t demotions = 0;    // device -> host, device or host -> disk
-    std::uint64_t evictions = 0;    // dropped from the pool: no room in a lower tier
+    std::uint64_t demotions = 0;         // copies dropped from the device or the host tier
+    std::uint64_t evictions = 0;         // dropped from the pool: no copy in a lower tier
     std::uint64_t corruptions = 0;  // disk files rejected (and removed)
     std::uint64_t erased = 0;       // chunks removed by erase*
     std::uint64_t disk_errors = 0;  // failed writes (the chunk is dropped instead)
+    // Bytes moved: host -> device (promotions), device -> host (new encodings copied down, and
+    // the rare chunk copied down before it was dropped), disk -> host, host -> disk.
+    std::uint64_t bytes_up = 0, bytes_down = 0, bytes_read = 0, bytes_written = 0;
 
     std::uint64_t hits() const { return device_hits + host_hits + disk_hits; }
 };
@@ -139,9 +153,10 @@ class ChunkLease {
 
 class ChunkPool {
   public:
-    // Indexes `options.disk_dir` (created when missing): every chunk file's header is read;
-    // damaged ones and stray temp files are removed. An Error when the folder is unusable.
-    // `backend` must outlive the pool.
+    // Takes the two slabs (an Error when the backend cannot give them) and indexes
+    // `options.disk_dir` (created when missing): every chunk file's header is read; damaged
+    // ones and stray temp files are removed. An Error when the folder is unusable. `backend`
+    // must outlive the pool.
     static Result<std::unique_ptr<ChunkPool>> open(tensor::Backend& backend,
                                                    ChunkPoolOptions options);
     ~ChunkPool();
@@ -149,104 +164,125 @@ class ChunkPool {
     ChunkPool& operator=(const ChunkPool&) = delete;
 
     // The chunk on the device, promoted when it sits lower; an empty lease when it is in no
-    // tier (or its disk file is bad). An Error when the device cannot take it: allocation
-    // failed, or (kind Unavailable) it does not fit beside the pinned chunks.
+    // tier (or its disk file is bad). An Error (kind Unavailable) when the device cannot take
+    // it beside the leased chunks, and serve_from_host is off or the host tier has no room.
     Result<ChunkLease> get(const ChunkIdentity& id);
     // One lease per identity, in order (empty where missing); promotions copied as one batch
-    // on the transfer stream. `ordered`: compute ops issued afterwards wait for those copies
-    // (on the device); otherwise the caller checks ChunkLease::ready() before using a chunk.
+    // on the transfer stream, in `order`. `ordered`: compute ops issued afterwards wait for
+    // those copies (on the device); otherwise the caller checks ChunkLease::ready() before
+    // using a chunk.
     Result<std::vector<ChunkLease>> get_many(std::span<const ChunkIdentity> ids,
-                                             bool ordered = true);
-    // Adds an encoded chunk (already in backend memory) to the device tier, replacing a chunk
-    // of the same identity, demoting others to make room. Error as for `get`.
+                                             bool ordered = true,
+                                             PromotionOrder order = PromotionOrder::WholeChunks);
+    // Adds an encoded chunk, whose memory came from allocate_device, to the device tier (and
+    // its copy to the host tier), replacing a chunk of the same identity. InvalidArgument for
+    // memory from elsewhere.
     Result<ChunkLease> put(KvChunk chunk);
 
-    // A device buffer for a chunk about to be `put` (the encoder's output). When the device
-    // itself is short (its memory shared with the KV cache and others), unpinned chunks are
-    // demoted, LRU first, until the allocation succeeds; an Error of kind Unavailable when it
-    // still fails, so the caller can wait for leases to end.
+    // Slab memory for a chunk about to be `put` (the encoder's output): device memory, made by
+    // dropping unleased chunks, least recently used first; with serve_from_host, host memory
+    // (which the backend writes in place) when the leased chunks leave no device room. An
+    // Error of kind Unavailable when neither has room, so the caller can wait for leases to
+    // end. The buffer gives its memory back when destroyed without being put.
     Result<tensor::Buffer> allocate_device(std::size_t bytes);
 
     // Removes every chunk of a fact (any text hash, model or encoding) from every tier,
     // disk files included; returns how many.
     std::size_t erase(std::string_view fact_id);
     std::size_t erase_facts(std::span<const std::string> fact_ids);
-    // Writes every unleased device and host chunk to disk (no-op without a disk tier).
+    // Writes every unleased chunk that has no disk file yet (no-op without a disk tier).
     Status flush();
-    // Frees memory of erased chunks (see Threads above).
+    // Releases memory of erased chunks (see Threads above).
     void collect();
 
+    // The highest tier holding the chunk.
     std::optional<ChunkTier> tier_of(const ChunkIdentity& id) const;
     std::size_t size() const;  // chunks in all tiers
     ChunkPoolStats stats() const;
     const ChunkPoolOptions& options() const { return options_; }
     // Aborts (IS_CHECK) when the accounting disagrees with the entries: per-tier bytes and
-    // counts, LRU lists, the fact index, each entry's memory matching its tier. For tests.
+    // counts, LRU lists, the fact index, the slabs' used bytes. For tests.
     void check_invariants() const;
 
   private:
     friend class ChunkLease;
     using Entry = detail::PoolEntry;
 
+    // The slabs' side of allocate_device's buffers: the range goes back when such a buffer is
+    // destroyed without being put.
+    class SlabRanges : public tensor::BufferOwner {
+      public:
+        explicit SlabRanges(ChunkPool& pool) : pool_(pool) {}
+        void free_buffer(void* data, std::size_t bytes) override;
+
+      private:
+        ChunkPool& pool_;
+    };
+
     ChunkPool(tensor::Backend& backend, ChunkPoolOptions options);
     Status index_disk_locked();
     void unpin(Entry* e);
     void drop_pin_locked(Entry* e);
     void collect_locked();
+    // Stamps the chunks whose last lease ended since the last call with one compute fence.
+    void fence_reads_locked();
 
-    // Demotes unpinned device chunks (LRU first) until `bytes` more fit; false when the pinned
-    // ones leave too little room.
-    bool make_device_room_locked(std::size_t bytes);
-    // Whether `bytes` more fit the device tier without demoting anything.
-    bool device_has_room_locked(std::size_t bytes) const;
-    // The Unavailable error of a chunk of `bytes` that the device tier cannot take.
-    Error no_device_room(std::size_t bytes) const;
-    // Demotes host chunks (LRU first) to disk until `bytes` more fit; false when they cannot.
-    bool make_host_room_locked(std::size_t bytes);
-    // Device chunks to the host tier (to disk when the host tier has no room): every copy
-    // down is issued before one wait for them all.
-    void demote_device_locked(std::span<Entry* const> victims);
-    // Writes `e`'s bytes (at `host`) to its disk file and moves it there; drops it on failure
-    // or without a disk tier.
-    void move_to_disk_locked(Entry* e, const void* host);
-    // Moves host or disk chunk `e` to the device tier with a new device buffer and returns its
-    // host source (a disk chunk read into new host memory) for issue_promotions_locked to copy
-    // (Promoted); BadFile (and `e` untouched) for a bad disk file. Without device room and with
-    // serve_from_host, `e` stays in (or a disk chunk moves to) the host tier instead (InHost).
-    struct Staged {
-        enum Kind { Promoted, BadFile, InHost } kind = Promoted;
-        void* src = nullptr;
-    };
-    Result<Staged> stage_promotion_locked(Entry* e);
-    // Puts disk chunk `e`, whose bytes were read into `bytes` (host memory, taken), in the host
-    // tier; false (nothing taken) when the host tier has no room.
-    bool disk_to_host_locked(Entry* e, void* bytes);
+    // Slab memory of `bytes`, dropping unleased chunks (LRU first) from the tier until it
+    // fits; nullopt when the leased ones (or, on the host, the chunks on the device) leave too
+    // little room. Device ranges come back ordered after their last users (see above); a host
+    // range is returned once its last users are done (it is written by the CPU or by a copy
+    // down, whichever comes).
+    std::optional<Range> take_device_locked(std::size_t bytes);
+    std::optional<Range> take_host_locked(std::size_t bytes);
+    // Drops `e`'s device or host copy (the entry keeps its other tiers). A device copy with
+    // nothing below is copied down first (or written to disk, or the chunk is evicted).
+    void drop_device_locked(Entry* e);
+    void drop_host_locked(Entry* e);
+    // Writes `e`'s bytes (in host memory at `src`) to its disk file; false (counted) on
+    // failure or without a disk tier.
+    bool write_to_disk_locked(Entry* e, const void* src);
+    // Writes a device-only chunk to disk through a staging copy (waits for it).
+    bool write_device_to_disk_locked(Entry* e);
+    // Removes `e` from the pool now (it is unleased) and releases its memory.
+    void evict_locked(Entry* e);
+    // Reads `e`'s disk file into new host memory; BadFile (the entry untouched) for a bad
+    // file, NoRoom when the host tier cannot take it.
+    enum class DiskRead { Ok, BadFile, NoRoom };
+    DiskRead read_from_disk_locked(Entry* e);
+    // Gives host chunk `e` device memory (its copy up is issued by issue_promotions_locked);
+    // false without room.
+    bool stage_promotion_locked(Entry* e);
+    // Issues the copies of staged promotions in `order`, one ticket per layer group (or one for
+    // the batch).
+    void issue_promotions_locked(std::span<Entry* const> promotions, PromotionOrder order);
+    // Starts copying a device chunk's bytes down to new host memory, when there is room.
+    void copy_down_locked(Entry* e);
     // The lease of a host-tier chunk, read in place (serve_from_host).
     ChunkLease lease_in_host_locked(Entry* e);
-    struct Promotion {
-        Entry* entry;
-        void* src;
-    };
-    // Issues the copies of staged promotions, layer group by layer group across all of them;
-    // each source goes to in_flight_, freed once its last copy is done.
-    void issue_promotions_locked(std::span<const Promotion> promotions);
-    Result<tensor::Buffer> allocate_device_locked(std::size_t bytes);
+    Error no_device_room(std::size_t bytes) const;
 
     void insert_locked(std::unique_ptr<Entry> e);
-    std::unique_ptr<Entry> detach_locked(Entry* e);  // out of every index and tier
+    std::unique_ptr<Entry> detach_locked(Entry* e);  // out of every index and tier list
     void retire_locked(std::unique_ptr<Entry> e);    // erased: free now, or after the lease
+    void release_memory_locked(Entry& e);            // its slab ranges, back to the allocators
     void remove_disk_file_locked(const std::string& path);
     void account(const Entry& e, int sign);
+    std::byte* device_base() const { return static_cast<std::byte*>(device_slab_.data()); }
+    std::byte* host_base() const { return static_cast<std::byte*>(host_slab_); }
 
     tensor::Backend* backend_;
     ChunkPoolOptions options_;
     mutable std::mutex mutex_;
+    tensor::Buffer device_slab_;
+    void* host_slab_ = nullptr;
+    RangeAllocator device_ranges_, host_ranges_;
+    SlabRanges slab_owner_{*this};
+    std::size_t lent_device_ = 0, lent_host_ = 0;  // allocate_device's buffers not yet put
     std::unordered_map<std::string, std::unique_ptr<Entry>> entries_;        // by key()
     std::unordered_map<std::string, std::vector<Entry*>> by_fact_;           // by fact_id
     std::list<Entry*> device_lru_, host_lru_;                                // front: newest
-    std::vector<std::unique_ptr<Entry>> retired_;  // erased, leased or not yet freed
-    // Host sources of promotions in flight, by transfer ticket; freed once copied.
-    std::vector<std::pair<std::uint64_t, void*>> in_flight_;
+    std::vector<std::unique_ptr<Entry>> retired_;  // erased, leased or not yet released
+    std::vector<Entry*> unfenced_;                 // leases ended since the last compute fence
     ChunkPoolStats stats_;
 };
 

@@ -9,7 +9,6 @@
 namespace inferscale::memory {
 
 using detail::is_pinned;
-using detail::relink;
 namespace fs = std::filesystem;
 
 const char* chunk_tier_name(ChunkTier tier) {
@@ -58,25 +57,31 @@ void ChunkLease::reset() {
 
 // ---- bookkeeping --------------------------------------------------------------------------
 
-void ChunkPool::account(const Entry& e, int sign) {
-    TierStats& t = e.tier == ChunkTier::Device ? stats_.device
-                   : e.tier == ChunkTier::Host ? stats_.host
-                                               : stats_.disk;
+namespace {
+
+void count(TierStats& t, std::size_t bytes, int sign) {
     if (sign > 0) {
-        t.bytes += e.bytes;
+        t.bytes += bytes;
         ++t.chunks;
     } else {
-        IS_CHECK(t.bytes >= e.bytes && t.chunks > 0);
-        t.bytes -= e.bytes;
+        IS_CHECK(t.bytes >= bytes && t.chunks > 0);
+        t.bytes -= bytes;
         --t.chunks;
     }
 }
 
+}  // namespace
+
+void ChunkPool::account(const Entry& e, int sign) {
+    if (e.device) count(stats_.device, e.bytes, sign);
+    if (e.host != nullptr) count(stats_.host, e.bytes, sign);
+    if (!e.path.empty()) count(stats_.disk, e.bytes, sign);
+}
+
 void ChunkPool::insert_locked(std::unique_ptr<Entry> e) {
     Entry* p = e.get();
-    const ChunkTier tier = p->tier;
-    p->tier = ChunkTier::Disk;  // so relink links it into no list before the real one
-    relink(p, tier, device_lru_, host_lru_);
+    if (p->device) p->device_lru = device_lru_.insert(device_lru_.begin(), p);
+    if (p->host != nullptr) p->host_lru = host_lru_.insert(host_lru_.begin(), p);
     account(*p, +1);
     by_fact_[p->identity.fact_id].push_back(p);
     auto [it, inserted] = entries_.emplace(p->key, std::move(e));
@@ -85,9 +90,8 @@ void ChunkPool::insert_locked(std::unique_ptr<Entry> e) {
 
 std::unique_ptr<ChunkPool::Entry> ChunkPool::detach_locked(Entry* e) {
     account(*e, -1);
-    const ChunkTier tier = e->tier;
-    relink(e, ChunkTier::Disk, device_lru_, host_lru_);
-    e->tier = tier;
+    if (e->device) device_lru_.erase(e->device_lru);
+    if (e->host != nullptr) host_lru_.erase(e->host_lru);
     auto& siblings = by_fact_[e->identity.fact_id];
     siblings.erase(std::find(siblings.begin(), siblings.end(), e));
     if (siblings.empty()) by_fact_.erase(e->identity.fact_id);
@@ -104,26 +108,54 @@ void ChunkPool::remove_disk_file_locked(const std::string& path) {
     fs::remove(fs::path(path).parent_path(), ec);  // only succeeds once the fact has no files
 }
 
+void ChunkPool::release_memory_locked(Entry& e) {
+    if (e.device) {
+        const auto at = static_cast<const std::byte*>(e.device->data()) - device_base();
+        device_ranges_.free(static_cast<std::size_t>(at), e.bytes,
+                            {e.read_fence, e.device_transfer});
+        e.device.reset();
+    }
+    if (e.host != nullptr) {
+        const auto at = static_cast<const std::byte*>(e.host) - host_base();
+        host_ranges_.free(static_cast<std::size_t>(at), e.bytes,
+                          {std::max(e.read_fence, e.host_fill_fence), e.host_transfer});
+        e.host_view.reset();
+        e.host = nullptr;
+    }
+}
+
 void ChunkPool::retire_locked(std::unique_ptr<Entry> e) {
     e->retired = true;
-    if (e->tier == ChunkTier::Disk) {
-        remove_disk_file_locked(e->path);
-        return;  // holds no memory
-    }
-    if (e->tier == ChunkTier::Device) stats_.retired_bytes += e->bytes;
-    retired_.push_back(std::move(e));
+    if (!e->path.empty()) remove_disk_file_locked(e->path);
+    e->path.clear();
+    if (e->device) stats_.retired_bytes += e->bytes;
+    retired_.push_back(std::move(e));  // released by collect_locked once unpinned and fenced
+}
+
+void ChunkPool::evict_locked(Entry* e) {
+    IS_CHECK(!is_pinned(e)) << "evicting a leased chunk";
+    fence_reads_locked();
+    ++stats_.evictions;
+    if (!e->path.empty()) remove_disk_file_locked(e->path);
+    std::unique_ptr<Entry> gone = detach_locked(e);
+    release_memory_locked(*gone);
+}
+
+void ChunkPool::fence_reads_locked() {
+    if (unfenced_.empty()) return;
+    const std::uint64_t fence = backend_->compute_fence();
+    for (Entry* e : unfenced_) e->read_fence = std::max(e->read_fence, fence);
+    unfenced_.clear();
 }
 
 void ChunkPool::collect_locked() {
-    // Host sources of finished promotions (transfers finish in ticket order).
-    std::size_t done = 0;
-    while (done < in_flight_.size() && backend_->transfer_done(in_flight_[done].first))
-        backend_->free_host(in_flight_[done++].second);
-    in_flight_.erase(in_flight_.begin(), in_flight_.begin() + static_cast<std::ptrdiff_t>(done));
+    fence_reads_locked();
     auto keep = std::partition(retired_.begin(), retired_.end(),
                                [](const std::unique_ptr<Entry>& e) { return is_pinned(e.get()); });
-    for (auto it = keep; it != retired_.end(); ++it)
-        if ((*it)->tier == ChunkTier::Device) stats_.retired_bytes -= (*it)->bytes;
+    for (auto it = keep; it != retired_.end(); ++it) {
+        if ((*it)->device) stats_.retired_bytes -= (*it)->bytes;
+        release_memory_locked(**it);
+    }
     retired_.erase(keep, retired_.end());
 }
 
@@ -139,14 +171,16 @@ void ChunkPool::unpin(Entry* e) {
 
 void ChunkPool::drop_pin_locked(Entry* e) {
     IS_CHECK(e->pins > 0);
-    if (--e->pins == 0) e->host_view.reset();  // the last lease of host memory read in place
+    if (--e->pins > 0) return;
+    e->host_view.reset();  // the last lease of host memory read in place
+    unfenced_.push_back(e);
 }
 
 std::optional<ChunkTier> ChunkPool::tier_of(const ChunkIdentity& id) const {
     std::lock_guard lock(mutex_);
     auto it = entries_.find(id.key());
     if (it == entries_.end()) return std::nullopt;
-    return it->second->tier;
+    return it->second->tier();
 }
 
 std::size_t ChunkPool::size() const {
@@ -164,28 +198,37 @@ ChunkPoolStats ChunkPool::stats() const {
 
 void ChunkPool::check_invariants() const {
     std::lock_guard lock(mutex_);
-    TierStats tiers[3];
+    TierStats device, host, disk;
     std::size_t in_facts = 0;
+    std::size_t device_used = lent_device_, host_used = lent_host_;
     for (const auto& [key, e] : entries_) {
         IS_CHECK(key == e->key && key == e->identity.key()) << key;
         IS_CHECK(!e->retired) << key;
-        TierStats& t = tiers[static_cast<int>(e->tier)];
-        t.bytes += e->bytes;
-        ++t.chunks;
-        // Its bytes are in exactly the tier it claims.
-        IS_CHECK(e->device.has_value() == (e->tier == ChunkTier::Device)) << key;
-        IS_CHECK((e->host != nullptr) == (e->tier == ChunkTier::Host)) << key;
-        IS_CHECK(!e->path.empty() == (e->tier == ChunkTier::Disk)) << key;
-        IS_CHECK(e->tier != ChunkTier::Device || e->device->bytes() >= e->bytes) << key;
-        IS_CHECK(e->tier != ChunkTier::Disk || fs::exists(e->path)) << e->path;
-        IS_CHECK(e->tier == ChunkTier::Device || e->pins == 0 ||
-                 (e->tier == ChunkTier::Host && e->host_view))
-            << key;
-        IS_CHECK(!e->host_view || (e->tier == ChunkTier::Host && e->pins > 0)) << key;
-        if (e->tier != ChunkTier::Disk) {
-            const auto& lru = e->tier == ChunkTier::Device ? device_lru_ : host_lru_;
-            IS_CHECK(std::find(lru.begin(), lru.end(), e.get()) == e->lru) << key;
+        IS_CHECK(e->device || e->host != nullptr || !e->path.empty()) << key << " held nowhere";
+        if (e->device) {
+            count(device, e->bytes, +1);
+            device_used += RangeAllocator::aligned(e->bytes);
+            const auto* at = static_cast<const std::byte*>(e->device->data());
+            IS_CHECK(at >= device_base() &&
+                     at + e->bytes <= device_base() + options_.device_capacity_bytes)
+                << key;
+            IS_CHECK(std::find(device_lru_.begin(), device_lru_.end(), e.get()) == e->device_lru)
+                << key;
         }
+        if (e->host != nullptr) {
+            count(host, e->bytes, +1);
+            host_used += RangeAllocator::aligned(e->bytes);
+            const auto* at = static_cast<const std::byte*>(e->host);
+            IS_CHECK(at >= host_base() &&
+                     at + e->bytes <= host_base() + options_.host_capacity_bytes)
+                << key;
+            IS_CHECK(std::find(host_lru_.begin(), host_lru_.end(), e.get()) == e->host_lru) << key;
+        }
+        if (!e->path.empty()) {
+            count(disk, e->bytes, +1);
+            IS_CHECK(fs::exists(e->path)) << e->path;
+        }
+        IS_CHECK(!e->host_view || (e->host != nullptr && e->pins > 0)) << key;
         const auto f = by_fact_.find(e->identity.fact_id);
         IS_CHECK(f != by_fact_.end() &&
                  std::count(f->second.begin(), f->second.end(), e.get()) == 1)
@@ -196,16 +239,25 @@ void ChunkPool::check_invariants() const {
         in_facts += list.size();
     }
     IS_CHECK(in_facts == entries_.size());
-    IS_CHECK(device_lru_.size() == tiers[0].chunks && host_lru_.size() == tiers[1].chunks);
-    const TierStats* have[3] = {&stats_.device, &stats_.host, &stats_.disk};
+    IS_CHECK(device_lru_.size() == device.chunks && host_lru_.size() == host.chunks);
+    const std::pair<const TierStats*, const TierStats*> tiers[] = {
+        {&stats_.device, &device}, {&stats_.host, &host}, {&stats_.disk, &disk}};
     for (int t = 0; t < 3; ++t)
-        IS_CHECK(have[t]->bytes == tiers[t].bytes && have[t]->chunks == tiers[t].chunks)
+        IS_CHECK(tiers[t].first->bytes == tiers[t].second->bytes &&
+                 tiers[t].first->chunks == tiers[t].second->chunks)
             << chunk_tier_name(static_cast<ChunkTier>(t)) << " accounting";
     std::size_t retired = 0;
-    for (const auto& e : retired_)
-        if (e->tier == ChunkTier::Device) retired += e->bytes;
+    for (const auto& e : retired_) {
+        if (e->device) {
+            retired += e->bytes;
+            device_used += RangeAllocator::aligned(e->bytes);
+        }
+        if (e->host != nullptr) host_used += RangeAllocator::aligned(e->bytes);
+    }
     IS_CHECK(retired == stats_.retired_bytes);
-    IS_CHECK(stats_.device.bytes + stats_.retired_bytes <= options_.device_capacity_bytes);
+    IS_CHECK(device_used == device_ranges_.used())
+        << device_used << " vs " << device_ranges_.used();
+    IS_CHECK(host_used == host_ranges_.used()) << host_used << " vs " << host_ranges_.used();
     const std::uint64_t demand = stats_.hits() + stats_.misses;
     IS_CHECK(stats_.promotions <= demand &&
              stats_.host_hits + stats_.disk_hits == stats_.promotions + stats_.served_from_host)

@@ -14,38 +14,33 @@
 
 namespace inferscale::memory::detail {
 
-// One chunk and where its bytes are. Exactly one of device / host / path is set, per `tier`.
-// Destroying an entry frees its memory, so it runs on the backend's thread only.
+// One chunk and where its bytes are: any of device, host and disk (the tiers are inclusive;
+// at least one holds it). Its memory is slab ranges the pool releases (release_memory_locked).
 struct PoolEntry {
-    tensor::Backend* backend = nullptr;
     std::string key;
     ChunkIdentity identity;
     std::vector<std::int32_t> token_ids;  // [num_tokens]
     std::int64_t num_layers = 0, num_kv_heads = 0, head_dim = 0;
     tensor::DType dtype = tensor::DType::F32;
     std::size_t bytes = 0;  // payload: [num_layers][2][num_tokens][kvh][d] dtype
-    ChunkTier tier = ChunkTier::Device;
-    std::optional<KvChunk> device;      // tier Device: the chunk in backend memory
-    void* host = nullptr;               // tier Host: `bytes` from backend->allocate_host
-    std::optional<KvChunk> host_view;   // tier Host, leased: a non-owning chunk over `host`
-    // `host` was leased in place: kernels issued since may still read it, so the backend is
-    // synchronized before that memory is freed or copied away (pinned buffers are reused).
-    bool read_in_place = false;
-    std::string path;                   // tier Disk: its chunk file
+    std::optional<KvChunk> device;      // a view of its range in the device slab
+    void* host = nullptr;               // its range in the host slab
+    std::optional<KvChunk> host_view;   // leased in place: a view of `host`
+    std::string path;                   // its disk file, once written
     int pins = 0;                       // leases, plus get_many's hold while it promotes
-    std::uint64_t ticket = 0;           // the backend transfer filling `device` (0: none)
+    std::uint64_t ticket = 0;           // the transfer filling `device` (0: none)
     std::array<std::uint64_t, kLayerGroups> group_tickets{};  // per layer group (0: none)
-    bool retired = false;               // erased or replaced; freed once unpinned
-    std::list<PoolEntry*>::iterator lru;  // in the device or host LRU list
+    std::uint64_t host_ticket = 0;      // the copy down filling `host` (0: none)
+    std::uint64_t host_fill_fence = 0;  // compute ops that wrote `host` (allocate_device's)
+    // The last users of its memory: compute ops that read it (a fence taken once its last
+    // lease ended) and the last transfer on each range.
+    std::uint64_t read_fence = 0;
+    std::uint64_t device_transfer = 0, host_transfer = 0;
+    bool retired = false;  // erased or replaced; released once unpinned
+    std::list<PoolEntry*>::iterator device_lru, host_lru;  // valid while `device` / `host`
 
-    ~PoolEntry() {
-        settle_reads();
-        if (host != nullptr) backend->free_host(host);
-    }
-    void settle_reads() {
-        if (!read_in_place) return;
-        backend->synchronize();
-        read_in_place = false;
+    ChunkTier tier() const {
+        return device ? ChunkTier::Device : host != nullptr ? ChunkTier::Host : ChunkTier::Disk;
     }
     ChunkFileHeader header() const {
         ChunkFileHeader h;
@@ -58,23 +53,19 @@ struct PoolEntry {
         h.payload_bytes = bytes;
         return h;
     }
-    tensor::Tensor device_bytes() const {
+    // A non-owning chunk over `data` (device or host memory of this entry).
+    KvChunk view(void* data, tensor::Device where) const {
+        return KvChunk(identity, token_ids, num_layers, num_kv_heads, head_dim, dtype,
+                       tensor::Buffer(nullptr, data, bytes, where));
+    }
+    // The device copy as one flat tensor, for copies.
+    tensor::Tensor device_bytes(tensor::Device where) const {
         return tensor::Tensor(const_cast<void*>(device->data()), dtype,
                               {static_cast<std::int64_t>(bytes / tensor::dtype_size(dtype))},
-                              backend->device());
+                              where);
     }
 };
 
 inline bool is_pinned(const PoolEntry* e) { return e->pins > 0; }
-
-// Moves `e` between tiers, keeping the LRU lists in step (not the accounting).
-inline void relink(PoolEntry* e, ChunkTier to, std::list<PoolEntry*>& device_lru,
-                   std::list<PoolEntry*>& host_lru) {
-    if (e->tier == ChunkTier::Device) device_lru.erase(e->lru);
-    if (e->tier == ChunkTier::Host) host_lru.erase(e->lru);
-    e->tier = to;
-    if (to == ChunkTier::Device) e->lru = device_lru.insert(device_lru.begin(), e);
-    if (to == ChunkTier::Host) e->lru = host_lru.insert(host_lru.begin(), e);
-}
 
 }  // namespace inferscale::memory::detail

@@ -113,6 +113,8 @@ class KvChunk {
 
     // Same shape and dtype of KV per token (chunks of one model).
     bool same_layout(const KvChunk& other) const;
+    // The memory holding the KV, taken out of the chunk (which is left without it).
+    tensor::Buffer take_kv() && { return std::move(kv_); }
 
   private:
     ChunkIdentity identity_;

@@ -36,7 +36,7 @@ class CapturedGraph {
     virtual ~CapturedGraph() = default;
 };
 
-class Backend {
+class Backend : public BufferOwner {
   public:
     virtual ~Backend() = default;
 
@@ -49,8 +49,7 @@ class Backend {
     // ---- memory -------------------------------------------------------------------------
     // An Error when the device is out of memory. Contents are uninitialized.
     virtual Result<Buffer> allocate(std::size_t bytes) = 0;
-    // Called by Buffer only.
-    virtual void free_buffer(void* data, std::size_t bytes) = 0;
+    void free_buffer(void* data, std::size_t bytes) override = 0;
     virtual void copy_from_host(Tensor dst, const void* src, std::size_t bytes) = 0;
     virtual void copy_to_host(void* dst, const Tensor& src, std::size_t bytes) = 0;
     virtual void fill_zero(Tensor t) = 0;
@@ -186,10 +185,33 @@ class Backend {
         synchronize();
         return 0;
     }
+    // As copy_from_host_async, with no ticket of its own: the ticket of a later copy covers it
+    // (transfers finish in order). Saves the bookkeeping of copies nobody waits for one by one.
+    virtual void copy_from_host_untracked(Tensor dst, const void* src, std::size_t bytes) {
+        copy_from_host_async(dst, src, bytes);
+    }
     // Whether the transfer (and every earlier one) has finished; never waits.
     virtual bool transfer_done(std::uint64_t ticket) { return true; }
     // Compute ops issued after this run after the transfer, without the host waiting for it.
     virtual void order_after(std::uint64_t ticket) {}
+    // Starts copying `bytes` of device memory `src` into `dst` (from allocate_host) on the
+    // transfer stream, after every compute op issued so far; returns its ticket (0: done).
+    // `dst` holds the bytes, and `src` may be overwritten, once transfer_done(ticket).
+    virtual std::uint64_t copy_to_host_async(void* dst, const Tensor& src, std::size_t bytes) {
+        copy_to_host(dst, src, bytes);
+        synchronize();
+        return 0;
+    }
+    // A mark after the compute ops issued so far (0 when they are all done already, as on
+    // backends that run ops at once). Marks are increasing; a later mark's being done implies
+    // every earlier one is.
+    virtual std::uint64_t compute_fence() { return 0; }
+    // Whether the mark's ops have run; never waits.
+    virtual bool fence_done(std::uint64_t fence) { return true; }
+    // Transfers issued after this wait, on the device, for the mark's ops.
+    virtual void transfer_after(std::uint64_t fence) {}
+    // Waits on the host until the mark's ops and the transfer (0: none) are done.
+    virtual void wait_for(std::uint64_t fence, std::uint64_t ticket) {}
 
     // ---- graph capture (optional) ------------------------------------------------------
     // Between begin_capture and end_capture ops are recorded, not run; replay then runs the

@@ -1,7 +1,8 @@
 #pragma once
-// Buffer: owns one allocation made by a Backend (host memory for the CPU backend, device memory
-// for CUDA) and frees it through the same backend. Move-only; the backend must outlive it.
-// Views (Tensor) into the buffer are non-owning and die with it.
+// Buffer: owns one allocation made by a BufferOwner (a Backend: host memory for the CPU
+// backend, device memory for CUDA; or a sub-allocator over memory of its own) and frees it
+// through the same owner. Move-only; the owner must outlive it. A Buffer without an owner is a
+// view that frees nothing. Views (Tensor) into the buffer are non-owning and die with it.
 
 #include <cstddef>
 #include <initializer_list>
@@ -10,12 +11,19 @@
 
 namespace inferscale::tensor {
 
-class Backend;
+class BufferOwner {
+  public:
+    // Called by Buffer only.
+    virtual void free_buffer(void* data, std::size_t bytes) = 0;
+
+  protected:
+    ~BufferOwner() = default;
+};
 
 class Buffer {
   public:
     Buffer() = default;
-    Buffer(Backend* owner, void* data, std::size_t bytes, Device device)
+    Buffer(BufferOwner* owner, void* data, std::size_t bytes, Device device)
         : owner_(owner), data_(data), bytes_(bytes), device_(device) {}
     ~Buffer() { reset(); }
     Buffer(Buffer&& other) noexcept { *this = static_cast<Buffer&&>(other); }
@@ -27,6 +35,7 @@ class Buffer {
     std::size_t bytes() const { return bytes_; }
     Device device() const { return device_; }
     bool empty() const { return data_ == nullptr; }
+    const BufferOwner* owner() const { return owner_; }
 
     // A view of the whole buffer (from byte `offset`) with the given dtype and shape; checks
     // that it fits.
@@ -34,9 +43,17 @@ class Buffer {
                 std::size_t offset = 0) const;
 
     void reset();
+    // Gives up ownership without freeing: the memory is the caller's to give back.
+    void* release() {
+        void* data = data_;
+        owner_ = nullptr;
+        data_ = nullptr;
+        bytes_ = 0;
+        return data;
+    }
 
   private:
-    Backend* owner_ = nullptr;
+    BufferOwner* owner_ = nullptr;
     void* data_ = nullptr;
     std::size_t bytes_ = 0;
     Device device_ = Device::Cpu;

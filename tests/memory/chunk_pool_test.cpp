@@ -1,6 +1,7 @@
-// ChunkPool on the CPU backend with synthetic chunks (no model): the tiers, LRU demotion and
-// promotion (bit-exact), leases, the disk format (restart, corruption), invalidation through
-// a MemoryStore listener, the accounting, and a randomized run against invariant checks.
+// ChunkPool on the CPU backend with synthetic chunks (no model): the inclusive tiers, LRU drops
+// and promotion (bit-exact), leases, the disk format (restart, corruption), invalidation
+// through a MemoryStore listener, no backend allocation or wait once open (a counting
+// backend), the accounting, and a randomized run against invariant checks.
 
 #include "memory/chunk_pool.h"
 
@@ -47,15 +48,23 @@ std::vector<float> contents(const ChunkIdentity& id, std::int64_t tokens, std::u
     return v;
 }
 
-KvChunk make_chunk(tensor::Backend& be, const ChunkIdentity& id, std::int64_t tokens,
-                   std::uint32_t seed = 1) {
+// A chunk in memory from the pool (as the encoder's output is), filled on the host (the CPU
+// backend's memory is host memory).
+Result<KvChunk> make_chunk(ChunkPool& pool, const ChunkIdentity& id, std::int64_t tokens,
+                           std::uint32_t seed = 1) {
     const std::vector<float> v = contents(id, tokens, seed);
-    tensor::Buffer buf = be.allocate(v.size() * sizeof(float)).value();
+    tensor::Buffer buf = IS_TRY(pool.allocate_device(v.size() * sizeof(float)));
     std::memcpy(buf.data(), v.data(), v.size() * sizeof(float));
     std::vector<std::int32_t> toks(static_cast<std::size_t>(tokens));
     for (std::int64_t t = 0; t < tokens; ++t) toks[static_cast<std::size_t>(t)] = 7 * t + 3;
     return KvChunk(id, std::move(toks), kLayers, kHeads, kDim, tensor::DType::F32,
                    std::move(buf));
+}
+
+Result<ChunkLease> put_chunk(ChunkPool& pool, const ChunkIdentity& id, std::int64_t tokens,
+                             std::uint32_t seed = 1) {
+    KvChunk chunk = IS_TRY(make_chunk(pool, id, tokens, seed));
+    return pool.put(std::move(chunk));
 }
 
 bool holds(const ChunkLease& l, const ChunkIdentity& id, std::int64_t tokens,
@@ -81,7 +90,7 @@ class ChunkPoolTest : public ::testing::Test {
     // Puts and releases the lease at once.
     void put(ChunkPool& pool, const ChunkIdentity& id, std::int64_t tokens,
              std::uint32_t seed = 1) {
-        auto l = pool.put(make_chunk(be_, id, tokens, seed));
+        auto l = put_chunk(pool, id, tokens, seed);
         ASSERT_TRUE(l.ok()) << l.error().message;
     }
     std::string path_of(const ChunkIdentity& id) {
@@ -100,89 +109,98 @@ TEST_F(ChunkPoolTest, MissingChunkIsAnEmptyLease) {
     EXPECT_EQ(pool->stats().misses, 1u);
 }
 
-TEST_F(ChunkPoolTest, FullDeviceDemotesLruAndGetPromotesBitExact) {
-    // Room for two 4-token chunks on the device, two on the host, the rest on disk.
-    auto pool = open(2 * bytes_of(4), 2 * bytes_of(4));
-    const ChunkIdentity a = ident("a"), b = ident("b"), c = ident("c"), d = ident("d"),
-                        e = ident("e");
+TEST_F(ChunkPoolTest, FullDeviceDropsLruAndGetPromotesBitExact) {
+    // Room for two 4-token chunks on the device, three on the host, the rest on disk.
+    auto pool = open(2 * bytes_of(4), 3 * bytes_of(4));
+    const ChunkIdentity a = ident("a"), b = ident("b"), c = ident("c"), d = ident("d");
     put(*pool, a, 4);
     put(*pool, b, 4);
     ASSERT_TRUE(pool->get(a).ok());  // a is now the most recent: b is the LRU
-    put(*pool, c, 4);
+    put(*pool, c, 4);                // b's device copy is dropped: its host copy remains
     EXPECT_EQ(pool->tier_of(b), ChunkTier::Host);
     EXPECT_EQ(pool->tier_of(a), ChunkTier::Device);
     EXPECT_EQ(pool->tier_of(c), ChunkTier::Device);
-    put(*pool, d, 4);  // a is LRU now
-    put(*pool, e, 4);  // c goes down; the host (b, a) is full, so b goes to disk
+    EXPECT_EQ(pool->stats().host.chunks, 3u);              // inclusive: a and c are there too
+    EXPECT_EQ(pool->stats().bytes_down, 3 * bytes_of(4));  // each new encoding, once
+    put(*pool, d, 4);  // a leaves the device; the full host tier writes b to disk
     EXPECT_EQ(pool->tier_of(a), ChunkTier::Host);
     EXPECT_EQ(pool->tier_of(b), ChunkTier::Disk);
-    EXPECT_EQ(pool->tier_of(c), ChunkTier::Host);
     EXPECT_TRUE(fs::exists(path_of(b)));
+    EXPECT_EQ(pool->stats().bytes_down, 4 * bytes_of(4));  // dropping copied nothing back
     pool->check_invariants();
 
-    auto lb = pool->get(b);  // from disk
+    // From disk, through the host tier (which writes a out), onto the device (where c, the
+    // LRU chunk, makes room).
+    auto lb = pool->get(b);
     ASSERT_TRUE(lb.ok()) << lb.error().message;
     EXPECT_TRUE(holds(*lb, b, 4));
     EXPECT_EQ(pool->tier_of(b), ChunkTier::Device);
-    EXPECT_FALSE(fs::exists(path_of(b)));  // a chunk lives in one tier
-    lb->reset();
-    // Bringing b up demoted d to the full host tier, whose LRU chunk (a) went to disk.
-    EXPECT_EQ(pool->tier_of(d), ChunkTier::Host);
+    EXPECT_TRUE(fs::exists(path_of(b)));  // a file, once written, stays
     EXPECT_EQ(pool->tier_of(a), ChunkTier::Disk);
-    auto lc = pool->get(c);  // from host
+    EXPECT_EQ(pool->tier_of(c), ChunkTier::Host);
+    lb->reset();
+    auto lc = pool->get(c);  // up again from its host copy
     ASSERT_TRUE(lc.ok());
     EXPECT_TRUE(holds(*lc, c, 4));
     lc->reset();
+    auto la = pool->get(a);
+    ASSERT_TRUE(la.ok());
+    EXPECT_TRUE(holds(*la, a, 4));
+    la->reset();
     pool->check_invariants();
 
     const ChunkPoolStats s = pool->stats();
-    EXPECT_EQ(s.device.chunks + s.host.chunks + s.disk.chunks, 5u);
-    EXPECT_EQ(s.device.bytes + s.host.bytes + s.disk.bytes, 5 * bytes_of(4));
+    EXPECT_EQ(pool->size(), 4u);
     EXPECT_LE(s.device.bytes, 2 * bytes_of(4));
+    EXPECT_LE(s.host.bytes, 3 * bytes_of(4));
+    EXPECT_EQ(s.disk_hits, 2u);
     EXPECT_EQ(s.host_hits, 1u);
-    EXPECT_EQ(s.disk_hits, 1u);
     EXPECT_EQ(s.device_hits, 1u);
-    EXPECT_EQ(s.promotions, 2u);
-    EXPECT_GE(s.demotions, 4u);
+    EXPECT_EQ(s.promotions, 3u);
+    EXPECT_EQ(s.bytes_up, 3 * bytes_of(4));
+    EXPECT_EQ(s.bytes_read, 2 * bytes_of(4));
     EXPECT_EQ(s.corruptions, 0u);
 }
 
-TEST_F(ChunkPoolTest, LeasedChunksAreNeverDemoted) {
+TEST_F(ChunkPoolTest, LeasedChunksAreNeverDropped) {
     auto pool = open(2 * bytes_of(4), 8 * bytes_of(4));
     const ChunkIdentity a = ident("a"), b = ident("b"), c = ident("c");
-    auto la = pool->put(make_chunk(be_, a, 4));
+    auto la = put_chunk(*pool, a, 4);
     ASSERT_TRUE(la.ok());
     put(*pool, b, 4);
     put(*pool, c, 4);  // a is the LRU but leased: b goes instead
     EXPECT_EQ(pool->tier_of(a), ChunkTier::Device);
     EXPECT_EQ(pool->tier_of(b), ChunkTier::Host);
     EXPECT_EQ(pool->stats().pinned_chunks, 1u);
-    // Both device slots leased: a third chunk cannot come up, and that is an Error, not a
-    // silent eviction of a chunk in use.
+    // Both device places leased: a third chunk cannot come up, and that is an Error, not a
+    // silent drop of a chunk in use.
     auto lc = pool->get(c);
     ASSERT_TRUE(lc.ok());
     auto lb = pool->get(b);
     EXPECT_FALSE(lb.ok());
+    EXPECT_EQ(lb.error().kind, ErrorKind::Unavailable);
+    EXPECT_FALSE(pool->allocate_device(bytes_of(4)).ok());
     EXPECT_TRUE(holds(*la, a, 4));
     la->reset();
     lb = pool->get(b);
     ASSERT_TRUE(lb.ok()) << lb.error().message;
     EXPECT_TRUE(holds(*lb, b, 4));
+    EXPECT_TRUE(holds(*lc, c, 4));
     EXPECT_EQ(pool->tier_of(a), ChunkTier::Host);
     pool->check_invariants();
 }
 
 // serve_from_host: with the device tier full of leased chunks (or too small), chunks are leased
 // where they lie in host memory, bit-exact, read from disk into the host tier first when they
-// sit there; a chunk leased in host memory is never moved under its lease.
+// sit there; a new encoding goes to host memory; a chunk leased in host memory never moves.
 TEST_F(ChunkPoolTest, WithoutDeviceRoomChunksAreServedFromHost) {
-    auto pool = open(2 * bytes_of(4), 8 * bytes_of(4), /*disk=*/true, /*serve_from_host=*/true);
+    auto pool = open(2 * bytes_of(4), 5 * bytes_of(4), /*disk=*/true, /*serve_from_host=*/true);
     const ChunkIdentity a = ident("a"), b = ident("b"), c = ident("c"), big = ident("big");
-    auto la = pool->put(make_chunk(be_, a, 4));
-    auto lb = pool->put(make_chunk(be_, b, 4));
+    auto la = put_chunk(*pool, a, 4);
+    auto lb = put_chunk(*pool, b, 4);
     ASSERT_TRUE(la.ok() && lb.ok());
     {
-        auto lc = pool->put(make_chunk(be_, c, 4));  // no device room: into the host tier
+        auto lc = put_chunk(*pool, c, 4);  // no device room: encoded into the host tier
         ASSERT_TRUE(lc.ok()) << lc.error().message;
         EXPECT_TRUE(holds(*lc, c, 4));
         EXPECT_TRUE(lc->ready());
@@ -198,69 +216,79 @@ TEST_F(ChunkPoolTest, WithoutDeviceRoomChunksAreServedFromHost) {
     EXPECT_EQ(pool->tier_of(c), ChunkTier::Host);
     EXPECT_EQ(pool->stats().served_from_host, 2u);
     pool->check_invariants();
-    ASSERT_TRUE(pool->flush().ok());  // a leased host chunk is not written out and moved
-    EXPECT_EQ(pool->tier_of(c), ChunkTier::Host);
+    ASSERT_TRUE(pool->flush().ok());  // a leased chunk is not written out
+    EXPECT_FALSE(fs::exists(path_of(c)));
     EXPECT_TRUE(holds(*lc, c, 4));
     lc->reset();
     again->reset();
     ASSERT_TRUE(pool->flush().ok());
-    EXPECT_EQ(pool->tier_of(c), ChunkTier::Disk);
+    EXPECT_TRUE(fs::exists(path_of(c)));
+    EXPECT_EQ(pool->tier_of(c), ChunkTier::Host);  // the flush wrote it and kept it
+    pool->check_invariants();
 
-    // From disk, with the device still full: read into the host tier and leased there.
+    // Larger than the whole device tier: encoded into, and served from, host memory; the
+    // chunks on the device stay.
+    la->reset();
+    lb->reset();
+    const std::uint64_t demotions = pool->stats().demotions;
+    auto lbig = put_chunk(*pool, big, 12);
+    ASSERT_TRUE(lbig.ok()) << lbig.error().message;
+    EXPECT_TRUE(holds(*lbig, big, 12));
+    EXPECT_EQ(pool->tier_of(big), ChunkTier::Host);
+    lbig->reset();
+    auto in_place = pool->get(big);
+    ASSERT_TRUE(in_place.ok());
+    EXPECT_TRUE(holds(*in_place, big, 12));
+    EXPECT_EQ(pool->tier_of(a), ChunkTier::Device);
+    EXPECT_EQ(pool->tier_of(b), ChunkTier::Device);
+    EXPECT_EQ(pool->stats().demotions - demotions, 1u);  // c's host copy, for big's room
+    EXPECT_EQ(pool->tier_of(c), ChunkTier::Disk);
+    pool->check_invariants();
+
+    // From disk with the device full of leased chunks: read into the host tier, leased there.
+    in_place->reset();
+    la = pool->get(a);
+    lb = pool->get(b);
+    ASSERT_TRUE(la.ok() && lb.ok());
     lc = pool->get(c);
     ASSERT_TRUE(lc.ok()) << lc.error().message;
     EXPECT_TRUE(holds(*lc, c, 4));
     EXPECT_EQ(pool->tier_of(c), ChunkTier::Host);
-    EXPECT_FALSE(fs::exists(path_of(c)));
-    pool->check_invariants();
+    EXPECT_EQ(pool->tier_of(big), ChunkTier::Disk);
     // Erased under its lease: gone from the pool, its memory kept until the lease ends.
     EXPECT_EQ(pool->erase("c"), 1u);
     EXPECT_FALSE(pool->tier_of(c).has_value());
+    EXPECT_FALSE(fs::exists(path_of(c)));
     EXPECT_TRUE(holds(*lc, c, 4));
     lc->reset();
     pool->collect();
     pool->check_invariants();
 
-    // Larger than the whole device tier.
-    auto lbig = pool->put(make_chunk(be_, big, 12));
-    ASSERT_TRUE(lbig.ok()) << lbig.error().message;
-    EXPECT_TRUE(holds(*lbig, big, 12));
-    EXPECT_EQ(pool->tier_of(big), ChunkTier::Host);
-    // Promotions take free device room only: with a and b on the device, unleased, a host
-    // chunk is read in place rather than demoting one of them.
+    // Once a device chunk is unleased, a host chunk goes up in its place.
     la->reset();
-    lb->reset();
-    lbig->reset();
-    const std::uint64_t demotions = pool->stats().demotions;
-    auto in_place = pool->get(big);
-    ASSERT_TRUE(in_place.ok());
-    EXPECT_TRUE(holds(*in_place, big, 12));
-    EXPECT_EQ(pool->tier_of(big), ChunkTier::Host);
-    EXPECT_EQ(pool->tier_of(a), ChunkTier::Device);
-    EXPECT_EQ(pool->tier_of(b), ChunkTier::Device);
-    EXPECT_EQ(pool->stats().demotions, demotions);
-    in_place->reset();
-    // A new encoding still makes room: the least recently used chunk goes down.
-    const ChunkIdentity d = ident("d");
-    auto ld = pool->put(make_chunk(be_, d, 4));
-    ASSERT_TRUE(ld.ok());
-    EXPECT_EQ(pool->tier_of(d), ChunkTier::Device);
-    EXPECT_EQ(pool->tier_of(a), ChunkTier::Host);
-    ld->reset();
-    // And a host chunk goes up once there is free room.
-    EXPECT_EQ(pool->erase("b"), 1u);
-    pool->collect();
-    auto up = pool->get(a);
+    auto up = pool->get(big);
     ASSERT_TRUE(up.ok());
-    EXPECT_EQ(pool->tier_of(a), ChunkTier::Device);
-    EXPECT_TRUE(holds(*up, a, 4));
+    EXPECT_EQ(pool->tier_of(big), ChunkTier::Host);  // 12 tokens never fit the device
+    up->reset();
+    const ChunkIdentity d = ident("d");
+    put(*pool, d, 4);
+    EXPECT_EQ(pool->tier_of(d), ChunkTier::Device);
+    EXPECT_NE(pool->tier_of(a), ChunkTier::Device);  // d's copy down pushed it on to disk
+    lb->reset();
     pool->check_invariants();
 }
 
 TEST_F(ChunkPoolTest, TooBigForTheDeviceIsAnError) {
     auto pool = open(bytes_of(2), bytes_of(8));
-    EXPECT_FALSE(pool->put(make_chunk(be_, ident("big"), 4)).ok());
+    auto l = put_chunk(*pool, ident("big"), 8);
+    ASSERT_FALSE(l.ok());
+    EXPECT_EQ(l.error().kind, ErrorKind::Unavailable);
     EXPECT_EQ(pool->size(), 0u);
+    // Memory that is not the pool's is refused.
+    tensor::Buffer foreign = be_.allocate(bytes_of(1)).value();
+    EXPECT_FALSE(pool->put(KvChunk(ident("x"), {1}, kLayers, kHeads, kDim, tensor::DType::F32,
+                                   std::move(foreign)))
+                     .ok());
 }
 
 TEST_F(ChunkPoolTest, DiskTierSurvivesARestartBitExact) {
@@ -319,16 +347,16 @@ TEST_F(ChunkPoolTest, CorruptDiskChunksAreNeverReturned) {
 }
 
 TEST_F(ChunkPoolTest, EraseRemovesAFactFromEveryTier) {
-    auto pool = open(bytes_of(4), bytes_of(4));
+    auto pool = open(bytes_of(4), 2 * bytes_of(4));
     // One fact in three encodings: one lands in each tier.
     const ChunkIdentity d0 = ident("f", 0), d1 = ident("f", 1), d2 = ident("f", 2);
     put(*pool, d0, 4);
     put(*pool, d1, 4);
-    put(*pool, d2, 4);
-    put(*pool, ident("other"), 2);  // pushes d2 to the host and d1 to disk
+    put(*pool, d2, 4);  // d1 leaves the device; the host tier writes d0 to disk
     ASSERT_EQ(pool->tier_of(d0), ChunkTier::Disk);
-    ASSERT_EQ(pool->tier_of(d1), ChunkTier::Disk);
-    ASSERT_EQ(pool->tier_of(d2), ChunkTier::Host);
+    ASSERT_EQ(pool->tier_of(d1), ChunkTier::Host);
+    ASSERT_EQ(pool->tier_of(d2), ChunkTier::Device);
+    put(*pool, ident("other"), 2);
     const std::string fact_dir = chunk_fact_dir(dir_.file("chunks"), "f");
     ASSERT_TRUE(fs::exists(fact_dir));
     EXPECT_EQ(pool->erase("f"), 3u);
@@ -345,7 +373,7 @@ TEST_F(ChunkPoolTest, EraseRemovesAFactFromEveryTier) {
 TEST_F(ChunkPoolTest, ErasingALeasedChunkKeepsItsMemoryUntilTheLeaseEnds) {
     auto pool = open(bytes_of(8), bytes_of(8));
     const ChunkIdentity a = ident("a");
-    auto l = pool->put(make_chunk(be_, a, 4));
+    auto l = put_chunk(*pool, a, 4);
     ASSERT_TRUE(l.ok());
     EXPECT_EQ(pool->erase("a"), 1u);
     EXPECT_FALSE(pool->tier_of(a).has_value());
@@ -360,7 +388,7 @@ TEST_F(ChunkPoolTest, ErasingALeasedChunkKeepsItsMemoryUntilTheLeaseEnds) {
 
 TEST_F(ChunkPoolTest, StoreDeletesDropChunksEverywhere) {
     auto store = memory::MemoryStore::open(dir_.file("memory.db")).value();
-    auto pool = open(bytes_of(4), bytes_of(4));
+    auto pool = open(bytes_of(4), 2 * bytes_of(4));
     engine::ChunkInvalidator inval(*pool);
     ASSERT_TRUE(store->add_listener(&inval, false).ok());
     const memory::Fact f1 = store->add_fact("ann", {"Ann has a cat.", {}, ""}).value();
@@ -382,10 +410,10 @@ TEST_F(ChunkPoolTest, StoreDeletesDropChunksEverywhere) {
 }
 
 TEST_F(ChunkPoolTest, GetManyPromotesABatchAndKeepsOrder) {
-    auto pool = open(3 * bytes_of(4), bytes_of(4));
+    auto pool = open(3 * bytes_of(4), 5 * bytes_of(4));
     std::vector<ChunkIdentity> ids;
     for (int i = 0; i < 5; ++i) ids.push_back(ident("f" + std::to_string(i)));
-    for (const auto& id : ids) put(*pool, id, 4);  // f0 on disk, f1 on host, f2..f4 device
+    for (const auto& id : ids) put(*pool, id, 4);  // f0 and f1 on the host, f2..f4 device
     const std::vector<ChunkIdentity> want = {ids[0], ident("missing"), ids[1], ids[4]};
     auto leases = pool->get_many(want);
     ASSERT_TRUE(leases.ok()) << leases.error().message;
@@ -398,18 +426,68 @@ TEST_F(ChunkPoolTest, GetManyPromotesABatchAndKeepsOrder) {
     pool->check_invariants();
 }
 
+// Once open, the pool never asks the backend for memory or waits for it: drops are free, and
+// promotions and copies down are issued beside compute.
+TEST_F(ChunkPoolTest, OpenPoolNeitherAllocatesNorWaits) {
+    struct CountingBackend : backends::cpu::CpuBackend {
+        Result<tensor::Buffer> allocate(std::size_t bytes) override {
+            ++allocations;
+            return CpuBackend::allocate(bytes);
+        }
+        void* allocate_host(std::size_t bytes) override {
+            ++allocations;
+            return CpuBackend::allocate_host(bytes);
+        }
+        void synchronize() override { ++waits; }
+        void wait_for(std::uint64_t fence, std::uint64_t ticket) override { ++waits; }
+        int allocations = 0, waits = 0;
+    } be;
+    ChunkPoolOptions o;
+    o.device_capacity_bytes = 4 * bytes_of(4);
+    o.host_capacity_bytes = 16 * bytes_of(4);
+    auto pool = ChunkPool::open(be, o).value();
+    EXPECT_EQ(be.allocations, 2);  // the two slabs
+    be.allocations = 0;
+    std::vector<ChunkIdentity> ids;
+    for (int i = 0; i < 12; ++i) {
+        ids.push_back(ident("f" + std::to_string(i)));
+        ASSERT_TRUE(put_chunk(*pool, ids.back(), 4, 5).ok());
+    }
+    std::mt19937 rng(7);
+    for (int round = 0; round < 200; ++round) {
+        std::vector<ChunkIdentity> want;
+        for (int j = 0; j < 3; ++j) want.push_back(ids[rng() % ids.size()]);
+        auto leases = pool->get_many(want);
+        ASSERT_TRUE(leases.ok()) << leases.error().message;
+        for (std::size_t j = 0; j < want.size(); ++j)
+            ASSERT_TRUE(holds((*leases)[j], want[j], 4, 5)) << want[j].fact_id;
+    }
+    EXPECT_EQ(be.allocations, 0);
+    EXPECT_EQ(be.waits, 0);
+    EXPECT_GT(pool->stats().promotions, 100u);
+    EXPECT_EQ(pool->stats().bytes_down, 12 * bytes_of(4));
+    pool->check_invariants();
+}
+
 // Many users and facts, random puts, gets, erases and restarts under pressure from small tiers;
-// after every step the pool's accounting must match its entries and no erased fact may return.
+// after every step the pool's accounting must match its entries, no erased fact may return, a
+// replaced encoding is never served stale, and every held lease still reads its own bytes.
 TEST_F(ChunkPoolTest, RandomizedOperationsKeepTheInvariants) {
     std::mt19937 rng(1234);
-    const std::size_t device = 6 * bytes_of(4), host = 5 * bytes_of(4);
+    const std::size_t device = 6 * bytes_of(4), host = 9 * bytes_of(4);
     auto pool = open(device, host);
     std::map<std::string, std::pair<std::int64_t, std::uint32_t>> live;  // key -> tokens, seed
     std::map<std::string, ChunkIdentity> idents;
     std::set<std::string> erased_facts;
     int next_fact = 0;
     auto pick = [&](int n) { return std::uniform_int_distribution<int>(0, n - 1)(rng); };
-    std::vector<ChunkLease> held;
+    struct Held {
+        ChunkLease lease;
+        ChunkIdentity id;
+        std::int64_t tokens;
+        std::uint32_t seed;
+    };
+    std::vector<Held> held;
     for (int step = 0; step < 1500; ++step) {
         const int op = pick(100);
         if (op < 35 || live.empty()) {
@@ -419,13 +497,11 @@ TEST_F(ChunkPoolTest, RandomizedOperationsKeepTheInvariants) {
             const ChunkIdentity id = ident(fact, pick(3));
             const std::int64_t tokens = 1 + pick(5);
             const auto seed = static_cast<std::uint32_t>(step);
-            auto l = pool->put(make_chunk(be_, id, tokens, seed));
-            if (l.ok()) {
+            auto l = put_chunk(*pool, id, tokens, seed);
+            if (l.ok()) {  // else too much is leased right now, and nothing changed
                 live[id.key()] = {tokens, seed};
                 idents[id.key()] = id;
-                if (pick(4) == 0) held.push_back(std::move(*l));
-            } else {
-                live.erase(id.key());  // the old encoding was replaced before the failure
+                if (pick(4) == 0) held.push_back({std::move(*l), id, tokens, seed});
             }
         } else if (op < 75) {
             auto it = idents.begin();
@@ -440,8 +516,8 @@ TEST_F(ChunkPoolTest, RandomizedOperationsKeepTheInvariants) {
                 ASSERT_TRUE(*l) << id.key();
                 const auto [tokens, seed] = live[id.key()];
                 EXPECT_TRUE(holds(*l, id, tokens, seed)) << id.key();
+                if (pick(3) == 0) held.push_back({std::move(*l), id, tokens, seed});
             }
-            if (*l && pick(3) == 0) held.push_back(std::move(*l));
         } else if (op < 85) {
             auto it = idents.begin();
             std::advance(it, pick(static_cast<int>(idents.size())));
@@ -460,9 +536,10 @@ TEST_F(ChunkPoolTest, RandomizedOperationsKeepTheInvariants) {
         } else {
             held.clear();
         }
+        for (const Held& h : held) ASSERT_TRUE(holds(h.lease, h.id, h.tokens, h.seed)) << step;
         pool->check_invariants();
         const ChunkPoolStats s = pool->stats();
-        ASSERT_EQ(s.device.chunks + s.host.chunks + s.disk.chunks, live.size());
+        ASSERT_EQ(pool->size(), live.size());
         ASSERT_LE(s.device.bytes + s.retired_bytes, device);
         ASSERT_LE(s.host.bytes, host);
     }

@@ -35,7 +35,7 @@ struct CpuBackendOptions {
     std::optional<GgmlIsa> ggml_isa = std::nullopt;
 };
 
-class CpuBackend final : public tensor::Backend {
+class CpuBackend : public tensor::Backend {
   public:
     explicit CpuBackend(CpuBackendOptions options = {});
 
@@ -51,6 +51,17 @@ class CpuBackend final : public tensor::Backend {
     void fill_zero(tensor::Tensor t) override;
     void fill_random(tensor::Tensor t, std::uint64_t seed, float scale, float offset) override;
     void synchronize() override {}
+    // Copies run at once on the calling thread: nothing to wait for afterwards.
+    std::uint64_t copy_from_host_async(tensor::Tensor dst, const void* src,
+                                       std::size_t bytes) override {
+        copy_from_host(dst, src, bytes);
+        return 0;
+    }
+    std::uint64_t copy_to_host_async(void* dst, const tensor::Tensor& src,
+                                     std::size_t bytes) override {
+        copy_to_host(dst, src, bytes);
+        return 0;
+    }
     Result<tensor::DeviceWeight> upload_weight(const tensor::Tensor& host) override;
 
     void embedding(const tensor::Tensor& table, const tensor::Tensor& ids,

@@ -241,8 +241,15 @@ class CudaBackend final : public tensor::Backend {
 
     std::uint64_t copy_from_host_async(tensor::Tensor dst, const void* src,
                                        std::size_t bytes) override;
+    void copy_from_host_untracked(tensor::Tensor dst, const void* src, std::size_t bytes) override;
     bool transfer_done(std::uint64_t ticket) override;
     void order_after(std::uint64_t ticket) override;
+    std::uint64_t copy_to_host_async(void* dst, const tensor::Tensor& src,
+                                     std::size_t bytes) override;
+    std::uint64_t compute_fence() override;
+    bool fence_done(std::uint64_t fence) override;
+    void transfer_after(std::uint64_t fence) override;
+    void wait_for(std::uint64_t fence, std::uint64_t ticket) override;
 
   private:
     CudaBackend(int device, const CudaBackendOptions& options);

@@ -5,7 +5,8 @@
 // copies go layer group by layer group: a read of one layer ordered after that layer's ticket
 // sees its bytes, and the tickets of several chunks' first layers all come before any chunk's
 // last layers'. The pinned host buffers under the host tier are reused by size
-// (PinnedHostCache).
+// (PinnedHostCache). The host copies the promotions read were themselves copied down
+// asynchronously when the chunks were put.
 
 #include <algorithm>
 #include <cstring>
@@ -44,7 +45,7 @@ class CudaChunkPoolTest : public CudaTest {
         EXPECT_TRUE(pool.ok()) << pool.error().message;
         for (int i = 0; i < n + device_chunks; ++i) {
             const std::vector<float> v = contents(i);
-            tensor::Buffer buf = gpu_->allocate(kBytes).value();
+            tensor::Buffer buf = (*pool)->allocate_device(kBytes).value();
             gpu_->copy_from_host(buf.view(DType::F32, {static_cast<std::int64_t>(v.size())}),
                                  v.data(), kBytes);
             gpu_->synchronize();
@@ -53,7 +54,8 @@ class CudaChunkPoolTest : public CudaTest {
                                              kLayers, kHeads, kDim, DType::F32, std::move(buf)));
             EXPECT_TRUE(lease.ok()) << lease.error().message;
         }
-        // The last puts hold the device tier; 0..n-1 sit in host memory now.
+        // The last puts hold the device tier; 0..n-1 sit in host memory now, copied down on the
+        // transfer stream as they were put.
         for (int i = 0; i < n; ++i)
             EXPECT_EQ((*pool)->tier_of(ident(i)), memory::ChunkTier::Host) << i;
         return std::move(pool).value();
@@ -93,7 +95,7 @@ TEST_F(CudaChunkPoolTest, OrderedPromotionsAreSeenByTheNextComputeOp) {
 TEST_F(CudaChunkPoolTest, EachLayerIsReadableAfterItsOwnTicket) {
     auto pool = pool_with_all_on_host(3, /*device_chunks=*/3);
     const memory::ChunkIdentity ids[] = {ident(0), ident(1), ident(2)};
-    auto leases = pool->get_many(ids, /*ordered=*/false);
+    auto leases = pool->get_many(ids, /*ordered=*/false, memory::PromotionOrder::ByLayerGroup);
     ASSERT_TRUE(leases.ok()) << leases.error().message;
     // Group-major issue: every chunk's first layer before any chunk's last.
     std::uint64_t first_max = 0, last_min = ~std::uint64_t{0};
