@@ -43,6 +43,7 @@ from locomo_recall import load_conversation  # noqa: E402
 from locomo_scoring import (bleu1, final_answer, judge_prompt, locomo_f1,  # noqa: E402
                             paired_bootstrap, parse_verdict)
 
+MODES = ("none", "prompt", "kv")
 CATEGORY_NAMES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 # Fields of the config a resumed run must share with the JSON it extends.
 SAME_ON_RESUME = ("model", "encoding", "retrieval", "max_tokens", "conversations", "limit")
@@ -91,7 +92,7 @@ def configurations(modes, ks, windows):
 
 
 def ask(client, model, user, question, mode, k, w, retrieval, max_tokens):
-    """One streamed answer: (text, TTFT ms, usage)."""
+    """One streamed answer: (text, TTFT ms or None when it is empty, token counts)."""
     memory = {"mode": mode}
     if mode != "none":
         memory.update(top_k=k, context_window=w, retrieval=retrieval)
@@ -109,11 +110,10 @@ def ask(client, model, user, question, mode, k, w, retrieval, max_tokens):
             if choice.delta.content:
                 ttft = ttft if ttft is not None else (time.perf_counter() - started) * 1000
                 parts.append(choice.delta.content)
-    details = usage.prompt_tokens_details if usage else None
     return "".join(parts), ttft, {
-        "prompt_tokens": usage.prompt_tokens if usage else None,
-        "cached_tokens": details.cached_tokens if details else None,
-        "completion_tokens": usage.completion_tokens if usage else None}
+        "prompt_tokens": usage.prompt_tokens,
+        "cached_tokens": usage.prompt_tokens_details.cached_tokens,
+        "completion_tokens": usage.completion_tokens}
 
 
 def judge_all(answers, judge_url, save):
@@ -154,18 +154,23 @@ def summarize(answers):
     by_config = {}
     for a in answers:
         by_config.setdefault((a["mode"], a["k"], a["w"]), []).append(a)
+    order = sorted(by_config, key=lambda c: (MODES.index(c[0]), c[1], c[2]))
     summary = {}
-    for (mode, k, w), rows in sorted(by_config.items()):
+    for mode, k, w in order:
+        rows = by_config[(mode, k, w)]
         entry = averages(rows)
         entry["by_category"] = {
             str(c): averages([r for r in rows if r["category"] == c])
             for c in sorted({r["category"] for r in rows})}
         summary[config_key(mode, k, w)] = entry
     differences = {}
-    for (mode, k, w), rows in sorted(by_config.items()):
+    for mode, k, w in order:
+        if mode != "kv":
+            continue
+        rows = by_config[(mode, k, w)]
         prompt = {(r["conversation"], r["index"]): r["f1"] for r in by_config.get(("prompt", k, 0), [])}
         paired = [(r["f1"], prompt[(r["conversation"], r["index"])]) for r in rows
-                  if mode == "kv" and (r["conversation"], r["index"]) in prompt]
+                  if (r["conversation"], r["index"]) in prompt]
         if paired:
             diff, low, high = paired_bootstrap(*zip(*paired))
             differences[f"k={k} w={w}"] = {"n": len(paired), "f1_diff": diff, "ci95": [low, high]}
@@ -210,6 +215,8 @@ def main():
     parser.add_argument("--out", default="locomo_eval.json")
     parser.add_argument("--resume", action="store_true", help="extend --out, skipping what it holds")
     args = parser.parse_args()
+    if set(args.modes.split(",")) - set(MODES):
+        parser.error(f"--modes: each of {', '.join(MODES)}")
 
     base = args.base_url.rstrip("/")
     client = OpenAI(base_url=base + "/v1", api_key=args.api_key, timeout=3600)

@@ -1,7 +1,8 @@
 """bench/locomo_eval.py, the LoCoMo accuracy harness: its scores against hand-computed values,
 and the harness end to end on three questions of conversation 26 against the bundled model
 (none, prompt and kv at k = 5): the JSON's schema, every configuration answered, scores in
-[0, 1], and a resumed run that asks nothing again. Accuracy itself is not asserted."""
+[0, 1], a resumed run that asks nothing again, and a resumed run with --judge that only judges.
+Accuracy itself is not asserted."""
 import json
 import math
 import os
@@ -87,16 +88,28 @@ def test_harness_end_to_end_and_resume(tmp_path):
         finished = server.metrics()["inferscale_requests_finished_total"]
         again = subprocess.run(command + ["--resume"], capture_output=True, text=True, timeout=300)
         assert again.returncode == 0, again.stderr
+        assert json.loads(out.read_text())["answers"] == result["answers"]
         assert server.metrics()["inferscale_requests_finished_total"] == finished
         # Without --resume an existing JSON is never overwritten.
         refused = subprocess.run(command, capture_output=True, text=True, timeout=300)
         assert refused.returncode != 0 and "--resume" in refused.stderr
+        # The judge pass (here the same server judges): one request per answer, nothing re-asked.
+        judged = subprocess.run(command + ["--resume", "--judge", server.url],
+                                capture_output=True, text=True, timeout=300)
+        assert judged.returncode == 0, judged.stderr
+        assert server.metrics()["inferscale_requests_finished_total"] == finished + 9
     finally:
         server.stop()
     assert "0 answers to ask (9 already" in again.stderr
-    resumed = json.loads(out.read_text())
-    assert resumed["answers"] == result["answers"]
-    assert resumed["config"]["imports"] == {"26": "existing"}
+    assert "0 answers to ask (9 already" in judged.stderr
+    with_verdicts = json.loads(out.read_text())
+    for before, after in zip(result["answers"], with_verdicts["answers"]):
+        assert after.pop("judged") in (True, False, None) and isinstance(after.pop("judge_reply"), str)
+        assert after == before
+    assert with_verdicts["config"]["imports"] == {"26": "existing"}
+    for entry in with_verdicts["summary"].values():
+        assert entry["judged_n"] <= 3
+        assert entry["judged_accuracy"] is None or 0 <= entry["judged_accuracy"] <= 1
     assert result["config"]["imports"] == {"26": "http"}
 
     config = result["config"]
