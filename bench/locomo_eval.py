@@ -54,8 +54,9 @@ def ints(text):
 
 
 def load_questions(locomo, names, limit, seed=0):
-    """[(conversation, facts, questions)]; with `limit`, that many questions drawn with a fixed
-    seed from all of them, each conversation's kept in dataset order."""
+    """The conversations as tools/locomo_recall.py loads them, each question with its `index`
+    among the conversation's category 1-4 questions; with `limit`, that many questions drawn
+    with a fixed seed from all of them, each conversation's kept in dataset order."""
     conversations = []
     for name in names:
         c = load_conversation(os.path.join(locomo, f"{name}.json"), 1, False)
