@@ -60,7 +60,8 @@ def load_conversation(path, first_id, all_source_turns):
                 # Ids are unique over all conversations, as the store's are over all users.
                 facts.append({"id": first_id + len(facts), "text": entry[0],
                               "turns": set(turns if all_source_turns else turns[:1])})
-    questions = [{"question": q["question"], "evidence": set(dia_ids(q.get("evidence", [])))}
+    questions = [{"question": q["question"], "evidence": set(dia_ids(q.get("evidence", []))),
+                  "answer": str(q["answer"]), "category": q["category"]}
                  for q in root["qa"] if q.get("category") in CATEGORIES]
     return {"name": name, "facts": facts, "questions": questions}
 
