@@ -10,7 +10,8 @@
 // so dropping a chunk from the device costs nothing: no copy back, no wait. Requests want
 // chunks on the device: `get` promotes a host or disk chunk there (a disk chunk is read into
 // the host tier first); when the device slab has no room, its least recently used unleased
-// chunks are dropped (a rare chunk with no copy below is copied down first). The host tier
+// chunks are dropped (a rare chunk with no copy below is copied down first), except under
+// serve_from_host (see ChunkPoolOptions). The host tier
 // drops its least recently used chunks that are not on the device, writing each to disk first
 // when it has no file (and evicting it from the pool without a disk tier). A chunk in no tier
 // is "missing" and the caller re-encodes. A disk file whose header, identity or checksum does
@@ -70,11 +71,15 @@ struct ChunkPoolOptions {
     std::size_t host_capacity_bytes = std::size_t{4} << 30;
     std::string disk_dir;         // empty: no disk tier (host overflow is dropped)
     bool flush_on_close = true;   // the destructor writes device and host chunks to disk
-    // A chunk the device tier has no room for (it is full of leased chunks, or smaller than
-    // the chunk) is leased where it lies in the host tier (a disk chunk is read into it first)
-    // instead of failing the call; `put` moves such a chunk to the host tier. The backend
-    // reads host memory directly (pinned, mapped into the GPU's address space on CUDA): slower
-    // than the device, but nothing waits for room.
+    // A chunk the device tier has no free room for is leased where it lies in the host tier
+    // (a disk chunk is read into it first) instead of being promoted; a new encoding finding no
+    // device room (the tier full of leased chunks, or smaller than the chunk) is written to
+    // host memory. The backend reads host memory directly (pinned, mapped into the GPU's
+    // address space on CUDA): one crossing of the bus, as a promotion would be. Promotions
+    // then take free room only: dropping a resident chunk for one costs that chunk's next
+    // promotion, and under many users' cyclic requests LRU replacement would keep doing that
+    // (measured: docs/results/serve_bench_tiers_h100_2026-12-07.txt). New encodings still
+    // drop the least recently used chunks.
     bool serve_from_host = false;
 };
 

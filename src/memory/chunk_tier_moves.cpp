@@ -150,7 +150,8 @@ ChunkPool::DiskRead ChunkPool::read_from_disk_locked(Entry* e) {
 }
 
 bool ChunkPool::stage_promotion_locked(Entry* e) {
-    std::optional<Range> r = take_device_locked(e->bytes);
+    std::optional<Range> r =
+        options_.serve_from_host ? device_ranges_.allocate(e->bytes) : take_device_locked(e->bytes);
     if (!r) return false;
     backend_->transfer_after(r->last_use.fence);   // kernels still reading its old chunk
     backend_->transfer_after(e->host_fill_fence);  // an encoding written in host memory

@@ -275,6 +275,17 @@ TEST_F(ChunkPoolTest, WithoutDeviceRoomChunksAreServedFromHost) {
     EXPECT_EQ(pool->tier_of(d), ChunkTier::Device);
     EXPECT_NE(pool->tier_of(a), ChunkTier::Device);  // d's copy down pushed it on to disk
     lb->reset();
+    // The device is full of unleased chunks: a promotion would drop one of them, so a is read
+    // in place instead.
+    const std::uint64_t promotions = pool->stats().promotions;
+    auto in_host = pool->get(a);
+    ASSERT_TRUE(in_host.ok());
+    EXPECT_TRUE(holds(*in_host, a, 4));
+    EXPECT_EQ(pool->tier_of(a), ChunkTier::Host);
+    EXPECT_EQ(pool->tier_of(b), ChunkTier::Device);
+    EXPECT_EQ(pool->tier_of(d), ChunkTier::Device);
+    EXPECT_EQ(pool->stats().promotions, promotions);
+    in_host->reset();
     pool->check_invariants();
 }
 
