@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""LoCoMo accuracy of memory injection (issue 38), against a running `inferscale serve`.
+"""LoCoMo accuracy of memory injection, against a running `inferscale serve`.
 
 Imports each conversation's facts (the dataset's observations, in the order `inferscale memory
 import-locomo` stores them: sessions in order, speakers in name order) as memory user
