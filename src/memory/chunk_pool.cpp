@@ -134,7 +134,7 @@ void ChunkPool::SlabRanges::free_buffer(void* data, std::size_t bytes) {
     // Whatever the encoder wrote there runs before the range's next writer.
     const RangeUse use{p.backend_->compute_fence(), 0};
     auto* at = static_cast<std::byte*>(data);
-    if (at >= p.device_base() && at < p.device_base() + p.options_.device_capacity_bytes) {
+    if (p.in_device_slab(at)) {
         p.device_ranges_.free(static_cast<std::size_t>(at - p.device_base()), bytes, use);
         p.lent_device_ -= RangeAllocator::aligned(bytes);
     } else {
@@ -244,7 +244,7 @@ Result<ChunkLease> ChunkPool::put(KvChunk chunk) {
     if (auto it = entries_.find(e->key); it != entries_.end())
         retire_locked(detach_locked(it->second.get()));
     Entry* p = e.get();
-    if (at >= device_base() && at < device_base() + options_.device_capacity_bytes) {
+    if (in_device_slab(at)) {
         lent_device_ -= taken;
         p->device.emplace(p->view(at, backend_->device()));
         insert_locked(std::move(e));

@@ -270,6 +270,14 @@ class ChunkPool {
     std::unique_ptr<Entry> detach_locked(Entry* e);  // out of every index and tier list
     void retire_locked(std::unique_ptr<Entry> e);    // erased: free now, or after the lease
     void release_memory_locked(Entry& e);            // its slab ranges, back to the allocators
+    // Gives `e`'s device or host range back to its allocator, marked with its last users (the
+    // entry still points at it).
+    void free_device_range_locked(const Entry& e);
+    void free_host_range_locked(const Entry& e);
+    bool in_device_slab(const void* p) const {
+        const auto* at = static_cast<const std::byte*>(p);
+        return at >= device_base() && at < device_base() + options_.device_capacity_bytes;
+    }
     void remove_disk_file_locked(const std::string& path);
     void account(const Entry& e, int sign);
     std::byte* device_base() const { return static_cast<std::byte*>(device_slab_.data()); }

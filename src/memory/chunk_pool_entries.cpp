@@ -108,17 +108,24 @@ void ChunkPool::remove_disk_file_locked(const std::string& path) {
     fs::remove(fs::path(path).parent_path(), ec);  // only succeeds once the fact has no files
 }
 
+void ChunkPool::free_device_range_locked(const Entry& e) {
+    const auto at = static_cast<const std::byte*>(e.device->data()) - device_base();
+    device_ranges_.free(static_cast<std::size_t>(at), e.bytes, {e.read_fence, e.device_transfer});
+}
+
+void ChunkPool::free_host_range_locked(const Entry& e) {
+    const auto at = static_cast<const std::byte*>(e.host) - host_base();
+    host_ranges_.free(static_cast<std::size_t>(at), e.bytes,
+                      {std::max(e.read_fence, e.host_fill_fence), e.host_transfer});
+}
+
 void ChunkPool::release_memory_locked(Entry& e) {
     if (e.device) {
-        const auto at = static_cast<const std::byte*>(e.device->data()) - device_base();
-        device_ranges_.free(static_cast<std::size_t>(at), e.bytes,
-                            {e.read_fence, e.device_transfer});
+        free_device_range_locked(e);
         e.device.reset();
     }
     if (e.host != nullptr) {
-        const auto at = static_cast<const std::byte*>(e.host) - host_base();
-        host_ranges_.free(static_cast<std::size_t>(at), e.bytes,
-                          {std::max(e.read_fence, e.host_fill_fence), e.host_transfer});
+        free_host_range_locked(e);
         e.host_view.reset();
         e.host = nullptr;
     }

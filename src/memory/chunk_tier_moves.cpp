@@ -50,9 +50,7 @@ void ChunkPool::drop_device_locked(Entry* e) {
         }
     }
     account(*e, -1);
-    const auto at = static_cast<const std::byte*>(e->device->data()) - device_base();
-    device_ranges_.free(static_cast<std::size_t>(at), e->bytes,
-                        {e->read_fence, e->device_transfer});
+    free_device_range_locked(*e);
     device_lru_.erase(e->device_lru);
     e->device.reset();
     e->ticket = 0;
@@ -67,9 +65,7 @@ void ChunkPool::drop_host_locked(Entry* e) {
         return;
     }
     account(*e, -1);
-    const auto at = static_cast<const std::byte*>(e->host) - host_base();
-    host_ranges_.free(static_cast<std::size_t>(at), e->bytes,
-                      {std::max(e->read_fence, e->host_fill_fence), e->host_transfer});
+    free_host_range_locked(*e);
     host_lru_.erase(e->host_lru);
     e->host = nullptr;
     e->host_ticket = 0;
