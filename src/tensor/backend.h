@@ -206,8 +206,6 @@ class Backend : public BufferOwner {
     // backends that run ops at once). Marks are increasing; a later mark's being done implies
     // every earlier one is.
     virtual std::uint64_t compute_fence() { return 0; }
-    // Whether the mark's ops have run; never waits.
-    virtual bool fence_done(std::uint64_t fence) { return true; }
     // Transfers issued after this wait, on the device, for the mark's ops.
     virtual void transfer_after(std::uint64_t fence) {}
     // Waits on the host until the mark's ops and the transfer (0: none) are done.

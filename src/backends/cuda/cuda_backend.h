@@ -247,7 +247,6 @@ class CudaBackend final : public tensor::Backend {
     std::uint64_t copy_to_host_async(void* dst, const tensor::Tensor& src,
                                      std::size_t bytes) override;
     std::uint64_t compute_fence() override;
-    bool fence_done(std::uint64_t fence) override;
     void transfer_after(std::uint64_t fence) override;
     void wait_for(std::uint64_t fence, std::uint64_t ticket) override;
 

@@ -124,12 +124,6 @@ std::uint64_t CudaBackend::compute_fence() {
     return transfers_.fence(stream_);
 }
 
-bool CudaBackend::fence_done(std::uint64_t fence) {
-    if (fence == 0) return true;
-    activate();
-    return transfers_.fence_done(fence);
-}
-
 void CudaBackend::transfer_after(std::uint64_t fence) {
     if (fence == 0) return;
     activate();
