@@ -131,6 +131,10 @@ class Engine {
     // Encodes up to `budget` of `facts` that no pool tier holds; returns how many are still
     // missing afterwards (0: all in the pool), or an Error from encoding.
     Result<std::size_t> encode_missing(std::span<const MemoryFact> facts, std::size_t& budget);
+    // MemoryRuntime::acquire, then erase_stale_chunks over `facts` when it encoded any.
+    Result<std::vector<memory::ChunkLease>> acquire_memory(
+        std::span<const MemoryFact> facts, bool ordered = true,
+        memory::PromotionOrder order = memory::PromotionOrder::WholeChunks);
     void encode_in_background(std::size_t budget);
     Status run_step(StepPlan& plan);
     // The step's forward and what follows it (sampling, streaming), after its injections.

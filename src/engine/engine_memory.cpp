@@ -110,10 +110,22 @@ Result<std::size_t> Engine::encode_missing(std::span<const MemoryFact> facts, st
     std::vector<kv::BlockId> probe;
     if (!cache_.allocate(blocks, probe)) return missing.size();
     model_.blocks().release(probe);
-    // acquire() encodes what it misses and adds it to the pool; the leases end at once.
-    IS_TRY(runtime_->acquire(std::span(missing).first(now)));
+    // acquire_memory() encodes what it misses and adds it to the pool; the leases end at once.
+    IS_TRY(acquire_memory(std::span(missing).first(now)));
     budget -= now;
     return missing.size() - now;
+}
+
+Result<std::vector<memory::ChunkLease>> Engine::acquire_memory(std::span<const MemoryFact> facts,
+                                                               bool ordered,
+                                                               memory::PromotionOrder order) {
+    std::size_t encoded = 0;
+    std::vector<memory::ChunkLease> leases =
+        IS_TRY(runtime_->acquire(facts, ordered, order, &encoded));
+    // A fact deleted or changed while its chunk was encoded: drop the chunk (a lease keeps it
+    // readable until the request ends).
+    if (encoded > 0) IS_TRY(erase_stale_chunks(*store_, runtime_->pool(), facts));
+    return leases;
 }
 
 void Engine::prepare_memory() {
@@ -142,9 +154,9 @@ void Engine::prepare_memory() {
             options_.layered_host_chunks && !layered_chosen && scheduler_.num_running() == 0;
         if (a.leases.empty() && !a.facts.empty()) {
             // Promotions from host or disk copy on the transfer stream while others compute.
-            auto leases = runtime_->acquire(a.facts, /*ordered=*/false,
-                                            layered ? memory::PromotionOrder::ByLayerGroup
-                                                    : memory::PromotionOrder::WholeChunks);
+            auto leases = acquire_memory(a.facts, /*ordered=*/false,
+                                         layered ? memory::PromotionOrder::ByLayerGroup
+                                                 : memory::PromotionOrder::WholeChunks);
             if (!leases.ok()) {
                 if (!wait_for_room(leases.error())) fail(a, std::move(leases).error());
                 continue;

@@ -66,7 +66,8 @@ memory::ChunkIdentity MemoryRuntime::identity_of(const MemoryFact& fact) const {
 
 Result<std::vector<memory::ChunkLease>> MemoryRuntime::acquire(std::span<const MemoryFact> facts,
                                                                bool ordered,
-                                                               memory::PromotionOrder order) {
+                                                               memory::PromotionOrder order,
+                                                               std::size_t* encoded) {
     std::vector<memory::ChunkIdentity> ids;
     ids.reserve(facts.size());
     for (const MemoryFact& f : facts) ids.push_back(identity_of(f));
@@ -85,11 +86,12 @@ Result<std::vector<memory::ChunkLease>> MemoryRuntime::acquire(std::span<const M
         misses.push_back(std::move(r));
         miss_index.push_back(i);
     }
+    if (encoded) *encoded = misses.size();
     if (!misses.empty()) {
-        std::vector<memory::KvChunk> encoded = IS_TRY(encoder_.encode(
+        std::vector<memory::KvChunk> chunks = IS_TRY(encoder_.encode(
             misses, [this](std::size_t bytes) { return pool_->allocate_device(bytes); }));
-        for (std::size_t j = 0; j < encoded.size(); ++j)
-            leases[miss_index[j]] = IS_TRY(pool_->put(std::move(encoded[j])));
+        for (std::size_t j = 0; j < chunks.size(); ++j)
+            leases[miss_index[j]] = IS_TRY(pool_->put(std::move(chunks[j])));
     }
     return leases;
 }

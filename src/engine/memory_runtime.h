@@ -64,9 +64,11 @@ class MemoryRuntime {
     // leases pin them (never demoted or freed) while they live. An Error from encoding, or
     // when the device tier cannot hold them all. `ordered` and `order` as
     // ChunkPool::get_many: unordered leaves promotions in flight (check ChunkLease::ready()).
+    // `encoded`, when given, is set to how many chunks were encoded.
     Result<std::vector<memory::ChunkLease>> acquire(
         std::span<const MemoryFact> facts, bool ordered = true,
-        memory::PromotionOrder order = memory::PromotionOrder::WholeChunks);
+        memory::PromotionOrder order = memory::PromotionOrder::WholeChunks,
+        std::size_t* encoded = nullptr);
 
   private:
     MemoryRuntime(LocalModel& lm, const MemoryOptions& options, inject::MemoryScaffold scaffold,

@@ -420,6 +420,36 @@ TEST_F(ChunkPoolTest, StoreDeletesDropChunksEverywhere) {
     pool->check_invariants();
 }
 
+// An encoding that ends after its fact changed was put after the listener's erase ran: the
+// check after the put drops chunks of deleted and changed facts, and only those.
+TEST_F(ChunkPoolTest, StaleEncodingsAreErasedAfterThePut) {
+    auto store = memory::MemoryStore::open(dir_.file("memory.db")).value();
+    auto pool = open(8 * bytes_of(4), 8 * bytes_of(4));
+    const memory::Fact f1 = store->add_fact("ann", {"Ann has a cat.", {}, ""}).value();
+    const memory::Fact f2 = store->add_fact("ann", {"Ann lives in Oslo.", {}, ""}).value();
+    const memory::Fact f3 = store->add_fact("bob", {"Bob plays chess.", {}, ""}).value();
+    std::vector<engine::MemoryFact> encoded(4);
+    for (std::size_t i = 0; const auto* f : {&f1, &f2, &f3}) {
+        encoded[i].id = engine::chunk_fact_id(f->id);
+        encoded[i++].text = f->text;
+    }
+    encoded[3].id = "scaffold-7";
+    encoded[3].text = "not a store fact";
+    for (const auto& f : encoded) put(*pool, ident(f.id), 4);
+    ASSERT_TRUE(store->update_fact(f2.id, "Ann lives in Bergen.").ok());
+    ASSERT_TRUE(store->delete_fact(f3.id).ok());
+
+    auto erased = engine::erase_stale_chunks(*store, *pool, encoded);
+    ASSERT_TRUE(erased.ok()) << erased.error().message;
+    EXPECT_EQ(*erased, 2u);
+    EXPECT_TRUE(pool->tier_of(ident(encoded[0].id)).has_value());
+    EXPECT_FALSE(pool->tier_of(ident(encoded[1].id)).has_value());
+    EXPECT_FALSE(pool->tier_of(ident(encoded[2].id)).has_value());
+    EXPECT_TRUE(pool->tier_of(ident(encoded[3].id)).has_value());
+    EXPECT_EQ(*engine::erase_stale_chunks(*store, *pool, encoded), 0u);
+    pool->check_invariants();
+}
+
 TEST_F(ChunkPoolTest, GetManyPromotesABatchAndKeepsOrder) {
     auto pool = open(3 * bytes_of(4), 5 * bytes_of(4));
     std::vector<ChunkIdentity> ids;
