@@ -1,5 +1,8 @@
 #include "tensor/dtype.h"
 
+#include <cmath>
+#include <limits>
+
 #include "base/check.h"
 #include "tensor/quantized.h"
 
@@ -23,6 +26,8 @@ std::string_view dtype_name(DType t) {
         case DType::Q6_K: return "q6_k";
         case DType::IQ4_NL: return "iq4_nl";
         case DType::IQ4_XS: return "iq4_xs";
+        case DType::F8_E4M3:
+            return "f8_e4m3";
     }
     return "?";
 }
@@ -79,6 +84,40 @@ std::uint16_t f32_to_f16(float f) {
     return sign | static_cast<std::uint16_t>(half);
 }
 
+float e4m3_to_f32(std::uint8_t b) {
+    const int exp = (b >> 3) & 0xf, mant = b & 7;
+    float magnitude;
+    if (exp == 0xf && mant == 7) {
+        magnitude = std::numeric_limits<float>::quiet_NaN();
+    } else if (exp == 0) {
+        magnitude = std::ldexp(static_cast<float>(mant), -9);  // subnormal: mant * 2^-9
+    } else {
+        magnitude = std::ldexp(1.0f + static_cast<float>(mant) / 8.0f, exp - 7);
+    }
+    return (b & 0x80) ? -magnitude : magnitude;
+}
+
+std::uint8_t f32_to_e4m3(float f) {
+    const std::uint8_t sign = std::signbit(f) ? 0x80 : 0;
+    const float a = std::fabs(f);
+    if (std::isnan(f)) return sign | 0x7f;
+    if (a > 448.0f) return sign | 0x7e;
+    if (a < 0x1p-6f) {
+        // Subnormals are multiples of 2^-9; rounding up to 8 gives 0x08, the smallest normal.
+        return sign | static_cast<std::uint8_t>(std::nearbyint(a * 512.0f));
+    }
+    int e = 0;
+    const float fraction = std::frexp(a, &e);  // a = fraction * 2^e, fraction in [0.5, 1)
+    int exp = e - 1 + 7;
+    int mant = static_cast<int>(std::nearbyint((2.0f * fraction - 1.0f) * 8.0f));
+    if (mant == 8) {
+        mant = 0;
+        ++exp;
+    }
+    if (exp > 15 || (exp == 15 && mant == 7)) return sign | 0x7e;
+    return sign | static_cast<std::uint8_t>(exp << 3 | mant);
+}
+
 void convert_to_f32(DType from, const void* src, float* dst, std::size_t n) {
     if (is_block_quantized(from)) {
         dequantize_blocks(from, src, dst, n);
@@ -96,6 +135,11 @@ void convert_to_f32(DType from, const void* src, float* dst, std::size_t n) {
         case DType::BF16: {
             const auto* s = static_cast<const std::uint16_t*>(src);
             for (std::size_t i = 0; i < n; ++i) dst[i] = bf16_to_f32(s[i]);
+            return;
+        }
+        case DType::F8_E4M3: {
+            const auto* s = static_cast<const std::uint8_t*>(src);
+            for (std::size_t i = 0; i < n; ++i) dst[i] = e4m3_to_f32(s[i]);
             return;
         }
         default:
@@ -117,6 +161,11 @@ void convert_from_f32(DType to, const float* src, void* dst, std::size_t n) {
         case DType::BF16: {
             auto* d = static_cast<std::uint16_t*>(dst);
             for (std::size_t i = 0; i < n; ++i) d[i] = f32_to_bf16(src[i]);
+            return;
+        }
+        case DType::F8_E4M3: {
+            auto* d = static_cast<std::uint8_t*>(dst);
+            for (std::size_t i = 0; i < n; ++i) d[i] = f32_to_e4m3(src[i]);
             return;
         }
         default:

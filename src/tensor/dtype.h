@@ -4,7 +4,9 @@
 // block-quantized types (layouts in quantized.h): 32 consecutive elements of a row share one
 // block (Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, IQ4_NL), or 256 for the super-block types (the K-quants
 // Q2_K ... Q6_K, and IQ4_XS), so a tensor of them has a last dimension that is a multiple of its
-// block.
+// block. F8_E4M3 is OCP FP8 E4M3 (CUDA's __nv_fp8_e4m3, PyTorch's float8_e4m3fn): 1 sign, 4
+// exponent bits (bias 7), 3 mantissa bits, no infinities, largest finite value 448; the KV
+// cache's FP8 type, always read with a scale kept beside it.
 
 #include <cstddef>
 #include <cstdint>
@@ -14,8 +16,23 @@
 namespace inferscale::tensor {
 
 enum class DType : std::uint8_t {
-    F32, F16, BF16, I32, Q8_0, Q4_0, Q4_1, Q5_0, Q5_1, Q2_K, Q3_K, Q4_K, Q5_K, Q6_K, IQ4_NL,
-    IQ4_XS
+    F32,
+    F16,
+    BF16,
+    I32,
+    Q8_0,
+    Q4_0,
+    Q4_1,
+    Q5_0,
+    Q5_1,
+    Q2_K,
+    Q3_K,
+    Q4_K,
+    Q5_K,
+    Q6_K,
+    IQ4_NL,
+    IQ4_XS,
+    F8_E4M3
 };
 
 constexpr bool is_k_quant(DType t) {
@@ -55,6 +72,8 @@ constexpr std::size_t dtype_block_bytes(DType t) {
         case DType::Q6_K: return 210;
         case DType::IQ4_NL: return 18;
         case DType::IQ4_XS: return 136;
+        case DType::F8_E4M3:
+            return 1;
     }
     return 0;
 }
@@ -90,6 +109,11 @@ inline std::uint16_t f32_to_bf16(float f) {
 
 float f16_to_f32(std::uint16_t h);
 std::uint16_t f32_to_f16(float f);
+
+// FP8 E4M3: exact widening; narrowing rounds to nearest even and saturates to +-448 (CUDA's
+// __NV_SATFINITE), NaN becomes NaN (0x7f with the sign).
+float e4m3_to_f32(std::uint8_t b);
+std::uint8_t f32_to_e4m3(float f);
 
 // Converts n elements of type `from` at src into f32 at dst (block types: dequantizes; n must
 // then be a whole number of blocks).
