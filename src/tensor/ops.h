@@ -25,10 +25,14 @@ struct RopeTables {
     Tensor sin;  // [max_positions, d / 2] f32
 };
 
-// Paged KV for one layer. A page holds bs consecutive tokens of one sequence.
+// Paged KV for one layer. A page holds bs consecutive tokens of one sequence. FP8 pages
+// (F8_E4M3) hold value / scale per KV head: a write divides by the head's scale and rounds,
+// a read multiplies back (KvStorage keeps the scales).
 struct KvPages {
-    Tensor k;  // [num_blocks, bs, kvh, d] kv dtype
-    Tensor v;  // [num_blocks, bs, kvh, d] kv dtype
+    Tensor k;          // [num_blocks, bs, kvh, d] kv dtype
+    Tensor v;          // [num_blocks, bs, kvh, d] kv dtype
+    Tensor k_scale{};  // [kvh] f32, with F8_E4M3 pages only
+    Tensor v_scale{};  // [kvh] f32, with F8_E4M3 pages only
 };
 
 // Page tables of the batch in CSR form plus where each sequence's queries sit in the batch.
@@ -110,9 +114,11 @@ struct LinearArgs {
 
 // Memory injection: copy pre-RoPE K and V rows of several chunks into paged slots of every
 // layer, rotating K to its target position on the way (Backend::inject_chunks). A chunk is one
-// contiguous tensor [num_layers][2][t_c][kvh][d] in the kv dtype (index 0 of dim 1 is K before
-// RoPE, 1 is V); it may live anywhere on the device, hence the address table. Per layer the
-// pages are at layer0 + l * layer_stride elements (K and V alike), as KvStorage lays them out.
+// contiguous tensor [num_layers][2][t_c][kvh][d] in the pages' dtype (index 0 of dim 1 is K
+// before RoPE, 1 is V); it may live anywhere on the device, hence the address table. Per layer the
+// pages are at layer0 + l * layer_stride elements (K and V alike), as KvStorage lays them out;
+// FP8 chunks hold values over the pages' scales, whose layer l sits scale_stride elements past
+// layer0's.
 // Only layers [first_layer, first_layer + num_layers) are written, so a caller can inject layer
 // group by layer group as each group's bytes arrive. Sizes are small (one entry per token or
 // chunk); the KV rows are the traffic.
@@ -125,6 +131,7 @@ struct InjectArgs {
     Tensor slots;         // [n] i32: flat page slot (block * bs + offset) token i goes to
     KvPages layer0;       // pages of layer 0
     std::int64_t layer_stride = 0;  // elements from layer l's pages to layer l + 1's
+    std::int64_t scale_stride = 0;  // elements from layer l's scales to layer l + 1's (FP8)
     std::int64_t first_layer = 0;
     std::int64_t num_layers = 0;
 };

@@ -15,6 +15,12 @@ void check_pages(const KvPages& pages, DType kv) {
     check_arg(pages.k, kv, 4, "k pages");
     check_arg(pages.v, kv, 4, "v pages");
     IS_CHECK(pages.k.shape == pages.v.shape) << "k and v pages differ in shape";
+    if (kv != DType::F8_E4M3) return;
+    check_arg(pages.k_scale, DType::F32, 1, "k scales");
+    check_arg(pages.v_scale, DType::F32, 1, "v scales");
+    IS_CHECK(pages.k_scale.shape[0] == pages.k.shape[2] &&
+             pages.v_scale.shape[0] == pages.k.shape[2])
+        << "one K and one V scale per KV head";
 }
 
 }  // namespace

@@ -1,15 +1,18 @@
 // Paged KV writes and causal GQA attention over page tables. One work item is one
 // (query token, query head) pair, so decode (one token, many heads) and prefill (many tokens)
 // both spread over the cores. Softmax runs online, one page at a time, so no score buffer
-// proportional to the context is needed.
+// proportional to the context is needed. FP8 pages are widened a row at a time and then take
+// the f32 path's arithmetic, so they give the bits of f32 pages holding the widened values.
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <limits>
 
 #include "backends/cpu/cpu_kernels.h"
 #include "base/check.h"
+#include "tensor/dtype.h"
 
 namespace inferscale::backends::cpu {
 namespace {
@@ -24,17 +27,52 @@ inline float dot(const float* a, const float* b, std::int64_t d) {
     return s;
 }
 
+const std::array<float, 256>& e4m3_values() {
+    static const std::array<float, 256> table = [] {
+        std::array<float, 256> t{};
+        for (int b = 0; b < 256; ++b) t[b] = tensor::e4m3_to_f32(static_cast<std::uint8_t>(b));
+        return t;
+    }();
+    return table;
+}
+
+// One head's K or V row as floats: in place for f32 pages, widened into `buf` for FP8.
+inline const float* head_row(const void* plane, const float* scales, std::int64_t offset,
+                             std::int64_t head, std::int64_t d, float* buf) {
+    if (scales == nullptr) return static_cast<const float*>(plane) + offset;
+    widen_e4m3(static_cast<const std::uint8_t*>(plane) + offset, scales[head], d, buf);
+    return buf;
+}
+
 }  // namespace
+
+void widen_e4m3(const std::uint8_t* src, float scale, std::int64_t n, float* dst) {
+    const std::array<float, 256>& values = e4m3_values();
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = values[src[i]] * scale;
+}
+
+void narrow_e4m3(const float* src, float scale, std::int64_t n, std::uint8_t* dst) {
+    for (std::int64_t i = 0; i < n; ++i) dst[i] = tensor::f32_to_e4m3(src[i] / scale);
+}
 
 void write_kv(const float* k, const float* v, std::int64_t n, const std::int32_t* slots,
               const PagedKvView& pages) {
-    const std::int64_t row = pages.kv_heads * pages.head_dim;
+    const std::int64_t d = pages.head_dim, row = pages.kv_heads * d;
     const std::int64_t num_slots = pages.num_blocks * pages.block_size;
     for (std::int64_t t = 0; t < n; ++t) {
         if (slots[t] == -1) continue;  // a padding row (replayable decode batches)
         IS_CHECK(slots[t] >= 0 && slots[t] < num_slots) << "slot " << slots[t];
-        std::memcpy(pages.k + slots[t] * row, k + t * row, row * sizeof(float));
-        std::memcpy(pages.v + slots[t] * row, v + t * row, row * sizeof(float));
+        if (!pages.fp8()) {
+            std::memcpy(pages.k_f32() + slots[t] * row, k + t * row, row * sizeof(float));
+            std::memcpy(pages.v_f32() + slots[t] * row, v + t * row, row * sizeof(float));
+            continue;
+        }
+        auto* kd = static_cast<std::uint8_t*>(pages.k) + slots[t] * row;
+        auto* vd = static_cast<std::uint8_t*>(pages.v) + slots[t] * row;
+        for (std::int64_t h = 0; h < pages.kv_heads; ++h) {
+            narrow_e4m3(k + t * row + h * d, pages.k_scale[h], d, kd + h * d);
+            narrow_e4m3(v + t * row + h * d, pages.v_scale[h], d, vd + h * d);
+        }
     }
 }
 
@@ -78,7 +116,9 @@ void paged_attention(const float* q, std::int64_t n, std::int64_t heads, const P
         const float* qv = q + item * d;
         const std::int64_t kv_off = a.kv_offset;
 
+        const std::int64_t kv_head = kv_off / d;
         float acc[kMaxHeadDim];
+        float row_buf[kMaxHeadDim];
         float scores[kMaxBlockSize];
         std::fill(acc, acc + d, 0.0f);
         float running_max = -std::numeric_limits<float>::infinity();
@@ -88,11 +128,12 @@ void paged_attention(const float* q, std::int64_t n, std::int64_t heads, const P
             IS_CHECK(block >= 0 && block < pages.num_blocks) << "block " << block;
             const std::int64_t skip = std::max<std::int64_t>(0, a.first - p * bs);
             const std::int64_t count = std::min(bs, visible - p * bs) - skip;
-            const float* kb = pages.k + (block * bs + skip) * token_stride + kv_off;
-            const float* vb = pages.v + (block * bs + skip) * token_stride + kv_off;
+            const std::int64_t base = (block * bs + skip) * token_stride + kv_off;
             float page_max = -std::numeric_limits<float>::infinity();
             for (std::int64_t j = 0; j < count; ++j) {
-                scores[j] = dot(qv, kb + j * token_stride, d) * meta.scale;
+                const float* kr =
+                    head_row(pages.k, pages.k_scale, base + j * token_stride, kv_head, d, row_buf);
+                scores[j] = dot(qv, kr, d) * meta.scale;
                 page_max = std::max(page_max, scores[j]);
             }
             const float new_max = std::max(running_max, page_max);
@@ -102,7 +143,8 @@ void paged_attention(const float* q, std::int64_t n, std::int64_t heads, const P
             for (std::int64_t j = 0; j < count; ++j) {
                 const float w = std::exp(scores[j] - new_max);
                 denom += w;
-                const float* vr = vb + j * token_stride;
+                const float* vr =
+                    head_row(pages.v, pages.v_scale, base + j * token_stride, kv_head, d, row_buf);
 #pragma omp simd
                 for (std::int64_t i = 0; i < d; ++i) acc[i] += w * vr[i];
             }

@@ -284,8 +284,8 @@ void attention_with(const float* q, std::int64_t n, std::int64_t heads, const Pa
                 IS_CHECK(block >= 0 && block < pages.num_blocks) << "block " << block;
                 const std::int64_t first = (block * bs) * token_stride + a.kv_offset;
                 for (std::int64_t j = p * bs; j < std::min(visible, (p + 1) * bs); ++j) {
-                    k_rows[j] = pages.k + first + (j - p * bs) * token_stride;
-                    v_rows[j] = pages.v + first + (j - p * bs) * token_stride;
+                    k_rows[j] = pages.k_f32() + first + (j - p * bs) * token_stride;
+                    v_rows[j] = pages.v_f32() + first + (j - p * bs) * token_stride;
                 }
             }
             // Positions before the window are llama.cpp's masked cells: -inf scores, weight 0.

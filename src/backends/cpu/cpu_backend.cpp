@@ -41,12 +41,25 @@ void check_weight(const Tensor& w, int rank, const char* what) {
         << what << " rows of " << w.shape[w.rank - 1] << " are not whole blocks";
 }
 
+// The CPU's pages: f32, or FP8 with their scales.
+DType pages_dtype(const tensor::KvPages& pages) {
+    return pages.k.dtype == DType::F8_E4M3 ? DType::F8_E4M3 : DType::F32;
+}
+
 PagedKvView kv_view(const tensor::KvPages& pages) {
-    check_host(pages.k, DType::F32, 4, "k pages");
-    check_host(pages.v, DType::F32, 4, "v pages");
+    const DType dtype = pages_dtype(pages);
+    check_host(pages.k, dtype, 4, "k pages");
+    check_host(pages.v, dtype, 4, "v pages");
     for (int i = 0; i < 4; ++i) IS_CHECK_EQ(pages.k.shape[i], pages.v.shape[i]);
-    return PagedKvView{pages.k.as<float>(), pages.v.as<float>(), pages.k.shape[0],
-                       pages.k.shape[1],    pages.k.shape[2],    pages.k.shape[3]};
+    PagedKvView view{pages.k.data,     pages.v.data,     pages.k.shape[0],
+                     pages.k.shape[1], pages.k.shape[2], pages.k.shape[3]};
+    if (dtype == DType::F8_E4M3) {
+        check_host(pages.k_scale, DType::F32, 1, "k scales");
+        check_host(pages.v_scale, DType::F32, 1, "v scales");
+        view.k_scale = pages.k_scale.as<const float>();
+        view.v_scale = pages.v_scale.as<const float>();
+    }
+    return view;
 }
 
 }  // namespace
@@ -289,7 +302,7 @@ void CpuBackend::rope(const tensor::RopeArgs& args) {
 void CpuBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
                           const tensor::KvPages& pages) {
     const PagedKvView view = kv_view(pages);
-    tensor::check_write_kv_args(k, v, slots, pages, DType::F32, DType::F32);
+    tensor::check_write_kv_args(k, v, slots, pages, DType::F32, pages_dtype(pages));
     check_on_host(k, "write_kv k");
     check_on_host(v, "write_kv v");
     check_on_host(slots, "write_kv slots");
@@ -299,7 +312,7 @@ void CpuBackend::write_kv(const Tensor& k, const Tensor& v, const Tensor& slots,
 void CpuBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
                                  const tensor::PagedAttentionArgs& args, Tensor out) {
     const PagedKvView view = kv_view(pages);
-    tensor::check_paged_attention_args(q, pages, args, out, DType::F32, DType::F32);
+    tensor::check_paged_attention_args(q, pages, args, out, DType::F32, pages_dtype(pages));
     check_on_host(q, "attention q");
     check_on_host(out, "attention out");
     check_on_host(args.qo_indptr, "qo_indptr");
@@ -314,7 +327,7 @@ void CpuBackend::paged_attention(const Tensor& q, const tensor::KvPages& pages,
                        args.scale,
                        args.qk_ggml_interleaved,
                        args.window};
-    if (ggml_) {
+    if (ggml_ && !view.fp8()) {  // llama.cpp has no FP8 cache to match
         cpu::paged_attention_ggml(q.as<float>(), q.shape[0], q.shape[1], view, meta,
                                   out.as<float>(), isa_);
         return;

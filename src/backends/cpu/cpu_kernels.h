@@ -73,13 +73,23 @@ void sequence_attention(const float* q, const float* k, const float* v, std::int
 
 // ---- attention.cpp ----
 struct PagedKvView {
-    float* k = nullptr;  // [num_blocks, bs, kvh, d] f32
-    float* v = nullptr;  // [num_blocks, bs, kvh, d] f32
+    void* k = nullptr;  // [num_blocks, bs, kvh, d] f32, or FP8 E4M3 with scales
+    void* v = nullptr;
     std::int64_t num_blocks = 0;
     std::int64_t block_size = 0;
     std::int64_t kv_heads = 0;
     std::int64_t head_dim = 0;
+    const float* k_scale = nullptr;  // [kvh], FP8 pages only (value = scale * e4m3)
+    const float* v_scale = nullptr;
+
+    bool fp8() const { return k_scale != nullptr; }
+    float* k_f32() const { return static_cast<float*>(k); }
+    float* v_f32() const { return static_cast<float*>(v); }
 };
+
+// FP8 E4M3 rows: dst[i] = e4m3(src[i]) * scale, and its inverse rounding src[i] / scale.
+void widen_e4m3(const std::uint8_t* src, float scale, std::int64_t n, float* dst);
+void narrow_e4m3(const float* src, float scale, std::int64_t n, std::uint8_t* dst);
 
 void write_kv(const float* k, const float* v, std::int64_t n, const std::int32_t* slots,
               const PagedKvView& pages);

@@ -1,9 +1,11 @@
 // CpuBackend::inject_chunks: gathers chunk rows, rotates K to the target positions and writes
 // K and V into every layer's pages. The rotation is rope()'s own (rotate_head), so an injected
 // key is bit-identical to the key a prefill at that position computes from the same pre-RoPE
-// row.
+// row. FP8 chunks: K widened with the layer's scale, rotated and rounded back as write_kv
+// rounds; V copied as bytes.
 
 #include <cstdint>
+#include <cstring>
 
 #include "backends/cpu/cpu_backend.h"
 #include "backends/cpu/cpu_kernels.h"
@@ -11,10 +13,13 @@
 namespace inferscale::backends::cpu {
 namespace {
 
-const float* chunk_base(const std::int32_t* addrs, std::int32_t chunk) {
+constexpr std::int64_t kMaxInjectHeadDim = 512;
+
+template <typename T>
+const T* chunk_base(const std::int32_t* addrs, std::int32_t chunk) {
     const auto lo = static_cast<std::uint32_t>(addrs[2 * chunk]);
     const auto hi = static_cast<std::uint32_t>(addrs[2 * chunk + 1]);
-    return reinterpret_cast<const float*>((static_cast<std::uintptr_t>(hi) << 32) | lo);
+    return reinterpret_cast<const T*>((static_cast<std::uintptr_t>(hi) << 32) | lo);
 }
 
 }  // namespace
@@ -22,8 +27,12 @@ const float* chunk_base(const std::int32_t* addrs, std::int32_t chunk) {
 void CpuBackend::inject_chunks(const tensor::InjectArgs& args, const tensor::RopeTables& tables) {
     using tensor::DType;
     const tensor::Tensor& kp = args.layer0.k;
-    IS_CHECK(kp.dtype == DType::F32 && args.layer0.v.dtype == DType::F32 && kp.rank == 4)
-        << "inject_chunks: pages must be f32 [blocks, bs, kvh, d]";
+    const bool fp8 = kp.dtype == DType::F8_E4M3;
+    IS_CHECK((kp.dtype == DType::F32 || fp8) && args.layer0.v.dtype == kp.dtype && kp.rank == 4)
+        << "inject_chunks: pages must be f32 or f8_e4m3 [blocks, bs, kvh, d]";
+    IS_CHECK(!fp8 || (args.layer0.k_scale.numel() == kp.shape[2] &&
+                      args.layer0.v_scale.numel() == kp.shape[2]))
+        << "inject_chunks: FP8 pages need their scales";
     const std::int64_t n = args.slots.rank == 1 ? args.slots.shape[0] : 0;
     const std::int64_t c = args.chunk_tokens.rank == 1 ? args.chunk_tokens.shape[0] : 0;
     IS_CHECK(args.src_chunk.numel() == n && args.src_row.numel() == n &&
@@ -44,8 +53,6 @@ void CpuBackend::inject_chunks(const tensor::InjectArgs& args, const tensor::Rop
     const auto* slots = args.slots.as<const std::int32_t>();
     const auto* cos_table = tables.cos.as<const float>();
     const auto* sin_table = tables.sin.as<const float>();
-    auto* k0 = kp.as<float>();
-    auto* v0 = args.layer0.v.as<float>();
 
     // Validate once, outside the parallel region: an IS_CHECK inside it could not abort cleanly.
     for (std::int64_t i = 0; i < n; ++i) {
@@ -58,12 +65,43 @@ void CpuBackend::inject_chunks(const tensor::InjectArgs& args, const tensor::Rop
     }
 
     const std::int64_t first = args.first_layer, end = args.first_layer + args.num_layers;
+    if (fp8) {
+        IS_CHECK(d <= kMaxInjectHeadDim) << "inject_chunks: head_dim " << d;
+        const auto* k_scale0 = args.layer0.k_scale.as<const float>();
+        auto* k0 = kp.as<std::uint8_t>();
+        auto* v0 = args.layer0.v.as<std::uint8_t>();
+#pragma omp parallel for collapse(2) schedule(static)
+        for (std::int64_t l = first; l < end; ++l) {
+            for (std::int64_t i = 0; i < n; ++i) {
+                const std::int64_t t_c = chunk_tokens[src_chunk[i]];
+                const std::uint8_t* ks = chunk_base<std::uint8_t>(addrs, src_chunk[i]) +
+                                         (l * 2 * t_c + src_row[i]) * row;
+                const std::uint8_t* vs = ks + t_c * row;
+                std::uint8_t* kd = k0 + l * args.layer_stride + slots[i] * row;
+                std::uint8_t* vd = v0 + l * args.layer_stride + slots[i] * row;
+                const float* k_scale = k_scale0 + l * args.scale_stride;
+                const float* cs = cos_table + positions[i] * half;
+                const float* sn = sin_table + positions[i] * half;
+                float wide[kMaxInjectHeadDim];
+                for (std::int64_t h = 0; h < heads; ++h) {
+                    widen_e4m3(ks + h * d, k_scale[h], d, wide);
+                    rotate_head(wide, wide, half, cs, sn, ggml_);
+                    narrow_e4m3(wide, k_scale[h], d, kd + h * d);
+                }
+                std::memcpy(vd, vs, static_cast<std::size_t>(row));
+            }
+        }
+        return;
+    }
+    auto* k0 = kp.as<float>();
+    auto* v0 = args.layer0.v.as<float>();
 #pragma omp parallel for collapse(2) schedule(static)
     for (std::int64_t l = first; l < end; ++l) {
         for (std::int64_t i = 0; i < n; ++i) {
             const std::int64_t t_c = chunk_tokens[src_chunk[i]];
             // Chunk layout [layers][2][t_c][kvh][d]: K of layer l, then V of layer l.
-            const float* ks = chunk_base(addrs, src_chunk[i]) + (l * 2 * t_c + src_row[i]) * row;
+            const float* ks =
+                chunk_base<float>(addrs, src_chunk[i]) + (l * 2 * t_c + src_row[i]) * row;
             const float* vs = ks + t_c * row;
             float* kd = k0 + l * args.layer_stride + slots[i] * row;
             float* vd = v0 + l * args.layer_stride + slots[i] * row;
