@@ -1,11 +1,11 @@
 """The web page at GET / in headless Chromium (selenium, chromium-driver) against the real
 `inferscale serve` with the bundled model: a fact added in the memory view is listed, asked about
 in kv mode (the answer and the injected fact beside it), edited (the answer and the fact follow);
-another user of the same key sees none of it, and a key for other users can list nothing of
-them, in the page or on the routes. The page is under 200 KB and asks nothing of another host.
-Screenshots of the three views go to the test's tmp folder, and with
-INFERSCALE_WEB_SCREENSHOTS=DIR also to DIR (docs/ keeps web_chat.png, web_memory.png and
-web_server.png)."""
+another user of the same key sees none of it, and a conversation it imports is extracted into its
+listing; a key for other users can list nothing of them, in the page or on the routes. The page
+is under 200 KB and asks nothing of another host. Screenshots of the three views go to the
+test's tmp folder, and with INFERSCALE_WEB_SCREENSHOTS=DIR also to DIR (docs/ keeps
+web_chat.png, web_memory.png and web_server.png)."""
 import json
 import os
 import re
@@ -174,6 +174,17 @@ def test_memory_chat_edit_and_tenants_in_the_page(server, browser, tmp_path):
     assert list_facts(d) == ([], "0 facts of anna")
     answer, facts, _ = ask(d, QUESTION)
     assert facts == [] and "Mango" not in answer, (answer, facts)
+
+    # A conversation imported for extraction: the event is polled until it ends and the listing
+    # then holds what it extracted.
+    show(d, "memory")
+    by_id(d, "import-text").send_keys(
+        "user: I moved to Lisbon last spring and I work as a baker.\nassistant: Nice!")
+    by_id(d, "import-send").click()
+    wait(d, lambda d: "succeeded" in by_id(d, "import-status").text, timeout=120)
+    extracted = [e.text.split(" ", 1)[1]
+                 for e in d.find_elements(By.CSS_SELECTOR, "#import-results li")]
+    wait(d, lambda d: sorted(fact_texts(d)) == sorted(extracted))
 
     # A key for other users: alice's facts are neither listed nor searched nor injected.
     use_key(d, "sk-b")
