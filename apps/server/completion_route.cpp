@@ -179,6 +179,7 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
         ctx_.metrics.latency.observe(seconds_since(start));
         record_usage(choices.usage);
         CompletionWriter writer(chat, ctx_.options.model_name, choices.outputs.size());
+        if (call.return_facts) writer.report_memory_facts(choices.streams.front()->memory_facts());
         return send_json(res, writer.response(choices.outputs, choices.usage, logprobs));
     }
 
@@ -187,6 +188,8 @@ void HttpServer::handle_completion(const httplib::Request& req, httplib::Respons
         std::move(choices), CompletionWriter(chat, ctx_.options.model_name, num_choices),
         call.include_usage, logprobs, call.parallel_tool_calls, start, false, std::move(exchange),
         std::string()});
+    if (call.return_facts)
+        state->writer.report_memory_facts(state->choices.streams.front()->memory_facts());
     res.set_header("Cache-Control", "no-cache");
     res.set_chunked_content_provider(
         "text/event-stream",

@@ -112,13 +112,11 @@ std::string CompletionWriter::response(const std::vector<ChoiceOutput>& choices,
         }
         out.push_back(std::move(choice));
     }
-    return json{{"id", id_},
-                {"object", chat_ ? "chat.completion" : "text_completion"},
-                {"created", created_},
-                {"model", model_},
-                {"choices", out},
-                {"usage", usage_json(usage)}}
-        .dump(-1, ' ', false, json::error_handler_t::replace);
+    json body = {{"id", id_},           {"object", chat_ ? "chat.completion" : "text_completion"},
+                 {"created", created_}, {"model", model_},
+                 {"choices", out},      {"usage", usage_json(usage)}};
+    if (memory_facts_) body["memory_facts"] = *std::exchange(memory_facts_, std::nullopt);
+    return body.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 std::string CompletionWriter::chunk(std::size_t index, std::string_view text,
@@ -156,12 +154,20 @@ std::string CompletionWriter::event(std::size_t index, json delta, const char* f
     } else {
         choice["text"] = std::move(delta);
     }
-    const json c = {{"id", id_},
-                    {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
-                    {"created", created_},
-                    {"model", model_},
-                    {"choices", json::array({choice})}};
+    json c = {{"id", id_},
+              {"object", chat_ ? "chat.completion.chunk" : "text_completion"},
+              {"created", created_},
+              {"model", model_},
+              {"choices", json::array({choice})}};
+    if (memory_facts_) c["memory_facts"] = *std::exchange(memory_facts_, std::nullopt);
     return "data: " + c.dump(-1, ' ', false, json::error_handler_t::replace) + "\n\n";
+}
+
+void CompletionWriter::report_memory_facts(const std::vector<engine::RetrievedFact>& facts) {
+    json list = json::array();
+    for (const engine::RetrievedFact& f : facts)
+        list.push_back({{"id", f.id}, {"memory", f.text}, {"score", f.score}});
+    memory_facts_ = std::move(list);
 }
 
 std::string CompletionWriter::usage_chunk(const engine::Usage& usage) const {

@@ -3,6 +3,7 @@
 // chat completions call, in the OpenAI shapes, for any number of choices.
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -41,6 +42,9 @@ class CompletionWriter {
                                  std::size_t first);
     std::string usage_chunk(const engine::Usage& usage) const;
     static std::string error_event(const ApiError& error);
+    // memory.return_facts: the response, or else the first event, carries `facts` as
+    // "memory_facts": [{"id", "memory", "score"}], best-ranked first.
+    void report_memory_facts(const std::vector<engine::RetrievedFact>& facts);
     static constexpr std::string_view kDone = "data: [DONE]\n\n";
 
   private:
@@ -54,6 +58,7 @@ class CompletionWriter {
     // Per choice: completions' characters of text so far, and whether chat sent the role.
     std::vector<std::int64_t> text_offsets_;
     std::vector<bool> sent_role_;
+    std::optional<nlohmann::json> memory_facts_;  // until sent
 };
 
 }  // namespace inferscale::server

@@ -96,6 +96,7 @@ HttpServer::HttpServer(ServerContext& context)
                         "text/plain; version=0.0.4");
     });
     add_tokenize_routes(http, ctx_);
+    add_web_page_routes(http);
     if (ctx_.store) {
         add_memory_routes(http, ctx_);
         add_mem0_routes(http, ctx_);

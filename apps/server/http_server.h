@@ -7,8 +7,8 @@
 // Routes: POST /v1/chat/completions, POST /v1/completions (completion_route.cpp), GET
 // /v1/models, GET /v1/models/{id}, POST /tokenize, POST /detokenize (tokenize_api.cpp), GET
 // /health, GET /metrics, the memory API: /v1/memories (memory_api.cpp) and Mem0's REST
-// routes (mem0_api.cpp), and POST /v1/embeddings (embeddings_api.cpp) when the server has an
-// embedding model.
+// routes (mem0_api.cpp), POST /v1/embeddings (embeddings_api.cpp) when the server has an
+// embedding model, and the web page: GET / and GET /web/<file> (web_page.cpp).
 
 #include <memory>
 #include <string>
@@ -100,5 +100,6 @@ const ApiKey* authenticate(const ServerContext& ctx, const httplib::Request& req
 
 void add_tokenize_routes(httplib::Server& http, ServerContext& ctx);
 void add_embedding_routes(httplib::Server& http, ServerContext& ctx);
+void add_web_page_routes(httplib::Server& http);
 
 }  // namespace inferscale::server

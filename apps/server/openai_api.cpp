@@ -372,7 +372,8 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
     if (const json* mem = f.get("memory")) {
         if (!mem->is_object()) return bad_request("'memory' must be an object", "memory");
         if (auto e = unsupported_field(
-                *mem, {"mode", "top_k", "context_window", "retrieval", "store"}, "memory."))
+                *mem, {"mode", "top_k", "context_window", "retrieval", "store", "return_facts"},
+                "memory."))
             return *e;
         Fields mf(*mem);
         std::string mode, method;
@@ -383,6 +384,7 @@ std::variant<CompletionCall, ApiError> parse_completion_call(std::string_view bo
         mf.read("top_k", top_k, "an integer", &json::is_number_integer);
         mf.read("context_window", window, "an integer", &json::is_number_integer);
         mf.read("store", store, "a boolean", &json::is_boolean);
+        mf.read("return_facts", call.return_facts, "a boolean", &json::is_boolean);
         if (mf.error) {  // named as fields of the memory object
             ApiError e = *mf.error;
             e.message = "'memory." + e.message.substr(1);

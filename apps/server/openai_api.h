@@ -5,9 +5,10 @@
 //
 // Memory rides on the standard `user` field (or metadata.user_id) with an extension object
 //   "memory": {"mode": "kv" | "prompt" | "none", "top_k": K, "context_window": W,
-//              "store": true | false}
+//              "store": true | false, "return_facts": true | false}
 // A request with a user and no memory object uses the server's default memory mode. `store`
 // (chat, with a user) queues the exchange for fact extraction once answered (exchange_memory.h).
+// `return_facts` reports the facts retrieved for the answer (completion_writer.h).
 // `ignore_eos: true` (as vLLM takes it) generates exactly max_tokens tokens, for benchmarks.
 // Completions take a prompt string, a list of them, a list of token ids or a list of such
 // lists; `n` up to kMaxChoices copies of each prompt share its KV blocks through the prefix
@@ -51,6 +52,8 @@ struct CompletionCall {
     // Chat's memory.store: the request's last user message, whose exchange with the answer is
     // stored for the request's user; nullopt when not asked.
     std::optional<std::string> store_question;
+    // memory.return_facts: the answer carries the facts retrieved for it.
+    bool return_facts = false;
 };
 
 inline constexpr int kMaxChoices = 16;  // the largest n

@@ -64,6 +64,9 @@ Status Engine::lay_out_memory(Active& a, const EngineRequest& request) {
         }
     const std::vector<MemoryFact> ranked = IS_TRY(retrieve_memory_facts(
         lm, *store_, *retriever_, request.user, question, request.retrieval));
+    std::vector<RetrievedFact> retrieved;
+    for (const MemoryFact& f : ranked) retrieved.push_back({f.id, f.text, f.score});
+    a.stream->set_memory_facts(std::move(retrieved));
     a.facts = IS_TRY(prompt_order(ranked));
     const inject::MemoryScaffold& scaffold = runtime_->scaffold();
     MemoryPrompt prompt = IS_TRY(memory_prompt(lm, scaffold, a.facts, request.messages));

@@ -77,7 +77,12 @@ Result<std::vector<MemoryFact>> retrieve_memory_facts(const LocalModel& lm,
     std::vector<memory::FactId> ids;
     for (const retrieval::Hit& hit : hits) ids.push_back(hit.fact_id);
     const std::vector<memory::Fact> facts = IS_TRY(store.get_facts(ids));  // deleted ones skipped
-    return memory_facts(lm, store, user, facts, options.context_window);
+    std::vector<MemoryFact> out =
+        IS_TRY(memory_facts(lm, store, user, facts, options.context_window));
+    for (MemoryFact& f : out)
+        for (const retrieval::Hit& hit : hits)
+            if (f.id == std::to_string(hit.fact_id)) f.score = hit.score;
+    return out;
 }
 
 }  // namespace inferscale::engine

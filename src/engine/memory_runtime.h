@@ -30,6 +30,7 @@ struct MemoryFact {
     // used to encode the chunk (its KV is discarded). `window` is w, part of the identity.
     std::vector<std::int32_t> context_tokens;
     std::int32_t window = 0;
+    double score = 0.0;  // the retrieval method's, when retrieved for a question
 };
 
 struct MemoryOptions {

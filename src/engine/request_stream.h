@@ -59,6 +59,14 @@ struct StreamEvent {
     std::optional<Error> error;    // the request failed; finished is set
 };
 
+// A fact retrieved for a memory request, best-ranked first: the store's id (decimal), its text
+// and the retrieval method's score.
+struct RetrievedFact {
+    std::string id;
+    std::string text;
+    double score = 0.0;
+};
+
 // A request's whole output, as collect() gathers it.
 struct Completion {
     std::string text;
@@ -76,10 +84,13 @@ class RequestStream {
     // finishing event was taken.
     std::optional<StreamEvent> next(std::chrono::milliseconds timeout);
     void cancel();
+    // A memory request's retrieved facts (empty for any other); set before submit returns.
+    const std::vector<RetrievedFact>& memory_facts() const { return memory_facts_; }
 
     // Engine side.
     bool cancelled() const;
     void push(StreamEvent event);
+    void set_memory_facts(std::vector<RetrievedFact> facts) { memory_facts_ = std::move(facts); }
 
     // Waits for the request to end, handing each piece of text to `on_text` as it comes. The
     // request's error, if it failed.
@@ -91,6 +102,7 @@ class RequestStream {
     std::optional<StreamEvent> pending_;
     bool done_ = false;  // the finishing event was taken
     bool cancelled_ = false;
+    std::vector<RetrievedFact> memory_facts_;
 };
 
 }  // namespace inferscale::engine

@@ -162,6 +162,41 @@ def test_memory_api_round_trip_and_memory_in_chat(server):
     assert c.get("/memories", cast_to=object, options={"params": {"user_id": "bob"}}) == {"results": []}
 
 
+def test_return_facts_reports_the_search_top_k(server):
+    """memory.return_facts: the answer carries the facts retrieved for it, the same top k that
+    /search ranks for the question (same method), in the body or on the first streamed chunk;
+    absent unless asked; a non-boolean is a 400 naming it."""
+    admin = client(server)
+    admin.post("/memories", cast_to=object, body={"user_id": "dora", "facts": [
+        "Dora has a parrot named Kiwi.", "Dora lives in Oslo.", "Dora's parrot eats seeds.",
+        "Dora drives a red car."]})
+    question = "What does my parrot eat?"
+    dora = client(server)
+    for method in ("bm25", "dense", "hybrid"):
+        found = admin.post("/memories/search", cast_to=object, body={
+            "user_id": "dora", "query": question, "top_k": 2, "retrieval": method})["results"]
+        expected = [{"id": f["id"], "memory": f["memory"], "score": pytest.approx(f["score"])}
+                    for f in found]
+        memory = {"mode": "kv", "top_k": 2, "retrieval": method, "return_facts": True}
+        r = chat(dora, question, max_tokens=4, user="dora", extra_body={"memory": memory})
+        assert r.model_extra["memory_facts"] == expected, method
+        chunks = list(chat(dora, question, max_tokens=4, user="dora", stream=True,
+                           extra_body={"memory": memory}))
+        assert chunks[0].model_extra["memory_facts"] == expected, method
+        assert all("memory_facts" not in c.model_extra for c in chunks[1:])
+    plain = chat(dora, question, max_tokens=4, user="dora", extra_body={"memory": {"top_k": 2}})
+    assert "memory_facts" not in plain.model_extra
+    # A user without facts, and mode none, report an empty list.
+    for user, mode in (("nobody-yet", "kv"), ("dora", "none")):
+        r = chat(dora, question, max_tokens=2, user=user,
+                 extra_body={"memory": {"mode": mode, "return_facts": True}})
+        assert r.model_extra["memory_facts"] == [], (user, mode)
+    res = raw(server, "POST", "/v1/chat/completions", json={
+        "model": MODEL_ID, "user": "dora", "messages": [{"role": "user", "content": question}],
+        "memory": {"return_facts": "yes"}})
+    assert error_of(res, 400)["param"] == "memory.return_facts"
+
+
 def test_tenants_never_see_each_others_memories(server):
     admin = client(server)
     carol = admin.post("/memories", cast_to=object, body={"user_id": "carol", "facts": ["Carol's PIN is 4321."]})
