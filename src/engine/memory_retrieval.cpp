@@ -1,6 +1,8 @@
 #include "engine/memory_retrieval.h"
 
 #include <optional>
+#include <string>
+#include <unordered_map>
 
 #include "inject/memory_prompt.h"
 #include "memory/context_window.h"
@@ -79,9 +81,9 @@ Result<std::vector<MemoryFact>> retrieve_memory_facts(const LocalModel& lm,
     const std::vector<memory::Fact> facts = IS_TRY(store.get_facts(ids));  // deleted ones skipped
     std::vector<MemoryFact> out =
         IS_TRY(memory_facts(lm, store, user, facts, options.context_window));
-    for (MemoryFact& f : out)
-        for (const retrieval::Hit& hit : hits)
-            if (f.id == std::to_string(hit.fact_id)) f.score = hit.score;
+    std::unordered_map<std::string, double> scores;
+    for (const retrieval::Hit& hit : hits) scores.emplace(std::to_string(hit.fact_id), hit.score);
+    for (MemoryFact& f : out) f.score = scores.at(f.id);
     return out;
 }
 
