@@ -100,6 +100,11 @@ void add_model_flags(CLI::App& cmd, ModelArgs& args) {
     cmd.add_option("--max-context", args.max_context, "context length in tokens")
         ->capture_default_str()
         ->check(CLI::Range(16, 1 << 20));
+    cmd.add_option("--kv-cache-dtype", args.kv_cache_dtype,
+                   "auto (the backend's: f32 on the CPU, bf16 on a GPU) or fp8 (e4m3, a scale "
+                   "per layer and KV head, calibrated at load; also fp8_e4m3): half the bytes "
+                   "of bf16 in the KV cache and every memory chunk tier")
+        ->capture_default_str();
 }
 
 void add_chat_template_flag(CLI::App& cmd, ModelArgs& args) {
@@ -122,6 +127,11 @@ Result<std::unique_ptr<engine::LocalModel>> load_model(
     options.max_context = args.max_context;
     options.kv_tokens = args.max_context;
     options.chat_template_path = args.chat_template;
+    if (args.kv_cache_dtype == "fp8" || args.kv_cache_dtype == "fp8_e4m3")
+        options.kv_cache_dtype = tensor::DType::F8_E4M3;
+    else if (args.kv_cache_dtype != "auto")
+        return make_error("--kv-cache-dtype must be auto, fp8 or fp8_e4m3, got '" +
+                          args.kv_cache_dtype + "'");
     if (tune) tune(options);
     return engine::LocalModel::load(options, progress_bar("loading model"));
 }

@@ -47,8 +47,9 @@ struct ModelArgs {
     int threads = 0;
     std::int64_t max_context = 4096;
     std::string chat_template;  // a Jinja file replacing the model's chat template
+    std::string kv_cache_dtype = "auto";  // or fp8 (fp8_e4m3)
 };
-// --model, --device, --random-weights, --quant, --threads, --max-context.
+// --model, --device, --random-weights, --quant, --threads, --max-context, --kv-cache-dtype.
 void add_model_flags(CLI::App& cmd, ModelArgs& args);
 // The embedding model the flags name, on the model's device; null for none (logged when the
 // default folder is missing). Errors: a folder that does not load, a --retrieval that needs

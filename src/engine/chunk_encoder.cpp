@@ -38,7 +38,7 @@ class ScratchBlocks {
 Result<ChunkEncoder> ChunkEncoder::create(tensor::Backend& backend, model::LlamaModel& model,
                                           kv::KvStorage& kv, kv::BlockPool& blocks,
                                           model::ForwardWorkspace& ws) {
-    if (backend.activation_dtype() != backend.kv_dtype())
+    if (backend.activation_dtype() != kv.dtype() && !kv.fp8())
         return make_error("chunk encoder: activation and KV dtypes differ on this backend");
     const model::ModelConfig& c = model.config();
     ChunkEncoder enc;
@@ -66,7 +66,7 @@ Result<std::vector<memory::KvChunk>> ChunkEncoder::encode(
     const model::ModelConfig& c = model_->config();
     const std::int64_t max_len = model_->max_positions();
     const std::int64_t bs = kv_->layout().block_size;
-    const tensor::DType dtype = backend_->kv_dtype();
+    const tensor::DType dtype = kv_->dtype();
 
     std::vector<Sequence> seqs(requests.size());
     std::vector<memory::KvChunk> chunks;
@@ -196,26 +196,25 @@ Status ChunkEncoder::run_step(std::span<const Piece> pieces, std::span<Sequence>
     IS_RETURN_IF_ERROR(model_->forward(batch, *kv_, *ws_, {}));
     if (m == 0) return {};
 
-    // Capture [layer][m] rows -> chunk [layer][K|V][t] rows, one gather per layer and plane.
+    // Capture [layer][m] rows -> chunk [layer][K|V][t] rows: each copy's rows are consecutive
+    // in both, so per layer one KV write into the chunk seen as a single page (the cache's
+    // FP8 scales round them as the cache would).
     const Tensor index = row_index_.view(tensor::DType::I32, {max_tokens_});
+    const std::int64_t kvh = c.num_kv_heads, d = c.head_dim;
     for (const Copy& cp : copies) {
         memory::KvChunk& chunk = chunks[static_cast<std::size_t>(cp.seq)];
-        Tensor rows = tensor::leading(index, cp.count);
-        rows.data = static_cast<std::int32_t*>(rows.data) + cp.capture_row;
+        const Tensor slots = tensor::leading(index, cp.count);
+        const auto page = [&](const Tensor& plane) {
+            const Tensor rows = tensor::rows(plane, cp.chunk_row, cp.count);
+            return tensor::reshaped(rows, {1, cp.count, kvh, d});
+        };
         for (std::int64_t l = 0; l < c.num_layers; ++l) {
-            const Tensor cap_k = tensor::reshaped(tensor::index0(capture.k, l), {m, row});
-            const Tensor cap_v = tensor::reshaped(tensor::index0(capture.v, l), {m, row});
-            Tensor dst_k = tensor::reshaped(chunk.k(l), {chunk.num_tokens(), row});
-            Tensor dst_v = tensor::reshaped(chunk.v(l), {chunk.num_tokens(), row});
-            dst_k = tensor::leading(dst_k, cp.chunk_row + cp.count);
-            dst_v = tensor::leading(dst_v, cp.chunk_row + cp.count);
-            const auto skip = static_cast<std::ptrdiff_t>(cp.chunk_row * row) *
-                              static_cast<std::ptrdiff_t>(tensor::dtype_size(act));
-            dst_k.data = static_cast<char*>(dst_k.data) + skip;
-            dst_v.data = static_cast<char*>(dst_v.data) + skip;
-            dst_k.shape[0] = dst_v.shape[0] = cp.count;
-            backend_->gather_rows(cap_k, rows, dst_k);
-            backend_->gather_rows(cap_v, rows, dst_v);
+            tensor::KvPages dst = kv_->pages(l);
+            dst.k = page(chunk.k(l));
+            dst.v = page(chunk.v(l));
+            backend_->write_kv(tensor::rows(tensor::index0(capture.k, l), cp.capture_row, cp.count),
+                               tensor::rows(tensor::index0(capture.v, l), cp.capture_row, cp.count),
+                               slots, dst);
         }
     }
     return {};

@@ -74,7 +74,7 @@ class ChunkEncoder {
     std::int64_t max_tokens_ = 0;  // tokens per forward step
     std::int64_t max_seqs_ = 0;
     tensor::Buffer capture_buffer_;  // K then V: [num_layers, max_tokens, kvh, d] each
-    tensor::Buffer row_index_;       // [max_tokens] i32 = 0, 1, 2, ... (gather indices)
+    tensor::Buffer row_index_;       // [max_tokens] i32 = 0, 1, 2, ... (KV write slots)
     // Per-step host scratch, kept to avoid reallocating.
     std::vector<std::int32_t> ids_, positions_, capture_rows_;
     std::vector<model::BatchSequence> batch_seqs_;

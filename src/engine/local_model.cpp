@@ -6,6 +6,7 @@
 #include "base/log.h"
 #include "base/mapped_file.h"
 #include "engine/backend_choice.h"
+#include "engine/kv_scales.h"
 #include "model/hf_config.h"
 
 namespace inferscale::engine {
@@ -91,9 +92,12 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
     limits.max_logit_rows = options.max_batch_seqs;
     // The KV cache is sized last, from what the weights and the workspace leave on a GPU. The
     // workspace's page tables are sized for the most tokens that could fit (4 bytes a page).
-    const std::size_t kv_token_bytes =
-        llama.kv_layout(1, 1).bytes_per_layer(backend->kv_dtype()) * 2 *
-        static_cast<std::size_t>(config.num_layers);
+    const tensor::DType kv_dtype = options.kv_cache_dtype.value_or(backend->kv_dtype());
+    if (kv_dtype == tensor::DType::F8_E4M3 && !backend->supports_fp8_kv())
+        return make_error("--kv-cache-dtype fp8: the " + std::string(backend->name()) +
+                          " backend has no FP8 KV cache yet");
+    const std::size_t kv_token_bytes = llama.kv_layout(1, 1).bytes_per_layer(kv_dtype) * 2 *
+                                       static_cast<std::size_t>(config.num_layers);
     const std::optional<tensor::Backend::MemoryInfo> before = backend->memory_info();
     std::int64_t kv_tokens = options.kv_tokens > 0 ? options.kv_tokens : kDefaultCpuKvTokens;
     if (before) {
@@ -120,8 +124,8 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
         IS_LOG(Info) << describe(*plan);
         kv_tokens = plan->kv_tokens;  // at least max_context: plan_gpu_memory checks it
     }
-    kv::KvStorage kv = IS_TRY(
-        kv::KvStorage::create(*backend, llama.kv_layout(kv_tokens / block_size, block_size)));
+    kv::KvStorage kv = IS_TRY(kv::KvStorage::create(
+        *backend, llama.kv_layout(kv_tokens / block_size, block_size), kv_dtype));
 
     std::unique_ptr<LocalModel> local(
         new LocalModel(std::move(backend), std::move(llama), std::move(kv), std::move(ws),
@@ -129,6 +133,12 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
     local->max_context_ = max_context;
     local->memory_plan_ = plan;
     local->model_name_ = weights_identity(options);
+    local->kv_identity_ = local->model_name_;
+    if (local->kv_.fp8()) {
+        IS_RETURN_IF_ERROR(calibrate_kv_scales(*local));
+        local->kv_identity_ += "+kv(f8_e4m3," + kv_scales_digest(local->kv_.scales()) + ")";
+        IS_LOG(Info) << "KV cache in FP8 (e4m3), scales calibrated per layer and KV head";
+    }
     local->device_description_ = std::move(opened.description);
     local->eos_ids_ = files.eos_token_ids;
     local->chat_template_ = IS_TRY(load_chat_template(options, files, local->tokenizer()));

@@ -55,6 +55,9 @@ struct LocalModelOptions {
     bool with_memory = false;
     std::int64_t max_batch_tokens = 512;  // new tokens per forward step
     std::int64_t max_batch_seqs = 64;
+    // The KV cache's dtype: the backend's (unset) or F8_E4M3, whose per-(layer, head) scales
+    // are calibrated at load (kv_scales.h). The chunk encoder writes chunks in the same dtype.
+    std::optional<tensor::DType> kv_cache_dtype = std::nullopt;
 };
 
 class LocalModel {
@@ -80,6 +83,9 @@ class LocalModel {
     // plus "@cuda" on the GPU (its bf16 KV differs from the CPU's) and the random-weights
     // config and seed.
     const std::string& model_name() const { return model_name_; }
+    // What a memory chunk's values depend on: model_name() plus, with an FP8 cache, the dtype
+    // and a digest of the calibrated scales.
+    const std::string& kv_identity() const { return kv_identity_; }
     // The backend in words, for logs: "cpu" or the GPU's name.
     const std::string& device_description() const { return device_description_; }
     std::int64_t block_size() const { return kv_.layout().block_size; }
@@ -119,6 +125,7 @@ class LocalModel {
     std::vector<std::int64_t> eos_ids_;
     std::int64_t max_context_ = 0;
     std::string model_name_;
+    std::string kv_identity_;
     std::string device_description_;
     std::optional<GpuMemoryPlan> memory_plan_;
     mutable std::once_flag grammars_once_;

@@ -16,7 +16,7 @@ engine::ChunkRequest scaffold_request(const LocalModel& lm, const char* name,
                                       const std::vector<std::int32_t>& tokens) {
     engine::ChunkRequest r;
     r.identity.fact_id = std::string("scaffold:") + name;
-    r.identity.model = lm.model_name();
+    r.identity.model = lm.kv_identity();
     r.identity.text_hash = memory::text_hash(
         std::string_view(reinterpret_cast<const char*>(tokens.data()), tokens.size() * 4));
     r.fact_tokens = tokens;
@@ -58,7 +58,7 @@ memory::ChunkIdentity MemoryRuntime::identity_of(const MemoryFact& fact) const {
     memory::ChunkIdentity id;
     id.fact_id = fact.id;
     id.text_hash = fact.text_hash.empty() ? memory::text_hash(fact.text) : fact.text_hash;
-    id.model = lm_->model_name();
+    id.model = lm_->kv_identity();
     id.window = fact.window;
     id.mode = options_.encoding;
     return id;

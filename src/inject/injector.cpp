@@ -115,6 +115,9 @@ Status Injector::prepare(std::span<const InjectSpan> spans, std::span<const kv::
         args.layer_stride =
             (static_cast<char*>(kv.pages(1).k.data) - static_cast<char*>(args.layer0.k.data)) /
             static_cast<std::ptrdiff_t>(esize);
+        if (kv.fp8())
+            args.scale_stride = static_cast<const float*>(kv.pages(1).k_scale.data) -
+                                static_cast<const float*>(args.layer0.k_scale.data);
     }
     // The op addresses layer l at layer0 + l * stride; KvStorage's layout must agree.
     for (std::int64_t l = 0; l < layout.num_layers; ++l) {

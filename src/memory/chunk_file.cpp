@@ -12,6 +12,12 @@
 namespace inferscale::memory {
 namespace {
 
+// The KV dtypes a chunk may have: f32, f16, bf16 or FP8 E4M3.
+bool is_chunk_dtype(tensor::DType t) {
+    return t == tensor::DType::F32 || t == tensor::DType::F16 || t == tensor::DType::BF16 ||
+           t == tensor::DType::F8_E4M3;
+}
+
 static_assert(std::endian::native == std::endian::little, "chunk files are little-endian");
 
 constexpr char kMagic[8] = {'I', 'S', 'K', 'V', 'C', 'H', 'K', '1'};
@@ -143,9 +149,10 @@ Result<ChunkFileHeader> parse_header(int fd, const std::string& path) {
     h.identity.text_hash = c.get_string();
     h.identity.model = c.get_string();
     if (c.bad || num_tokens < 0 || num_tokens > kMaxTokens || h.num_layers <= 0 ||
-        h.num_kv_heads <= 0 || h.head_dim <= 0 || mode > 1 || dtype > 2)
+        h.num_kv_heads <= 0 || h.head_dim <= 0 || mode > 1 ||
+        !is_chunk_dtype(static_cast<tensor::DType>(dtype)))
         return make_error(path + ": bad header fields");
-    h.dtype = static_cast<tensor::DType>(dtype);  // F32, F16 or BF16 only: KV dtypes
+    h.dtype = static_cast<tensor::DType>(dtype);
     h.identity.mode = static_cast<EncodingMode>(mode);
     h.token_ids.resize(static_cast<std::size_t>(num_tokens));
     for (auto& t : h.token_ids) t = c.get<std::int32_t>();
@@ -196,9 +203,7 @@ std::string chunk_file_path(const std::string& root, const ChunkIdentity& identi
 }
 
 Status write_chunk_file(const std::string& path, ChunkFileHeader header, const void* payload) {
-    IS_CHECK(header.dtype == tensor::DType::F32 || header.dtype == tensor::DType::F16 ||
-             header.dtype == tensor::DType::BF16)
-        << "chunk dtype " << tensor::dtype_name(header.dtype);
+    IS_CHECK(is_chunk_dtype(header.dtype)) << "chunk dtype " << tensor::dtype_name(header.dtype);
     const auto num_tokens = static_cast<std::int64_t>(header.token_ids.size());
     IS_CHECK(header.payload_bytes == chunk_payload_bytes(header.num_layers, num_tokens,
                                                          header.num_kv_heads, header.head_dim,

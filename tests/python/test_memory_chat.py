@@ -1,6 +1,7 @@
 """Chat over a user's memory with the bundled model: a fact stored for one user is answered in
-kv (injected KV chunks) and prompt (facts as text) modes, and never reaches another user. The CLI
-and the server run requests through the same engine, so they answer with the same tokens."""
+kv (injected KV chunks) and prompt (facts as text) modes, and never reaches another user, with
+the default KV cache and with an FP8 one (--kv-cache-dtype fp8). The CLI and the server run
+requests through the same engine, so they answer with the same tokens."""
 import os
 import subprocess
 
@@ -36,22 +37,25 @@ def db(memory_dir):
     return path
 
 
-def ask(db, user, mode, question=QUESTION):
+def ask(db, user, mode, question=QUESTION, kv_cache_dtype="auto"):
     # One fact: the 135M model answers from the one it is given, and loses it among two.
     res = run("chat", "--model", MODEL, "--db", db, "--user", user, "--memory", mode,
-              "--top-k", "1", "--message", question, "--max-tokens", "24")
+              "--top-k", "1", "--message", question, "--max-tokens", "24",
+              "--kv-cache-dtype", kv_cache_dtype)
     assert res.returncode == 0, res.stderr
     return res.stdout
 
 
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
 @pytest.mark.parametrize("mode", ["kv", "prompt"])
-def test_fact_is_answered(db, mode):
-    assert "Biscuit" in ask(db, "alice", mode)
+def test_fact_is_answered(db, mode, kv_cache_dtype):
+    assert "Biscuit" in ask(db, "alice", mode, kv_cache_dtype=kv_cache_dtype)
 
 
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
 @pytest.mark.parametrize("mode", ["kv", "prompt", "none"])
-def test_other_user_never_sees_it(db, mode):
-    assert "Biscuit" not in ask(db, "bob", mode)
+def test_other_user_never_sees_it(db, mode, kv_cache_dtype):
+    assert "Biscuit" not in ask(db, "bob", mode, kv_cache_dtype=kv_cache_dtype)
 
 
 def test_no_memory_mode_does_not_know(db):
@@ -69,9 +73,10 @@ def test_memory_mode_needs_a_user(db):
     assert res.returncode == 1 and res.stderr.startswith("error: ")
 
 
+@pytest.mark.parametrize("kv_cache_dtype", ["auto", "fp8"])
 @pytest.mark.parametrize("mode", ["kv", "prompt", "none"])
-def test_cli_and_server_give_the_same_greedy_answer(db, memory_dir, mode):
-    server = Server(memory_dir)  # serves the same memory.db
+def test_cli_and_server_give_the_same_greedy_answer(db, memory_dir, mode, kv_cache_dtype):
+    server = Server(memory_dir, "--kv-cache-dtype", kv_cache_dtype)  # the same memory.db
     try:
         client = openai.OpenAI(base_url=server.url + "/v1", api_key="unused")
         reply = client.chat.completions.create(
@@ -79,4 +84,5 @@ def test_cli_and_server_give_the_same_greedy_answer(db, memory_dir, mode):
             temperature=0, user="alice", extra_body={"memory": {"mode": mode, "top_k": 1}})
     finally:
         server.stop()
-    assert reply.choices[0].message.content == ask(db, "alice", mode).rstrip("\n")
+    want = ask(db, "alice", mode, kv_cache_dtype=kv_cache_dtype)
+    assert reply.choices[0].message.content == want.rstrip("\n")
