@@ -1,6 +1,8 @@
 #include "template/lexer.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/utf8.h"
@@ -193,9 +195,13 @@ class Lexer {
             if (ch != '_') digits += ch;
         Token t{is_float ? Token::Type::Float : Token::Type::Int, digits, line_};
         if (is_float) {
-            t.float_value = std::stod(digits);
+            // strtod, not stod: out of range is inf or 0 as in Python, not an exception.
+            t.float_value = std::strtod(digits.c_str(), nullptr);
         } else {
-            t.int_value = std::stoll(digits);
+            const auto [end, ec] =
+                std::from_chars(digits.data(), digits.data() + digits.size(), t.int_value);
+            if (ec != std::errc() || end != digits.data() + digits.size())
+                fail("integer literal " + digits + " does not fit in 64 bits", line_);
         }
         tokens_.push_back(std::move(t));
         pos_ = e;

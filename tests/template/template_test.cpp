@@ -73,6 +73,18 @@ TEST(Template, RunawayTemplatesFail) {
     EXPECT_FALSE(huge->render(ValueDict{}).ok());
 }
 
+// Number literals out of 64-bit range: an integer is an error (it threw past the parser, a
+// fuzzer's find); a float is inf or 0.0, as in Python.
+TEST(Template, NumberLiteralsOutOfRange) {
+    EXPECT_EQ(parse_error("a\n{{ 99999999999999999999 }}"),
+              "line 2: integer literal 99999999999999999999 does not fit in 64 bits");
+    auto t = Template::parse("{{ 1e999 > 10 }} {{ 1e-999 }}");
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    const auto out = t->render(ValueDict{});
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    EXPECT_EQ(*out, "True 0.0");
+}
+
 TEST(Template, RenderErrorsNameTheLine) {
     auto t = Template::parse("ok\n{{ x.y.z }}");
     ASSERT_TRUE(t.ok());
