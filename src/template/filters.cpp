@@ -1,7 +1,9 @@
 // Jinja's filters as transformers' environment has them (tojson is transformers' own).
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <limits>
 #include <string_view>
 #include <utility>
 
@@ -33,13 +35,12 @@ Value attribute_path(const Value& item, std::string_view path) {
         const std::size_t dot = path.find('.', start);
         const std::string part(
             path.substr(start, dot == std::string_view::npos ? dot : dot - start));
+        // Digits index a list; past 64 bits they index nothing, as the key they then are.
+        std::int64_t n = 0;
         const bool index = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
             return c >= '0' && c <= '9';
-        });
-        v = v.is_undefined()
-                ? v
-                : get_item(
-                      v, index ? Value(static_cast<std::int64_t>(std::stoll(part))) : Value(part));
+        }) && std::from_chars(part.data(), part.data() + part.size(), n).ec == std::errc();
+        v = v.is_undefined() ? v : get_item(v, index ? Value(n) : Value(part));
         if (dot == std::string_view::npos) return v;
         start = dot + 1;
     }
@@ -133,13 +134,19 @@ Value f_replace(const Value& in, CallArgs& args) {
                           count && !count->is_none() ? static_cast<long>(count->as_int()) : -1);
 }
 
+// int(x) of a float; one outside 64 bits (Python has big ints) or inf or nan ends the render.
+std::int64_t float_to_int(double x) {
+    if (!(x > -0x1p63 && x < 0x1p63)) fail("cannot convert " + float_repr(x) + " to a 64-bit int");
+    return static_cast<std::int64_t>(x);
+}
+
 Value f_int(const Value& in, CallArgs& args) {
     if (in.is_int()) return in;
     if (in.is_bool()) return std::int64_t{in.as_bool()};
-    if (in.is_float()) return static_cast<std::int64_t>(in.as_float());
+    if (in.is_float()) return float_to_int(in.as_float());
     const Value* fallback = args.get(0, "default");
     try {
-        if (in.is_string()) return static_cast<std::int64_t>(std::stod(in.as_string()));
+        if (in.is_string()) return float_to_int(std::stod(in.as_string()));
     } catch (const std::exception&) {
     }
     return fallback ? *fallback : Value(0);
@@ -156,7 +163,11 @@ Value f_float(const Value& in, CallArgs& args) {
 }
 
 Value f_abs(const Value& in, CallArgs&) {
-    if (in.is_int()) return in.as_int() < 0 ? -in.as_int() : in.as_int();
+    if (in.is_int()) {
+        if (in.as_int() == std::numeric_limits<std::int64_t>::min())
+            fail("integer overflow in abs");
+        return in.as_int() < 0 ? -in.as_int() : in.as_int();
+    }
     return std::fabs(in.as_number());
 }
 

@@ -264,9 +264,17 @@ class Lexer {
                 case 'u':
                 case 'U': {
                     const std::size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-                    if (i + n > src_.size()) fail("truncated escape in string literal", line_);
-                    append_utf8(out, static_cast<std::uint32_t>(
-                                         std::stoul(std::string(src_.substr(i, n)), nullptr, 16)));
+                    std::uint32_t cp = 0;
+                    const char* hex = src_.data() + i;
+                    const auto [end, ec] =
+                        i + n <= src_.size()
+                            ? std::from_chars(hex, hex + n, cp, 16)
+                            : std::from_chars_result{hex, std::errc::invalid_argument};
+                    if (ec != std::errc() || end != hex + n)
+                        fail("truncated \\" + std::string(1, e) + " escape in string literal",
+                             line_);
+                    if (cp > 0x10FFFF) fail("illegal Unicode character in string literal", line_);
+                    append_utf8(out, cp);
                     i += n;
                     break;
                 }

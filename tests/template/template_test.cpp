@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "template/json_value.h"
 
@@ -83,6 +84,43 @@ TEST(Template, NumberLiteralsOutOfRange) {
     const auto out = t->render(ValueDict{});
     ASSERT_TRUE(out.ok()) << out.error().message;
     EXPECT_EQ(*out, "True 0.0");
+}
+
+// Escapes that are not hex digits end the parse (they threw past it, a fuzzer's find).
+TEST(Template, BadEscapesFailWhenParsed) {
+    EXPECT_EQ(parse_error("{{ '\\xZZ' }}"), "line 1: truncated \\x escape in string literal");
+    EXPECT_EQ(parse_error("{{ '\\u12' }}"), "line 1: truncated \\u escape in string literal");
+    EXPECT_EQ(parse_error("{{ '\\U00110000' }}"),
+              "line 1: illegal Unicode character in string literal");
+}
+
+std::string rendered(std::string_view source) {
+    auto t = Template::parse(source);
+    if (!t.ok()) return "parse: " + t.error().message;
+    auto out = t->render(ValueDict{});
+    return out.ok() ? *out : "render: " + out.error().message;
+}
+
+// Python's ints are unbounded; past 64 bits a render fails instead of wrapping (undefined
+// behaviour) or looping for 2 ** 10**12 steps.
+TEST(Template, IntegerOverflowFailsTheRender) {
+    const std::pair<const char*, const char*> cases[] = {
+        {"{{ 9223372036854775807 + 1 }}", "render: line 1: integer overflow in '+'"},
+        {"{{ -9223372036854775807 - 2 }}", "render: line 1: integer overflow in '-'"},
+        {"{{ 4294967296 * 4294967296 }}", "render: line 1: integer overflow in '*'"},
+        {"{{ 3 ** 1000000000000 }}", "render: line 1: integer overflow in '**'"},
+        {"{{ (-9223372036854775807 - 1) // -1 }}", "render: line 1: integer overflow in '//'"},
+        {"{{ (-9223372036854775807 - 1) | abs }}", "render: line 1: integer overflow in abs"},
+        {"{{ 1e300 | int }}", "render: line 1: cannot convert 1e+300 to a 64-bit int"},
+        {"{{ 'ab' * 100000000 }}",
+         "render: line 1: repetition is limited to 16777216 bytes or items"},
+        {"{{ range(-9223372036854775807, 9223372036854775807) | length }}",
+         "render: line 1: range() is limited to 100000 items"},
+        {"{{ 2 ** 62 }} {{ 1 ** 1000000000000 }} {{ 7 % -1 }}", "4611686018427387904 1 0"},
+        {"{{ range(5, 0, -9223372036854775807 - 1) | list }}", "[5]"},
+        {"{{ [[7]] | join(',', attribute='99999999999999999999') }}|", "|"},
+    };
+    for (const auto& [source, expected] : cases) EXPECT_EQ(rendered(source), expected) << source;
 }
 
 TEST(Template, RenderErrorsNameTheLine) {
