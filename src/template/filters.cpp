@@ -85,7 +85,9 @@ Value f_join(const Value& in, CallArgs& args) {
     const Value* attribute = args.get(1, "attribute");
     std::string out;
     bool first = true;
-    for (const Value& item : *iterate(in)) {
+    // Held here: a loop over *iterate(in) reads a list freed with the temporary.
+    const auto iterated = iterate(in);
+    for (const Value& item : *iterated) {
         if (!first) out += sep;
         first = false;
         append_str(out, attribute ? attribute_path(item, to_str(*attribute)) : item);
@@ -196,7 +198,8 @@ Value filter_items(const Value& in, CallArgs& args, bool by_attribute, bool keep
     for (std::size_t i = first_test_arg + 1; i < args.positional.size(); ++i)
         test_args.positional.push_back(args.positional[i]);
     ValueList out;
-    for (const Value& item : *iterate(in)) {
+    const auto iterated = iterate(in);
+    for (const Value& item : *iterated) {
         const Value subject = by_attribute ? attribute_path(item, attribute) : item;
         const bool passed = test ? test(subject, test_args) : subject.truthy();
         if (passed == keep) out.push_back(item);
@@ -213,7 +216,8 @@ Value f_map(const Value& in, CallArgs& args) {
     ValueList out;
     if (const Value* attribute = args.get(99, "attribute")) {
         const Value* fallback = args.get(99, "default");
-        for (const Value& item : *iterate(in)) {
+        const auto iterated = iterate(in);
+        for (const Value& item : *iterated) {
             Value v = attribute_path(item, to_str(*attribute));
             out.push_back(v.is_undefined() && fallback ? *fallback : v);
         }
@@ -226,7 +230,8 @@ Value f_map(const Value& in, CallArgs& args) {
     CallArgs rest;
     rest.positional.assign(args.positional.begin() + 1, args.positional.end());
     rest.named = args.named;
-    for (const Value& item : *iterate(in)) out.push_back(filter(item, rest));
+    const auto iterated = iterate(in);
+    for (const Value& item : *iterated) out.push_back(filter(item, rest));
     return out;
 }
 
@@ -270,7 +275,8 @@ Value f_reverse(const Value& in, CallArgs&) {
 
 Value f_unique(const Value& in, CallArgs&) {
     ValueList out;
-    for (const Value& item : *iterate(in))
+    const auto iterated = iterate(in);
+    for (const Value& item : *iterated)
         if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
     return out;
 }
@@ -279,7 +285,8 @@ Value f_sum(const Value& in, CallArgs& args) {
     const Value* attribute = args.get(0, "attribute");
     const Value* start = args.get(1, "start");
     Value total = start ? *start : Value(0);
-    for (const Value& item : *iterate(in))
+    const auto iterated = iterate(in);
+    for (const Value& item : *iterated)
         total = binary_op("+", total, attribute ? attribute_path(item, to_str(*attribute)) : item);
     return total;
 }

@@ -123,6 +123,15 @@ TEST(Template, IntegerOverflowFailsTheRender) {
     for (const auto& [source, expected] : cases) EXPECT_EQ(rendered(source), expected) << source;
 }
 
+// Filters over a string or a mapping iterate a list made for the loop; it was freed before the
+// loop read it (a fuzzer's find, seen under AddressSanitizer).
+TEST(Template, FiltersOverStringsAndMappingsKeepTheirItems) {
+    EXPECT_EQ(rendered("{{ 'abc' | select | list }}"), "['a', 'b', 'c']");
+    EXPECT_EQ(rendered("{{ {'k': 1, 'j': 2} | reject('equalto', 'k') | list }}"), "['j']");
+    EXPECT_EQ(rendered("{{ 'ab' | map('upper') | join }}"), "AB");
+    EXPECT_EQ(rendered("{{ 'ba' | unique | list }}"), "['b', 'a']");
+}
+
 TEST(Template, RenderErrorsNameTheLine) {
     auto t = Template::parse("ok\n{{ x.y.z }}");
     ASSERT_TRUE(t.ok());
