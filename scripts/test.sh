@@ -2,7 +2,8 @@
 # Sets up everything the tests need and runs them all:
 #   1. the release build: every CTest test except the GPU ones (label cuda);
 #   2. an AddressSanitizer + UBSan build: the unit tests (label unit);
-#   3. where nvcc exists, a compile of the CUDA backend (no GPU needed), and the GPU benches'
+#   3. the libFuzzer targets, 30 s each (scripts/fuzz.sh);
+#   4. where nvcc exists, a compile of the CUDA backend (no GPU needed), and the GPU benches'
 #      logic run on its CPU backend, also from a tools/gpu.sh bundle (tools/bench_dry_run.sh).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -26,6 +27,8 @@ if [[ ! -f build-asan/build.ninja ]]; then
 fi
 cmake --build build-asan
 ctest --test-dir build-asan --output-on-failure -j "$JOBS" -L unit
+
+scripts/fuzz.sh 30
 
 if command -v nvcc >/dev/null && [[ -f src/backends/cuda/CMakeLists.txt ]]; then
   if [[ ! -f build-cuda/build.ninja ]]; then

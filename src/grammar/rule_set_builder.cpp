@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <functional>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "grammar/rule_set.h"
@@ -16,6 +17,8 @@ namespace {
 constexpr int kInlineMaxSize = 256;
 constexpr std::size_t kMaxDfaStates = 4096;
 constexpr std::size_t kMaxRuleStates = 1 << 20;
+constexpr std::size_t kMaxEpsilonWork = 1 << 25;
+constexpr std::size_t kMaxDfaWork = 1 << 24;
 
 // A rule automaton under construction (local state ids).
 struct Nfa {
@@ -58,7 +61,12 @@ class Builder {
                                   "grammar rule `" + ast_.rules[r].name + "` is too large");
             }
             nfa.s[end].final = true;
-            append_rule(r, remove_epsilons(nfa), rs);
+            auto without_epsilons = remove_epsilons(nfa);
+            if (!without_epsilons) {
+                return make_error(ErrorKind::InvalidArgument,
+                                  "grammar rule `" + ast_.rules[r].name + "` is too large");
+            }
+            append_rule(r, std::move(*without_epsilons), rs);
         }
         rs.root = ast_.root;
         IS_RETURN_IF_ERROR(check_left_recursion(rs));
@@ -203,8 +211,11 @@ class Builder {
         return from;
     }
 
-    // The same language without epsilon edges, state 0 the start, unreachable states dropped.
-    static Nfa remove_epsilons(const Nfa& in) {
+    // The same language without epsilon edges, state 0 the start, unreachable states dropped;
+    // nullopt when that takes more than kMaxEpsilonWork steps (nested loops such as `x+++...`
+    // make every closure span the whole rule).
+    static std::optional<Nfa> remove_epsilons(const Nfa& in) {
+        std::size_t work = 0;
         int n = static_cast<int>(in.s.size());
         std::vector<int> order;  // new id -> old id
         std::vector<int> id(n, -1);
@@ -219,10 +230,12 @@ class Builder {
         };
         visit(0);
         std::vector<int> stack;
+        std::vector<int> closure;  // the states `seen` marks, cleared one by one (not all n)
         std::vector<char> seen(n);
         for (std::size_t i = 0; i < order.size(); ++i) {
             int s = order[i];
-            std::fill(seen.begin(), seen.end(), 0);
+            for (int c : closure) seen[c] = 0;
+            closure.assign(1, s);
             stack.assign(1, s);
             seen[s] = 1;
             Nfa::S merged;
@@ -230,12 +243,15 @@ class Builder {
                 int c = stack.back();
                 stack.pop_back();
                 const Nfa::S& cs = in.s[c];
+                work += 1 + cs.bytes.size() + cs.calls.size() + cs.eps.size();
+                if (work > kMaxEpsilonWork) return std::nullopt;
                 merged.final |= cs.final;
                 merged.bytes.insert(merged.bytes.end(), cs.bytes.begin(), cs.bytes.end());
                 merged.calls.insert(merged.calls.end(), cs.calls.begin(), cs.calls.end());
                 for (int e : cs.eps) {
                     if (!seen[e]) {
                         seen[e] = 1;
+                        closure.push_back(e);
                         stack.push_back(e);
                     }
                 }
@@ -247,8 +263,10 @@ class Builder {
         return out;
     }
 
-    // Subset construction; the NFA itself when the DFA would be too large.
+    // Subset construction; the NFA itself when the DFA would be too large or take more than
+    // kMaxDfaWork steps to build (sets of many NFA states each).
     static Nfa determinize(const Nfa& nfa) {
+        std::size_t work = 0;
         std::map<std::vector<int>, int> ids;
         std::vector<std::vector<int>> sets;
         Nfa dfa;
@@ -272,6 +290,9 @@ class Builder {
             bool final = false;
             for (int s : set) {
                 final |= nfa.s[s].final;
+                work += 1 + nfa.s[s].calls.size();
+                for (const auto& e : nfa.s[s].bytes) work += e.hi - e.lo + 1;
+                if (work > kMaxDfaWork) return nfa;
                 for (const auto& e : nfa.s[s].bytes) {
                     for (int b = e.lo; b <= e.hi; ++b) by_byte[b].push_back(e.target);
                 }

@@ -8,6 +8,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
 namespace inferscale::memory {
 namespace {
@@ -109,6 +110,17 @@ void fsync_dir(const std::string& dir) {
     ::close(fd);
 }
 
+// The payload bytes a header's shape implies (its fields already checked positive); nullopt when
+// the product overflows, as only a damaged header's can.
+std::optional<std::uint64_t> payload_bytes_of(const ChunkFileHeader& h, std::int64_t num_tokens) {
+    std::uint64_t bytes = 2 * tensor::dtype_size(h.dtype);
+    for (std::int64_t n : {h.num_layers, num_tokens, h.num_kv_heads, h.head_dim}) {
+        if (__builtin_mul_overflow(bytes, static_cast<std::uint64_t>(n), &bytes))
+            return std::nullopt;
+    }
+    return bytes;
+}
+
 // Parses the header from an open file positioned at 0; leaves it at the payload.
 Result<ChunkFileHeader> parse_header(int fd, const std::string& path) {
     struct stat st {};
@@ -157,9 +169,9 @@ Result<ChunkFileHeader> parse_header(int fd, const std::string& path) {
     h.token_ids.resize(static_cast<std::size_t>(num_tokens));
     for (auto& t : h.token_ids) t = c.get<std::int32_t>();
     if (c.bad || c.p != c.end) return make_error(path + ": bad header layout");
-    if (h.payload_bytes != chunk_payload_bytes(h.num_layers, num_tokens, h.num_kv_heads,
-                                               h.head_dim, h.dtype) ||
-        header_bytes + h.payload_bytes != static_cast<std::uint64_t>(st.st_size))
+    const auto shape_bytes = payload_bytes_of(h, num_tokens);
+    if (!shape_bytes || h.payload_bytes != *shape_bytes ||
+        h.payload_bytes != static_cast<std::uint64_t>(st.st_size) - header_bytes)
         return make_error(path + ": payload length does not match the file");
     return h;
 }

@@ -173,7 +173,9 @@ Result<std::int64_t> token_id(const GgufFile& g, const char* key, std::size_t n_
     return id;
 }
 
-Result<tokenizer::VocabData> read_vocab(const GgufFile& g) {
+}  // namespace
+
+Result<tokenizer::VocabData> read_gguf_vocab(const GgufFile& g) {
     tokenizer::VocabData v;
     if (g.find("tokenizer.ggml.model")) v.model = IS_TRY(g.get_string("tokenizer.ggml.model"));
     if (g.find("tokenizer.ggml.pre")) v.pre = IS_TRY(g.get_string("tokenizer.ggml.pre"));
@@ -215,6 +217,8 @@ Result<tokenizer::VocabData> read_vocab(const GgufFile& g) {
         v.add_space_prefix = IS_TRY(g.get_bool("tokenizer.ggml.add_space_prefix"));
     return v;
 }
+
+namespace {
 
 std::vector<std::int64_t> read_eos_ids(const GgufFile& g, const tokenizer::VocabData& v) {
     std::vector<std::int64_t> ids;
@@ -348,7 +352,7 @@ Result<GgufModel> load_gguf_model(const std::string& path, WeightStore& store,
     if (!arch.ok()) return fail(arch.error());
     auto config = read_config(g, *arch);
     if (!config.ok()) return fail(config.error());
-    auto vocab = read_vocab(g);
+    auto vocab = read_gguf_vocab(g);
     if (!vocab.ok()) return fail(vocab.error());
 
     GgufModel out;

@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "base/result.h"
+#include "model/gguf_file.h"
 #include "model/model_config.h"
 #include "model/weight_store.h"
 #include "tokenizer/vocab_data.h"
@@ -33,6 +34,9 @@ using GgufProgress = std::function<void(std::size_t done, std::size_t total)>;
 // Loads the GGUF file at `path` into `store`. An Error names the file and the problem.
 Result<GgufModel> load_gguf_model(const std::string& path, WeightStore& store,
                                   const GgufProgress& progress = {}, bool keep_quantized = false);
+
+// The tokenizer vocabulary a GGUF file carries (tokenizer.ggml.*), without loading its weights.
+Result<tokenizer::VocabData> read_gguf_vocab(const GgufFile& g);
 
 // Converts rows of a llama-arch GGUF attn_q/attn_k weight (or bias, row_len 1) from the
 // converter's interleaved order back to rotate_half order, in place. `rows` = n_heads * head_dim.

@@ -1,7 +1,9 @@
 // Jinja's filters as transformers' environment has them (tojson is transformers' own).
 
 #include <algorithm>
+#include <charconv>
 #include <cmath>
+#include <limits>
 #include <string_view>
 #include <utility>
 
@@ -33,13 +35,12 @@ Value attribute_path(const Value& item, std::string_view path) {
         const std::size_t dot = path.find('.', start);
         const std::string part(
             path.substr(start, dot == std::string_view::npos ? dot : dot - start));
+        // Digits index a list; past 64 bits they index nothing, as the key they then are.
+        std::int64_t n = 0;
         const bool index = !part.empty() && std::all_of(part.begin(), part.end(), [](char c) {
             return c >= '0' && c <= '9';
-        });
-        v = v.is_undefined()
-                ? v
-                : get_item(
-                      v, index ? Value(static_cast<std::int64_t>(std::stoll(part))) : Value(part));
+        }) && std::from_chars(part.data(), part.data() + part.size(), n).ec == std::errc();
+        v = v.is_undefined() ? v : get_item(v, index ? Value(n) : Value(part));
         if (dot == std::string_view::npos) return v;
         start = dot + 1;
     }
@@ -84,7 +85,9 @@ Value f_join(const Value& in, CallArgs& args) {
     const Value* attribute = args.get(1, "attribute");
     std::string out;
     bool first = true;
-    for (const Value& item : *iterate(in)) {
+    // Held here: a loop over *iterate(in) reads a list freed with the temporary.
+    const auto iterated = iterate(in);
+    for (const Value& item : *iterated) {
         if (!first) out += sep;
         first = false;
         append_str(out, attribute ? attribute_path(item, to_str(*attribute)) : item);
@@ -133,13 +136,19 @@ Value f_replace(const Value& in, CallArgs& args) {
                           count && !count->is_none() ? static_cast<long>(count->as_int()) : -1);
 }
 
+// int(x) of a float; one outside 64 bits (Python has big ints) or inf or nan ends the render.
+std::int64_t float_to_int(double x) {
+    if (!(x > -0x1p63 && x < 0x1p63)) fail("cannot convert " + float_repr(x) + " to a 64-bit int");
+    return static_cast<std::int64_t>(x);
+}
+
 Value f_int(const Value& in, CallArgs& args) {
     if (in.is_int()) return in;
     if (in.is_bool()) return std::int64_t{in.as_bool()};
-    if (in.is_float()) return static_cast<std::int64_t>(in.as_float());
+    if (in.is_float()) return float_to_int(in.as_float());
     const Value* fallback = args.get(0, "default");
     try {
-        if (in.is_string()) return static_cast<std::int64_t>(std::stod(in.as_string()));
+        if (in.is_string()) return float_to_int(std::stod(in.as_string()));
     } catch (const std::exception&) {
     }
     return fallback ? *fallback : Value(0);
@@ -156,7 +165,11 @@ Value f_float(const Value& in, CallArgs& args) {
 }
 
 Value f_abs(const Value& in, CallArgs&) {
-    if (in.is_int()) return in.as_int() < 0 ? -in.as_int() : in.as_int();
+    if (in.is_int()) {
+        if (in.as_int() == std::numeric_limits<std::int64_t>::min())
+            fail("integer overflow in abs");
+        return in.as_int() < 0 ? -in.as_int() : in.as_int();
+    }
     return std::fabs(in.as_number());
 }
 
@@ -185,7 +198,8 @@ Value filter_items(const Value& in, CallArgs& args, bool by_attribute, bool keep
     for (std::size_t i = first_test_arg + 1; i < args.positional.size(); ++i)
         test_args.positional.push_back(args.positional[i]);
     ValueList out;
-    for (const Value& item : *iterate(in)) {
+    const auto iterated = iterate(in);
+    for (const Value& item : *iterated) {
         const Value subject = by_attribute ? attribute_path(item, attribute) : item;
         const bool passed = test ? test(subject, test_args) : subject.truthy();
         if (passed == keep) out.push_back(item);
@@ -202,7 +216,8 @@ Value f_map(const Value& in, CallArgs& args) {
     ValueList out;
     if (const Value* attribute = args.get(99, "attribute")) {
         const Value* fallback = args.get(99, "default");
-        for (const Value& item : *iterate(in)) {
+        const auto iterated = iterate(in);
+        for (const Value& item : *iterated) {
             Value v = attribute_path(item, to_str(*attribute));
             out.push_back(v.is_undefined() && fallback ? *fallback : v);
         }
@@ -215,7 +230,8 @@ Value f_map(const Value& in, CallArgs& args) {
     CallArgs rest;
     rest.positional.assign(args.positional.begin() + 1, args.positional.end());
     rest.named = args.named;
-    for (const Value& item : *iterate(in)) out.push_back(filter(item, rest));
+    const auto iterated = iterate(in);
+    for (const Value& item : *iterated) out.push_back(filter(item, rest));
     return out;
 }
 
@@ -259,7 +275,8 @@ Value f_reverse(const Value& in, CallArgs&) {
 
 Value f_unique(const Value& in, CallArgs&) {
     ValueList out;
-    for (const Value& item : *iterate(in))
+    const auto iterated = iterate(in);
+    for (const Value& item : *iterated)
         if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
     return out;
 }
@@ -268,7 +285,8 @@ Value f_sum(const Value& in, CallArgs& args) {
     const Value* attribute = args.get(0, "attribute");
     const Value* start = args.get(1, "start");
     Value total = start ? *start : Value(0);
-    for (const Value& item : *iterate(in))
+    const auto iterated = iterate(in);
+    for (const Value& item : *iterated)
         total = binary_op("+", total, attribute ? attribute_path(item, to_str(*attribute)) : item);
     return total;
 }

@@ -40,11 +40,14 @@ Value range(CallArgs& args) {
     if (step == 0) fail("range() step must not be zero");
     // Jinja's sandbox caps range() at 100000 items.
     constexpr std::int64_t kMaxItems = 100000;
-    const std::int64_t span = step > 0 ? stop - start : start - stop;
-    if (span > 0 && (span + std::abs(step) - 1) / std::abs(step) > kMaxItems)
-        fail("range() is limited to " + std::to_string(kMaxItems) + " items");
+    // 128-bit: the span of two 64-bit ends, or a step of INT64_MIN, overflows 64 bits.
+    const __int128 span = step > 0 ? __int128{stop} - start : __int128{start} - stop;
+    const __int128 stride = step > 0 ? __int128{step} : -__int128{step};
+    const __int128 count = span > 0 ? (span + stride - 1) / stride : 0;
+    if (count > kMaxItems) fail("range() is limited to " + std::to_string(kMaxItems) + " items");
     ValueList out;
-    for (std::int64_t i = start; step > 0 ? i < stop : i > stop; i += step) out.emplace_back(i);
+    for (std::int64_t k = 0; k < count; ++k)
+        out.emplace_back(static_cast<std::int64_t>(start + __int128{k} * step));
     return out;
 }
 

@@ -1,6 +1,8 @@
 #include "template/lexer.h"
 
 #include <algorithm>
+#include <charconv>
+#include <cstdlib>
 #include <cstring>
 
 #include "base/utf8.h"
@@ -193,9 +195,13 @@ class Lexer {
             if (ch != '_') digits += ch;
         Token t{is_float ? Token::Type::Float : Token::Type::Int, digits, line_};
         if (is_float) {
-            t.float_value = std::stod(digits);
+            // strtod, not stod: out of range is inf or 0 as in Python, not an exception.
+            t.float_value = std::strtod(digits.c_str(), nullptr);
         } else {
-            t.int_value = std::stoll(digits);
+            const auto [end, ec] =
+                std::from_chars(digits.data(), digits.data() + digits.size(), t.int_value);
+            if (ec != std::errc() || end != digits.data() + digits.size())
+                fail("integer literal " + digits + " does not fit in 64 bits", line_);
         }
         tokens_.push_back(std::move(t));
         pos_ = e;
@@ -258,9 +264,17 @@ class Lexer {
                 case 'u':
                 case 'U': {
                     const std::size_t n = e == 'x' ? 2 : e == 'u' ? 4 : 8;
-                    if (i + n > src_.size()) fail("truncated escape in string literal", line_);
-                    append_utf8(out, static_cast<std::uint32_t>(
-                                         std::stoul(std::string(src_.substr(i, n)), nullptr, 16)));
+                    std::uint32_t cp = 0;
+                    const char* hex = src_.data() + i;
+                    const auto [end, ec] =
+                        i + n <= src_.size()
+                            ? std::from_chars(hex, hex + n, cp, 16)
+                            : std::from_chars_result{hex, std::errc::invalid_argument};
+                    if (ec != std::errc() || end != hex + n)
+                        fail("truncated \\" + std::string(1, e) + " escape in string literal",
+                             line_);
+                    if (cp > 0x10FFFF) fail("illegal Unicode character in string literal", line_);
+                    append_utf8(out, cp);
                     i += n;
                     break;
                 }

@@ -88,7 +88,9 @@ Value string_method(const std::string& s, std::string_view name, CallArgs& args)
     if (name == "join") {
         std::string out;
         bool first = true;
-        for (const Value& item : *iterate(args.positional.at(0))) {
+        // Held here: a loop over *iterate(...) reads a list freed with the temporary.
+        const auto iterated = iterate(args.positional.at(0));
+        for (const Value& item : *iterated) {
             if (!first) out += s;
             first = false;
             append_str(out, item);

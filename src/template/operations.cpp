@@ -1,6 +1,7 @@
 #include "template/operations.h"
 
 #include <cmath>
+#include <limits>
 
 #include "template/builtins.h"
 #include "template/error.h"
@@ -25,13 +26,34 @@ std::int64_t integer(const Value& v) {
 }
 bool numeric(const Value& v) { return v.is_number() || v.is_bool(); }
 
+// Python's ints do not overflow; ours end the render instead of wrapping.
+[[noreturn]] void overflow(std::string_view op) {
+    fail("integer overflow in '" + std::string(op) + "'");
+}
+
+std::int64_t checked_power(std::int64_t base, std::int64_t exponent) {
+    std::int64_t r = 1;
+    for (; exponent > 0; exponent >>= 1) {
+        if ((exponent & 1) && __builtin_mul_overflow(r, base, &r)) overflow("**");
+        if (exponent > 1 && __builtin_mul_overflow(base, base, &base)) overflow("**");
+    }
+    return r;
+}
+
 std::int64_t floor_div(std::int64_t a, std::int64_t b) {
+    if (a == std::numeric_limits<std::int64_t>::min() && b == -1) overflow("//");
     std::int64_t q = a / b;
     if ((a % b != 0) && ((a < 0) != (b < 0))) --q;
     return q;
 }
 
 Value repeat(const Value& seq, std::int64_t n) {
+    // A bound the sandbox lacks: "x" * 10**12 would exhaust memory before it failed.
+    constexpr std::int64_t kMaxRepeated = 1 << 24;
+    const auto size =
+        static_cast<std::int64_t>(seq.is_string() ? seq.as_string().size() : seq.as_list().size());
+    if (n > 0 && size > 0 && n > kMaxRepeated / size)
+        fail("repetition is limited to " + std::to_string(kMaxRepeated) + " bytes or items");
     if (seq.is_string()) {
         std::string out;
         for (std::int64_t i = 0; i < n; ++i) out += seq.as_string();
@@ -51,18 +73,27 @@ Value arithmetic(std::string_view op, const Value& a, const Value& b) {
     }
     if (integral(a) && integral(b)) {
         const std::int64_t x = integer(a), y = integer(b);
-        if (op == "+") return x + y;
-        if (op == "-") return x - y;
-        if (op == "*") return x * y;
+        std::int64_t r = 0;
+        if (op == "+") {
+            if (__builtin_add_overflow(x, y, &r)) overflow(op);
+            return r;
+        }
+        if (op == "-") {
+            if (__builtin_sub_overflow(x, y, &r)) overflow(op);
+            return r;
+        }
+        if (op == "*") {
+            if (__builtin_mul_overflow(x, y, &r)) overflow(op);
+            return r;
+        }
         if (op == "**") {
             if (y < 0) return std::pow(static_cast<double>(x), static_cast<double>(y));
-            std::int64_t r = 1;
-            for (std::int64_t i = 0; i < y; ++i) r *= x;
-            return r;
+            return checked_power(x, y);
         }
         if (y == 0) fail("integer division or modulo by zero");
         if (op == "//") return floor_div(x, y);
-        return x - floor_div(x, y) * y;  // %
+        if (y == -1) return std::int64_t{0};  // %, where x // -1 may not fit
+        return x - floor_div(x, y) * y;       // %
     }
     const double x = a.as_number(), y = b.as_number();
     if (op == "+") return x + y;

@@ -23,7 +23,7 @@ class ValueDict {
     const Value* find(std::string_view key) const;
     void set(std::string key, Value value);  // replaces an existing key in place
     const std::vector<std::pair<std::string, Value>>& entries() const { return entries_; }
-    std::size_t size() const { return entries_.size(); }
+    std::size_t size() const;  // defined below Value: clang needs Value complete here
 
   private:
     std::vector<std::pair<std::string, Value>> entries_;
@@ -116,5 +116,7 @@ std::string float_repr(double d);
 
 // The number of Unicode code points in UTF-8 text (Python's len of a str).
 std::size_t utf8_length(std::string_view text);
+
+inline std::size_t ValueDict::size() const { return entries_.size(); }
 
 }  // namespace inferscale::jinja

@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
+#include <utility>
 
 #include <nlohmann/json.hpp>
 
@@ -17,6 +19,25 @@ namespace {
 using nlohmann::json;
 
 std::string type_of(const json& j) { return j.value("type", std::string()); }
+
+// An integer field that fits T. nlohmann's get<T> also takes a float, and converting one out of
+// T's range is undefined behaviour; from_json turns the exception into an Error.
+template <class T>
+T integer(const json& v, const char* what) {
+    const bool fits = v.is_number_unsigned()
+                          ? std::in_range<T>(v.get<std::uint64_t>())
+                          : v.is_number_integer() && std::in_range<T>(v.get<std::int64_t>());
+    if (!fits)
+        throw std::out_of_range(std::string(what) + " must be an integer in range, got " +
+                                v.dump());
+    return v.is_number_unsigned() ? static_cast<T>(v.get<std::uint64_t>())
+                                  : static_cast<T>(v.get<std::int64_t>());
+}
+
+template <class T>
+T integer_or(const json& j, const char* key, T fallback) {
+    return j.contains(key) ? integer<T>(j.at(key), key) : fallback;
+}
 
 // A "pattern" field: {"String": "..."} or {"Regex": "..."}.
 Result<std::pair<std::string, bool>> read_pattern(const json& j) {
@@ -170,8 +191,8 @@ Status read_decoder(const json& j, Decoder& out) {
     } else if (type == "Strip") {
         step.kind = DecoderStep::Kind::Strip;
         step.a = j.at("content").get<std::string>();
-        step.start = j.value("start", 0u);
-        step.stop = j.value("stop", 0u);
+        step.start = integer_or(j, "start", 0u);
+        step.stop = integer_or(j, "stop", 0u);
     } else {
         return make_error("unsupported decoder type '" + type + "'");
     }
@@ -189,8 +210,8 @@ Status read_post_processor(const json& j, TokenizerModel& m) {
     }
     if (type == "ByteLevel") return {};  // only adjusts offsets
     if (type == "BertProcessing") {      // [CLS] text [SEP], each given as [token, id]
-        m.prefix_ids.push_back(j.at("cls").at(1).get<std::int32_t>());
-        m.suffix_ids.push_back(j.at("sep").at(1).get<std::int32_t>());
+        m.prefix_ids.push_back(integer<std::int32_t>(j.at("cls").at(1), "cls id"));
+        m.suffix_ids.push_back(integer<std::int32_t>(j.at("sep").at(1), "sep id"));
         return {};
     }
     if (type != "TemplateProcessing") {
@@ -206,7 +227,8 @@ Status read_post_processor(const json& j, TokenizerModel& m) {
         const std::string name = item.at("SpecialToken").at("id").get<std::string>();
         if (!specials.contains(name)) return make_error("template token '" + name + "' has no ids");
         for (const json& id : specials.at(name).at("ids")) {
-            (seen_sequence ? m.suffix_ids : m.prefix_ids).push_back(id.get<std::int32_t>());
+            (seen_sequence ? m.suffix_ids : m.prefix_ids)
+                .push_back(integer<std::int32_t>(id, "special token id"));
         }
     }
     return {};
@@ -215,7 +237,7 @@ Status read_post_processor(const json& j, TokenizerModel& m) {
 Result<std::vector<std::string>> read_vocab(const json& vocab) {
     std::vector<std::string> tokens(vocab.size());
     for (const auto& [text, id_json] : vocab.items()) {
-        const auto id = id_json.get<std::int64_t>();
+        const auto id = integer<std::int64_t>(id_json, "vocab id");
         if (id < 0 || id > 10'000'000) return make_error("vocab id out of range: " + text);
         if (static_cast<std::size_t>(id) >= tokens.size())
             tokens.resize(static_cast<std::size_t>(id) + 1);
@@ -233,7 +255,7 @@ Status read_wordpiece(const json& j, TokenizerModel& m) {
     const auto unk_id = static_cast<std::int32_t>(unk_it - tokens.begin());
     m.subword = std::make_unique<WordPieceModel>(
         std::move(tokens), unk_id, j.value("continuing_subword_prefix", std::string("##")),
-        j.value("max_input_chars_per_word", std::size_t{100}));
+        integer_or(j, "max_input_chars_per_word", std::size_t{100}));
     return {};
 }
 
@@ -278,7 +300,7 @@ Status read_truncation(const json& j, TokenizerModel& m) {
         return make_error("truncation direction '" + j.at("direction").get<std::string>() +
                           "' is not supported");
     }
-    m.truncation = j.at("max_length").get<std::size_t>();
+    m.truncation = integer<std::size_t>(j.at("max_length"), "truncation max_length");
     return {};
 }
 
@@ -297,7 +319,7 @@ Result<Tokenizer> parse(std::string_view text) {
     if (!m->prefix_ids.empty()) m->bos_id = m->prefix_ids.front();
     for (const json& t : j.value("added_tokens", json::array())) {
         AddedToken token;
-        token.id = t.at("id").get<std::int32_t>();
+        token.id = integer<std::int32_t>(t.at("id"), "added token id");
         token.content = t.at("content").get<std::string>();
         token.special = t.value("special", false);
         token.lstrip = t.value("lstrip", false);

@@ -3,9 +3,12 @@ flags end in a one-line error and a non-zero exit, never a crash."""
 import json
 import os
 import shutil
+import struct
 import subprocess
 
 import pytest
+
+import gguf_bytes as gb
 
 BIN = os.path.join(os.environ.get("INFERSCALE_BIN", "build/bin"), "inferscale")
 MODEL = os.path.join(os.environ.get("INFERSCALE_MODELS", "models"), "SmolLM2-135M-Instruct.Q4_1.gguf")
@@ -98,6 +101,19 @@ def test_chat_template_file_replaces_the_models(tmp_path):
     assert chat.stdout.strip() == json.loads(generate.stdout)["text"].strip()
 
 
+# Templates the fuzzer found to crash the parser: now a parse error at load.
+@needs_model
+@pytest.mark.parametrize("source,fragment", [
+    ("{{ 99999999999999999999 }}", "integer literal 99999999999999999999 does not fit"),
+    ("{{ '\\xZZ' }}", "truncated \\x escape"),
+])
+def test_fuzzed_chat_template_fails_at_load(tmp_path, source, fragment):
+    bad = tmp_path / "fuzzed.jinja"
+    bad.write_text(source)
+    assert_clean_failure(run("chat", "--model", MODEL, "--chat-template", str(bad), "--message", "Hi"),
+                         fragment)
+
+
 @needs_model
 def test_unsupported_chat_template_fails_at_load(tmp_path):
     bad = tmp_path / "bad.jinja"
@@ -142,6 +158,67 @@ def test_corrupt_gguf(tmp_path):
     bad.write_bytes(b"GGUF" + os.urandom(4096))
     res = run("generate", "--model", str(bad), "--prompt", "x")
     assert res.returncode == 1 and res.stderr.startswith("error: "), res.stderr
+
+
+# Hand-made GGUF files that lie about their sizes: each must be refused before anything that big
+# is allocated or read.
+ARCH = gb.kv_string("general.architecture", "llama")
+HOSTILE_GGUF = {
+    "huge_tensor_count": gb.header(2**63, 1) + ARCH,
+    "huge_kv_count": gb.header(0, 2**64 - 1) + ARCH,
+    "huge_key_length": gb.header(0, 1) + struct.pack("<Q", 2**62) + b"general",
+    "huge_string_array": gb.header(0, 2) + ARCH + gb.string("tokenizer.ggml.tokens") +
+    struct.pack("<IIQ", gb.ARRAY, gb.STRING, 2**60),
+    "deeply_nested_arrays": gb.header(0, 2) + ARCH + gb.string("x") + struct.pack("<I", gb.ARRAY) +
+    struct.pack("<IQ", gb.ARRAY, 1) * 64 + struct.pack("<IQ", gb.U32, 0),
+    "huge_dims": gb.header(1, 1) + ARCH + gb.tensor_info("token_embd.weight", [2**40, 2**40]),
+    "too_many_dims": gb.header(1, 1) + ARCH + gb.tensor_info("token_embd.weight", [1] * 64),
+    "unknown_tensor_type": gb.header(1, 1) + ARCH + gb.tensor_info("token_embd.weight", [32], 999),
+    "offset_past_end": gb.header(1, 1) + ARCH + gb.tensor_info("token_embd.weight", [8], 0, 2**63),
+    "zero_alignment": gb.header(0, 2) + ARCH + gb.kv_u32("general.alignment", 0),
+    "odd_alignment": gb.header(0, 2) + ARCH + gb.kv_u32("general.alignment", 3),
+    "unknown_version": gb.header(0, 1, version=99) + ARCH,
+}
+
+
+@pytest.mark.parametrize("command", ["generate", "serve"])
+@pytest.mark.parametrize("name", sorted(HOSTILE_GGUF))
+def test_hostile_gguf(tmp_path, command, name):
+    bad = tmp_path / f"{name}.gguf"
+    bad.write_bytes(HOSTILE_GGUF[name] + bytes(64))
+    args = ("--prompt", "x") if command == "generate" else ("--port", "0", "--no-memory")
+    res = run(command, "--model", str(bad), *args, timeout=60)
+    assert_clean_failure(res, str(bad))
+
+
+# Fields of the bundled model overwritten with all-ones bytes: counts, lengths, a tensor's shape,
+# type and offset.
+DAMAGED_FIELDS = {"tensor_count": 8, "kv_count": 8, "first_key_length": 8,
+                  "tensor_name_length": 8, "tensor_n_dims": 4, "tensor_dim0": 8,
+                  "tensor_type": 4, "tensor_offset": 8}
+
+
+@needs_model
+@pytest.mark.parametrize("field", sorted(DAMAGED_FIELDS))
+def test_damaged_gguf_header(tmp_path, field):
+    data = bytearray(open(MODEL, "rb").read())
+    at = gb.field_offsets(data)[field]
+    data[at:at + DAMAGED_FIELDS[field]] = b"\xff" * DAMAGED_FIELDS[field]
+    bad = tmp_path / "damaged.gguf"
+    bad.write_bytes(bytes(data))
+    command = "serve" if field.startswith("tensor_") else "generate"
+    args = ("--port", "0", "--no-memory") if command == "serve" else ("--prompt", "x")
+    assert_clean_failure(run(command, "--model", str(bad), *args, timeout=60), "damaged.gguf")
+
+
+@needs_model
+@pytest.mark.parametrize("size", [3, 23, 4096, 1 << 20, 1 << 22])
+def test_gguf_cut_short_at_serve(tmp_path, size):
+    bad = tmp_path / "short.gguf"
+    with open(MODEL, "rb") as f:
+        bad.write_bytes(f.read(size))
+    assert_clean_failure(run("serve", "--model", str(bad), "--port", "0", "--no-memory",
+                             timeout=60), "short.gguf")
 
 
 def test_unknown_pre_tokenizer_is_refused():

@@ -10,6 +10,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <sstream>
+#include <utility>
 
 #include "template/json_value.h"
 
@@ -71,6 +72,64 @@ TEST(Template, RunawayTemplatesFail) {
     auto huge = Template::parse("{{ range(1000000)|length }}");
     ASSERT_TRUE(huge.ok());
     EXPECT_FALSE(huge->render(ValueDict{}).ok());
+}
+
+// Number literals out of 64-bit range: an integer is an error (it threw past the parser, a
+// fuzzer's find); a float is inf or 0.0, as in Python.
+TEST(Template, NumberLiteralsOutOfRange) {
+    EXPECT_EQ(parse_error("a\n{{ 99999999999999999999 }}"),
+              "line 2: integer literal 99999999999999999999 does not fit in 64 bits");
+    auto t = Template::parse("{{ 1e999 > 10 }} {{ 1e-999 }}");
+    ASSERT_TRUE(t.ok()) << t.error().message;
+    const auto out = t->render(ValueDict{});
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    EXPECT_EQ(*out, "True 0.0");
+}
+
+// Escapes that are not hex digits end the parse (they threw past it, a fuzzer's find).
+TEST(Template, BadEscapesFailWhenParsed) {
+    EXPECT_EQ(parse_error("{{ '\\xZZ' }}"), "line 1: truncated \\x escape in string literal");
+    EXPECT_EQ(parse_error("{{ '\\u12' }}"), "line 1: truncated \\u escape in string literal");
+    EXPECT_EQ(parse_error("{{ '\\U00110000' }}"),
+              "line 1: illegal Unicode character in string literal");
+}
+
+std::string rendered(std::string_view source) {
+    auto t = Template::parse(source);
+    if (!t.ok()) return "parse: " + t.error().message;
+    auto out = t->render(ValueDict{});
+    return out.ok() ? *out : "render: " + out.error().message;
+}
+
+// Python's ints are unbounded; past 64 bits a render fails instead of wrapping (undefined
+// behaviour) or looping for 2 ** 10**12 steps.
+TEST(Template, IntegerOverflowFailsTheRender) {
+    const std::pair<const char*, const char*> cases[] = {
+        {"{{ 9223372036854775807 + 1 }}", "render: line 1: integer overflow in '+'"},
+        {"{{ -9223372036854775807 - 2 }}", "render: line 1: integer overflow in '-'"},
+        {"{{ 4294967296 * 4294967296 }}", "render: line 1: integer overflow in '*'"},
+        {"{{ 3 ** 1000000000000 }}", "render: line 1: integer overflow in '**'"},
+        {"{{ (-9223372036854775807 - 1) // -1 }}", "render: line 1: integer overflow in '//'"},
+        {"{{ (-9223372036854775807 - 1) | abs }}", "render: line 1: integer overflow in abs"},
+        {"{{ 1e300 | int }}", "render: line 1: cannot convert 1e+300 to a 64-bit int"},
+        {"{{ 'ab' * 100000000 }}",
+         "render: line 1: repetition is limited to 16777216 bytes or items"},
+        {"{{ range(-9223372036854775807, 9223372036854775807) | length }}",
+         "render: line 1: range() is limited to 100000 items"},
+        {"{{ 2 ** 62 }} {{ 1 ** 1000000000000 }} {{ 7 % -1 }}", "4611686018427387904 1 0"},
+        {"{{ range(5, 0, -9223372036854775807 - 1) | list }}", "[5]"},
+        {"{{ [[7]] | join(',', attribute='99999999999999999999') }}|", "|"},
+    };
+    for (const auto& [source, expected] : cases) EXPECT_EQ(rendered(source), expected) << source;
+}
+
+// Filters over a string or a mapping iterate a list made for the loop; it was freed before the
+// loop read it (a fuzzer's find, seen under AddressSanitizer).
+TEST(Template, FiltersOverStringsAndMappingsKeepTheirItems) {
+    EXPECT_EQ(rendered("{{ 'abc' | select | list }}"), "['a', 'b', 'c']");
+    EXPECT_EQ(rendered("{{ {'k': 1, 'j': 2} | reject('equalto', 'k') | list }}"), "['j']");
+    EXPECT_EQ(rendered("{{ 'ab' | map('upper') | join }}"), "AB");
+    EXPECT_EQ(rendered("{{ 'ba' | unique | list }}"), "['b', 'a']");
 }
 
 TEST(Template, RenderErrorsNameTheLine) {

@@ -115,5 +115,26 @@ TEST(MalformedJsonTest, ReturnsErrors) {
     EXPECT_FALSE(Tokenizer::from_json_file("/nonexistent/tokenizer.json").ok());
 }
 
+// Numbers where ids and lengths go must be integers that fit: a float far outside the range was
+// converted with undefined behaviour (a fuzzer's find), a large integer wrapped.
+TEST(Robustness, NonIntegerIdsAreErrors) {
+    const char* bad[] = {
+        R"({"model": {"type": "BPE", "vocab": {"a": 9.1e+63}, "merges": []}})",
+        R"({"model": {"type": "BPE", "vocab": {"a": 0.5}, "merges": []}})",
+        R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},)"
+        R"( "added_tokens": [{"id": 4294967296, "content": "x"}]})",
+        R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},)"
+        R"( "truncation": {"max_length": -1}})",
+        R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []},)"
+        R"( "decoder": {"type": "Strip", "content": " ", "start": 1e300}})",
+    };
+    for (const char* text : bad) {
+        auto result = Tokenizer::from_json(text);
+        ASSERT_FALSE(result.ok()) << text;
+        EXPECT_NE(result.error().message.find("must be an integer in range"), std::string::npos)
+            << result.error().message;
+    }
+}
+
 }  // namespace
 }  // namespace inferscale::tokenizer
