@@ -13,17 +13,8 @@ BUILD="${INFERSCALE_FUZZ_BUILD_DIR:-build-fuzz}"
 JOBS="$(nproc)"
 PARALLEL=$((JOBS < 2 ? 1 : 2))
 
-SUDO=""
-[[ "$(id -u)" != 0 ]] && SUDO="sudo"
-missing=()
-for p in clang libclang-rt-dev libomp-dev; do
-  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
-done
-if ((${#missing[@]})); then
-  echo "fuzz: installing Debian packages: ${missing[*]}"
-  $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
-fi
+# clang, its libFuzzer runtime and OpenMP come with the test setup (quick when present).
+command -v clang++ >/dev/null || scripts/setup.sh --tests
 
 if [[ ! -f "$BUILD/build.ninja" ]]; then
   cmake -S . -B "$BUILD" -G Ninja -DINFERSCALE_FUZZ=ON -DCMAKE_C_COMPILER=clang \
