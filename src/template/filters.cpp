@@ -85,9 +85,7 @@ Value f_join(const Value& in, CallArgs& args) {
     const Value* attribute = args.get(1, "attribute");
     std::string out;
     bool first = true;
-    // Held here: a loop over *iterate(in) reads a list freed with the temporary.
-    const auto iterated = iterate(in);
-    for (const Value& item : *iterated) {
+    for (const Value& item : iterate(in)) {
         if (!first) out += sep;
         first = false;
         append_str(out, attribute ? attribute_path(item, to_str(*attribute)) : item);
@@ -95,16 +93,16 @@ Value f_join(const Value& in, CallArgs& args) {
     return out;
 }
 
-Value f_list(const Value& in, CallArgs&) { return *iterate(in); }
+Value f_list(const Value& in, CallArgs&) { return iterate(in).list(); }
 
 Value f_first(const Value& in, CallArgs&) {
     const auto items = iterate(in);
-    return items->empty() ? Value::undefined("first") : items->front();
+    return items.empty() ? Value::undefined("first") : items.front();
 }
 
 Value f_last(const Value& in, CallArgs&) {
     const auto items = iterate(in);
-    return items->empty() ? Value::undefined("last") : items->back();
+    return items.empty() ? Value::undefined("last") : items.back();
 }
 
 Value f_default(const Value& in, CallArgs& args) {
@@ -198,8 +196,7 @@ Value filter_items(const Value& in, CallArgs& args, bool by_attribute, bool keep
     for (std::size_t i = first_test_arg + 1; i < args.positional.size(); ++i)
         test_args.positional.push_back(args.positional[i]);
     ValueList out;
-    const auto iterated = iterate(in);
-    for (const Value& item : *iterated) {
+    for (const Value& item : iterate(in)) {
         const Value subject = by_attribute ? attribute_path(item, attribute) : item;
         const bool passed = test ? test(subject, test_args) : subject.truthy();
         if (passed == keep) out.push_back(item);
@@ -216,8 +213,7 @@ Value f_map(const Value& in, CallArgs& args) {
     ValueList out;
     if (const Value* attribute = args.get(99, "attribute")) {
         const Value* fallback = args.get(99, "default");
-        const auto iterated = iterate(in);
-        for (const Value& item : *iterated) {
+        for (const Value& item : iterate(in)) {
             Value v = attribute_path(item, to_str(*attribute));
             out.push_back(v.is_undefined() && fallback ? *fallback : v);
         }
@@ -230,8 +226,7 @@ Value f_map(const Value& in, CallArgs& args) {
     CallArgs rest;
     rest.positional.assign(args.positional.begin() + 1, args.positional.end());
     rest.named = args.named;
-    const auto iterated = iterate(in);
-    for (const Value& item : *iterated) out.push_back(filter(item, rest));
+    for (const Value& item : iterate(in)) out.push_back(filter(item, rest));
     return out;
 }
 
@@ -243,7 +238,7 @@ Value sort_key(const Value& item, const CallArgs& args) {
 }
 
 Value f_sort(const Value& in, CallArgs& args) {
-    ValueList items = *iterate(in);
+    ValueList items = iterate(in).list();
     std::stable_sort(items.begin(), items.end(), [&](const Value& a, const Value& b) {
         return less_than(sort_key(a, args), sort_key(b, args));
     });
@@ -268,15 +263,14 @@ Value f_dictsort(const Value& in, CallArgs& args) {
 
 Value f_reverse(const Value& in, CallArgs&) {
     if (in.is_string()) return get_slice(in, std::nullopt, std::nullopt, -1);
-    ValueList items = *iterate(in);
+    ValueList items = iterate(in).list();
     std::reverse(items.begin(), items.end());
     return items;
 }
 
 Value f_unique(const Value& in, CallArgs&) {
     ValueList out;
-    const auto iterated = iterate(in);
-    for (const Value& item : *iterated)
+    for (const Value& item : iterate(in))
         if (std::find(out.begin(), out.end(), item) == out.end()) out.push_back(item);
     return out;
 }
@@ -285,17 +279,16 @@ Value f_sum(const Value& in, CallArgs& args) {
     const Value* attribute = args.get(0, "attribute");
     const Value* start = args.get(1, "start");
     Value total = start ? *start : Value(0);
-    const auto iterated = iterate(in);
-    for (const Value& item : *iterated)
+    for (const Value& item : iterate(in))
         total = binary_op("+", total, attribute ? attribute_path(item, to_str(*attribute)) : item);
     return total;
 }
 
 Value extreme(const Value& in, bool want_max) {
     const auto items = iterate(in);
-    if (items->empty()) return Value::undefined(want_max ? "max" : "min");
-    Value best = items->front();
-    for (const Value& item : *items)
+    if (items.empty()) return Value::undefined(want_max ? "max" : "min");
+    Value best = items.front();
+    for (const Value& item : items)
         if (want_max ? less_than(best, item) : less_than(item, best)) best = item;
     return best;
 }

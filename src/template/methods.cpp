@@ -88,9 +88,7 @@ Value string_method(const std::string& s, std::string_view name, CallArgs& args)
     if (name == "join") {
         std::string out;
         bool first = true;
-        // Held here: a loop over *iterate(...) reads a list freed with the temporary.
-        const auto iterated = iterate(args.positional.at(0));
-        for (const Value& item : *iterated) {
+        for (const Value& item : iterate(args.positional.at(0))) {
             if (!first) out += s;
             first = false;
             append_str(out, item);

@@ -243,15 +243,16 @@ Value get_slice(const Value& object, std::optional<std::int64_t> start,
     return s;
 }
 
-std::shared_ptr<const ValueList> iterate(const Value& v) {
-    if (v.is_list()) return v.list_ptr();
+Items iterate(const Value& v) {
+    if (v.is_list()) return Items(v.list_ptr());
     if (v.is_dict()) {
         ValueList keys;
         for (const auto& [k, item] : v.as_dict().entries()) keys.emplace_back(k);
-        return std::make_shared<const ValueList>(std::move(keys));
+        return Items(std::make_shared<const ValueList>(std::move(keys)));
     }
-    if (v.is_string()) return std::make_shared<const ValueList>(utf8_characters(v.as_string()));
-    if (v.is_undefined()) return std::make_shared<const ValueList>();
+    if (v.is_string())
+        return Items(std::make_shared<const ValueList>(utf8_characters(v.as_string())));
+    if (v.is_undefined()) return Items(std::make_shared<const ValueList>());
     fail("'" + v.type_name() + "' object is not iterable");
 }
 

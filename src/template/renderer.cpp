@@ -110,8 +110,8 @@ void Renderer::run_set(const Stmt& s, Value value) {
         return;
     }
     const auto items = iterate(value);
-    if (items->size() != s.targets.size()) fail("wrong number of values to unpack");
-    for (std::size_t i = 0; i < s.targets.size(); ++i) scope_->set(s.targets[i], (*items)[i]);
+    if (items.size() != s.targets.size()) fail("wrong number of values to unpack");
+    for (std::size_t i = 0; i < s.targets.size(); ++i) scope_->set(s.targets[i], items[i]);
 }
 
 Renderer::Flow Renderer::run_for(const Stmt& s, std::string& out) {
@@ -124,25 +124,24 @@ Renderer::Flow Renderer::run_for(const Stmt& s, std::string& out) {
             return;
         }
         const auto parts = iterate(item);
-        if (parts->size() != s.targets.size()) fail("wrong number of values to unpack in for loop");
-        for (std::size_t i = 0; i < s.targets.size(); ++i)
-            loop_scope.set(s.targets[i], (*parts)[i]);
+        if (parts.size() != s.targets.size()) fail("wrong number of values to unpack in for loop");
+        for (std::size_t i = 0; i < s.targets.size(); ++i) loop_scope.set(s.targets[i], parts[i]);
     };
-    std::shared_ptr<const ValueList> items = all;
+    Items items = all;
     if (s.filter) {
         ValueList kept;
-        for (const Value& item : *all) {
+        for (const Value& item : all) {
             bind(item);
             if (eval(*s.filter).truthy()) kept.push_back(item);
         }
-        items = std::make_shared<const ValueList>(std::move(kept));
+        items = Items(std::make_shared<const ValueList>(std::move(kept)));
     }
-    for (std::size_t i = 0; i < items->size(); ++i) {
-        bind((*items)[i]);
-        loop_scope.set("loop", loop_variable(*items, i));
+    for (std::size_t i = 0; i < items.size(); ++i) {
+        bind(items[i]);
+        loop_scope.set("loop", loop_variable(items.list(), i));
         if (run(s.body, out) == Flow::Break) break;
     }
-    if (items->empty()) run(s.else_body, out);
+    if (items.empty()) run(s.else_body, out);
     return Flow::Normal;
 }
 
