@@ -65,54 +65,43 @@ void CpuBackend::inject_chunks(const tensor::InjectArgs& args, const tensor::Rop
     }
 
     const std::int64_t first = args.first_layer, end = args.first_layer + args.num_layers;
-    if (fp8) {
-        IS_CHECK(d <= kMaxInjectHeadDim) << "inject_chunks: head_dim " << d;
-        const auto* k_scale0 = args.layer0.k_scale.as<const float>();
-        auto* k0 = kp.as<std::uint8_t>();
-        auto* v0 = args.layer0.v.as<std::uint8_t>();
+    // Every (layer, token): `rotate_k(layer, src, dst, head, cos, sin)` writes one head of the
+    // rotated key; V rows are copied as they are.
+    const auto inject = [&]<typename T>(T* k0, T* v0, const auto& rotate_k) {
 #pragma omp parallel for collapse(2) schedule(static)
         for (std::int64_t l = first; l < end; ++l) {
             for (std::int64_t i = 0; i < n; ++i) {
                 const std::int64_t t_c = chunk_tokens[src_chunk[i]];
-                const std::uint8_t* ks = chunk_base<std::uint8_t>(addrs, src_chunk[i]) +
-                                         (l * 2 * t_c + src_row[i]) * row;
-                const std::uint8_t* vs = ks + t_c * row;
-                std::uint8_t* kd = k0 + l * args.layer_stride + slots[i] * row;
-                std::uint8_t* vd = v0 + l * args.layer_stride + slots[i] * row;
-                const float* k_scale = k_scale0 + l * args.scale_stride;
+                // Chunk layout [layers][2][t_c][kvh][d]: K of layer l, then V of layer l.
+                const T* ks = chunk_base<T>(addrs, src_chunk[i]) + (l * 2 * t_c + src_row[i]) * row;
+                const T* vs = ks + t_c * row;
+                T* kd = k0 + l * args.layer_stride + slots[i] * row;
+                T* vd = v0 + l * args.layer_stride + slots[i] * row;
                 const float* cs = cos_table + positions[i] * half;
                 const float* sn = sin_table + positions[i] * half;
-                float wide[kMaxInjectHeadDim];
-                for (std::int64_t h = 0; h < heads; ++h) {
-                    widen_e4m3(ks + h * d, k_scale[h], d, wide);
-                    rotate_head(wide, wide, half, cs, sn, ggml_);
-                    narrow_e4m3(wide, k_scale[h], d, kd + h * d);
-                }
-                std::memcpy(vd, vs, static_cast<std::size_t>(row));
+                for (std::int64_t h = 0; h < heads; ++h)
+                    rotate_k(l, ks + h * d, kd + h * d, h, cs, sn);
+                std::memcpy(vd, vs, static_cast<std::size_t>(row) * sizeof(T));
             }
         }
+    };
+    if (!fp8) {
+        inject(kp.as<float>(), args.layer0.v.as<float>(),
+               [&](std::int64_t, const float* src, float* dst, std::int64_t, const float* cs,
+                   const float* sn) { rotate_head(src, dst, half, cs, sn, ggml_); });
         return;
     }
-    auto* k0 = kp.as<float>();
-    auto* v0 = args.layer0.v.as<float>();
-#pragma omp parallel for collapse(2) schedule(static)
-    for (std::int64_t l = first; l < end; ++l) {
-        for (std::int64_t i = 0; i < n; ++i) {
-            const std::int64_t t_c = chunk_tokens[src_chunk[i]];
-            // Chunk layout [layers][2][t_c][kvh][d]: K of layer l, then V of layer l.
-            const float* ks =
-                chunk_base<float>(addrs, src_chunk[i]) + (l * 2 * t_c + src_row[i]) * row;
-            const float* vs = ks + t_c * row;
-            float* kd = k0 + l * args.layer_stride + slots[i] * row;
-            float* vd = v0 + l * args.layer_stride + slots[i] * row;
-            const float* cs = cos_table + positions[i] * half;
-            const float* sn = sin_table + positions[i] * half;
-            for (std::int64_t h = 0; h < heads; ++h) {
-                rotate_head(ks + h * d, kd + h * d, half, cs, sn, ggml_);
-            }
-            for (std::int64_t j = 0; j < row; ++j) vd[j] = vs[j];
-        }
-    }
+    IS_CHECK(d <= kMaxInjectHeadDim) << "inject_chunks: head_dim " << d;
+    const auto* k_scale0 = args.layer0.k_scale.as<const float>();
+    inject(kp.as<std::uint8_t>(), args.layer0.v.as<std::uint8_t>(),
+           [&](std::int64_t l, const std::uint8_t* src, std::uint8_t* dst, std::int64_t h,
+               const float* cs, const float* sn) {
+               const float scale = k_scale0[l * args.scale_stride + h];
+               float wide[kMaxInjectHeadDim];
+               widen_e4m3(src, scale, d, wide);
+               rotate_head(wide, wide, half, cs, sn, ggml_);
+               narrow_e4m3(wide, scale, d, dst);
+           });
 }
 
 }  // namespace inferscale::backends::cpu
