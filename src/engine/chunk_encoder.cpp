@@ -10,29 +10,6 @@ namespace {
 
 using tensor::Tensor;
 
-// Returns blocks to the pool on every path out of encode().
-class ScratchBlocks {
-  public:
-    explicit ScratchBlocks(kv::BlockPool& pool) : pool_(pool) {}
-    ~ScratchBlocks() { pool_.release(held_); }
-    ScratchBlocks(const ScratchBlocks&) = delete;
-    ScratchBlocks& operator=(const ScratchBlocks&) = delete;
-    bool take(std::int32_t count, std::vector<kv::BlockId>& out) {
-        const std::size_t before = out.size();
-        if (!pool_.allocate(count, out)) return false;
-        held_.insert(held_.end(), out.begin() + static_cast<std::ptrdiff_t>(before), out.end());
-        return true;
-    }
-    void release_all() {
-        pool_.release(held_);
-        held_.clear();
-    }
-
-  private:
-    kv::BlockPool& pool_;
-    std::vector<kv::BlockId> held_;
-};
-
 }  // namespace
 
 Result<ChunkEncoder> ChunkEncoder::create(tensor::Backend& backend, model::LlamaModel& model,
@@ -96,7 +73,7 @@ Result<std::vector<memory::KvChunk>> ChunkEncoder::encode(
     }
 
     // Pack whole sequences into steps; a sequence longer than a step runs alone, in pieces.
-    ScratchBlocks scratch(*blocks_);
+    kv::ScratchBlocks scratch(*blocks_);  // returned on every path out of encode()
     std::vector<Piece> step;
     std::int64_t step_tokens = 0;
     auto flush = [&]() -> Status {

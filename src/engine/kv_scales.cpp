@@ -2,7 +2,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <numeric>
 
 #include "engine/local_model.h"
@@ -61,14 +60,10 @@ Status calibrate_kv_scales(LocalModel& lm) {
         tokens.resize(static_cast<std::size_t>(limit));
     const auto n = static_cast<std::int64_t>(tokens.size());
     const std::int64_t bs = lm.block_size();
+    kv::ScratchBlocks scratch(lm.blocks());
     std::vector<kv::BlockId> blocks;
-    if (!lm.blocks().allocate(static_cast<std::int32_t>((n + bs - 1) / bs), blocks))
+    if (!scratch.take(static_cast<std::int32_t>((n + bs - 1) / bs), blocks))
         return make_error("FP8 KV calibration: not enough free KV blocks");
-    struct Release {
-        kv::BlockPool& pool;
-        std::vector<kv::BlockId>& held;
-        ~Release() { pool.release(held); }
-    } release{lm.blocks(), blocks};
 
     tensor::Backend& be = lm.backend();
     const tensor::DType act = be.activation_dtype();

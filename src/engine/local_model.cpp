@@ -93,9 +93,6 @@ Result<std::unique_ptr<LocalModel>> LocalModel::load(const LocalModelOptions& op
     // The KV cache is sized last, from what the weights and the workspace leave on a GPU. The
     // workspace's page tables are sized for the most tokens that could fit (4 bytes a page).
     const tensor::DType kv_dtype = options.kv_cache_dtype.value_or(backend->kv_dtype());
-    if (kv_dtype == tensor::DType::F8_E4M3 && !backend->supports_fp8_kv())
-        return make_error("--kv-cache-dtype fp8: the " + std::string(backend->name()) +
-                          " backend has no FP8 KV cache yet");
     const std::size_t kv_token_bytes = llama.kv_layout(1, 1).bytes_per_layer(kv_dtype) * 2 *
                                        static_cast<std::size_t>(config.num_layers);
     const std::optional<tensor::Backend::MemoryInfo> before = backend->memory_info();

@@ -39,4 +39,29 @@ class BlockPool {
     std::vector<BlockId> free_;
 };
 
+// Blocks taken for a while (an encoding pass, a calibration forward) and returned to the pool
+// by release_all or, on every other path, when this goes. Not copyable.
+class ScratchBlocks {
+  public:
+    explicit ScratchBlocks(BlockPool& pool) : pool_(pool) {}
+    ~ScratchBlocks() { pool_.release(held_); }
+    ScratchBlocks(const ScratchBlocks&) = delete;
+    ScratchBlocks& operator=(const ScratchBlocks&) = delete;
+    // BlockPool::allocate(count, out), the blocks held here too.
+    bool take(std::int32_t count, std::vector<BlockId>& out) {
+        const std::size_t before = out.size();
+        if (!pool_.allocate(count, out)) return false;
+        held_.insert(held_.end(), out.begin() + static_cast<std::ptrdiff_t>(before), out.end());
+        return true;
+    }
+    void release_all() {
+        pool_.release(held_);
+        held_.clear();
+    }
+
+  private:
+    BlockPool& pool_;
+    std::vector<BlockId> held_;
+};
+
 }  // namespace inferscale::kv

@@ -22,13 +22,11 @@ Result<KvStorage> KvStorage::create(tensor::Backend& backend, const KvLayout& la
     // Zeroed so that a bug reading an unwritten slot gives finite garbage, not NaNs.
     backend.fill_zero(buffer.view(tensor::DType::F32, {static_cast<std::int64_t>(bytes / 4)}));
     tensor::Buffer scale_buffer;
+    const auto num_scales = static_cast<std::size_t>(2 * layout.num_layers * layout.num_kv_heads);
     if (type == tensor::DType::F8_E4M3)
-        scale_buffer = IS_TRY(backend.allocate(
-            static_cast<std::size_t>(2 * layout.num_layers * layout.num_kv_heads) * sizeof(float)));
+        scale_buffer = IS_TRY(backend.allocate(num_scales * sizeof(float)));
     KvStorage storage(backend, layout, type, std::move(buffer), std::move(scale_buffer));
-    if (storage.fp8())
-        storage.set_scales(std::vector<float>(
-            static_cast<std::size_t>(2 * layout.num_layers * layout.num_kv_heads), 1.0f));
+    if (storage.fp8()) storage.set_scales(std::vector<float>(num_scales, 1.0f));
     return storage;
 }
 
