@@ -76,6 +76,7 @@ struct Args {
     bool timeline = false;
     double queue_ahead_ms = 0.0;
     std::string quant;  // parsed into model.quant
+    std::string kv_cache_dtype = "auto";  // or fp8: parsed into model.kv_dtype
     bool graphs = true;
     int small_linear_max_rows = -1;  // -1: the backend's default
     bool gemv = true;
@@ -517,6 +518,9 @@ int main(int argc, char** argv) {
         ->delimiter(',');
     app.add_option("--seed", a.model.seed, "weight seed");
     app.add_option("--quant", a.quant, "block types of the weights: none or q4_k_m");
+    app.add_option("--kv-cache-dtype", a.kv_cache_dtype,
+                   "auto (the backend's) or fp8 (E4M3 pages, scales of 1)")
+        ->check(CLI::IsMember({"auto", "fp8"}));
     app.add_flag("--timeline", a.timeline,
                  "kernel timeline (CUPTI) of decode b=1, TTFT and the --decode-batches: what each "
                  "kernel adds to the step as it runs");
@@ -567,5 +571,6 @@ int main(int argc, char** argv) {
         return 2;
     }
     a.model.quant = quant.value();
+    if (a.kv_cache_dtype == "fp8") a.model.kv_dtype = inferscale::tensor::DType::F8_E4M3;
     return inferscale::bench::run(a);
 }

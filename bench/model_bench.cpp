@@ -198,7 +198,8 @@ Result<std::unique_ptr<ModelBench>> ModelBench::create(tensor::Backend& backend,
     model::LlamaModel m = IS_TRY(model::LlamaModel::create_random(backend, config, o.seed, mo));
     progress("weights ready; allocating KV: %lld blocks of %lld tokens",
              static_cast<long long>(num_blocks), static_cast<long long>(kBlockSize));
-    kv::KvStorage kv = IS_TRY(kv::KvStorage::create(backend, m.kv_layout(num_blocks, kBlockSize)));
+    kv::KvStorage kv =
+        IS_TRY(kv::KvStorage::create(backend, m.kv_layout(num_blocks, kBlockSize), o.kv_dtype));
 
     model::WorkspaceLimits lim;
     // Decode batches run padded to the next power of two (the runner's buckets); each padding

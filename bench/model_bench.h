@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,9 @@ struct ModelBenchOptions {
     std::int64_t prefill_context = 0;
     // KV cache size in tokens, at least what the measurements need (a server's is far larger).
     std::int64_t kv_tokens = 0;
+    // The KV cache's dtype: the backend's (unset) or F8_E4M3 (scales of 1; the random K/V are
+    // drawn in E4M3's range).
+    std::optional<tensor::DType> kv_dtype;
     // Sequences take their pages from a random permutation of every block instead of in
     // order (a long-running server's pages are scattered over its whole cache).
     bool shuffle_pages = false;

@@ -11,9 +11,6 @@ Result<KvStorage> KvStorage::create(tensor::Backend& backend, const KvLayout& la
         return make_error("kv storage: every layout dimension must be positive");
     }
     const tensor::DType type = dtype.value_or(backend.kv_dtype());
-    if (type == tensor::DType::F8_E4M3 && !backend.supports_fp8_kv())
-        return make_error("kv storage: the " + std::string(backend.name()) +
-                          " backend has no FP8 KV cache");
     if (type != backend.kv_dtype() && type != tensor::DType::F8_E4M3)
         return make_error("kv storage: pages in " + std::string(tensor::dtype_name(type)) +
                           " are not supported");

@@ -43,11 +43,9 @@ class Backend : public BufferOwner {
     virtual std::string_view name() const = 0;
     virtual Device device() const = 0;
     virtual DType activation_dtype() const = 0;
-    // The dtype of KV pages (f32 on CPU, bf16 on CUDA).
+    // The dtype of KV pages (f32 on CPU, bf16 on CUDA); write_kv, paged_attention and
+    // inject_chunks also take FP8 pages (F8_E4M3 with per-head scales, tensor::KvPages).
     virtual DType kv_dtype() const = 0;
-    // Whether write_kv, paged_attention, inject_chunks and the chunk ops also take FP8 pages
-    // (F8_E4M3 with per-head scales, tensor::KvPages).
-    virtual bool supports_fp8_kv() const { return false; }
 
     // ---- memory -------------------------------------------------------------------------
     // An Error when the device is out of memory. Contents are uninitialized.

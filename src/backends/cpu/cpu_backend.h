@@ -43,7 +43,6 @@ class CpuBackend : public tensor::Backend {
     tensor::Device device() const override { return tensor::Device::Cpu; }
     tensor::DType activation_dtype() const override { return tensor::DType::F32; }
     tensor::DType kv_dtype() const override { return tensor::DType::F32; }
-    bool supports_fp8_kv() const override { return true; }
 
     Result<tensor::Buffer> allocate(std::size_t bytes) override;
     void free_buffer(void* data, std::size_t bytes) override;

@@ -32,6 +32,15 @@ void CpuBackend::fill_random(tensor::Tensor t, std::uint64_t seed, float scale, 
             }
             return;
         }
+        case DType::F8_E4M3: {
+            auto* p = t.as<std::uint8_t>();
+#pragma omp parallel for schedule(static)
+            for (std::int64_t i = 0; i < n; ++i) {
+                p[i] = tensor::f32_to_e4m3(
+                    tensor::random_uniform(seed, static_cast<std::uint64_t>(i), scale, offset));
+            }
+            return;
+        }
         default:
             break;
     }

@@ -10,7 +10,10 @@
 //   models), groups up to kMaxDecodeGroup, and the all-rows fallback when the prefill kernel
 //   has no instantiation for head_dim. Per KV tile of kTile tokens: warps score tokens against
 //   every head of the group, one warp per head updates the online softmax, then each thread
-//   accumulates fixed (head, dim) output pairs from the V tile in shared memory.
+//   accumulates fixed (head, dim) output pairs from the V tile in shared memory. It is also
+//   the kernel of FP8 pages' decode rows where the tensor-core kernel has no instantiation or
+//   a window applies: E4M3 widens exactly to bf16, the K scale folds into the query and the V
+//   scale into the output.
 
 #include <cmath>
 
@@ -25,7 +28,11 @@ constexpr int kThreads = 128;
 constexpr int kWarps = kThreads / 32;
 constexpr int kTile = 32;  // KV tokens per step: the softmax step maps one token per lane
 
-template <int kMaxD>
+__device__ __forceinline__ float kv_value(bf16 x) { return __bfloat162float(x); }
+__device__ __forceinline__ float kv_value(std::uint8_t x) { return e4m3_to_f32(x); }
+
+// KV: bf16 or std::uint8_t (E4M3, kv.fp8).
+template <int kMaxD, class KV>
 __global__ void __launch_bounds__(kThreads)
     decode_attention_kernel(const bf16* __restrict__ q, PagedKvView kv, AttentionBatch batch,
                             DecodeLaunch launch, bf16* __restrict__ out) {
@@ -62,7 +69,8 @@ __global__ void __launch_bounds__(kThreads)
     const int end = single ? visible : min(visible, begin + launch.split_tokens);
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const float scale_log2 = batch.scale * kLog2e;
+    const float scale_log2 = batch.scale * kLog2e * (kv.fp8 ? kv.k_scale[kv_head] : 1.0f);
+    const float v_scale = kv.fp8 ? kv.v_scale[kv_head] : 1.0f;
     for (int idx = tid; idx < group * d; idx += kThreads) {
         const int g = idx / d, c = idx % d;
         const std::int64_t src =
@@ -78,23 +86,25 @@ __global__ void __launch_bounds__(kThreads)
     for (int k = 0; k < kPairs; ++k) acc[k] = 0.0f;
     __syncthreads();
 
-    const bf16* k_pages = static_cast<const bf16*>(kv.k);
-    const bf16* v_pages = static_cast<const bf16*>(kv.v);
+    const KV* k_pages = static_cast<const KV*>(kv.k);
+    const KV* v_pages = static_cast<const KV*>(kv.v);
     const PagedRows kv_rows(s, kv, kv_head);
     // Tokens before the window are skipped; a split wholly before it leaves an empty state.
     for (int t0 = max(begin, window_start(batch, visible - 1)); t0 < end; t0 += kTile) {
         const int count = min(kTile, end - t0);
         for (int idx = tid; idx < kTile * d; idx += kThreads) {
             const int j = idx / d, c = idx % d;
-            v_s[idx] = j < count ? v_pages[kv_rows(t0 + j) + c] : __float2bfloat16_rn(0.0f);
+            // Exact for E4M3, whose values bf16 holds.
+            v_s[idx] =
+                __float2bfloat16_rn(j < count ? kv_value(v_pages[kv_rows(t0 + j) + c]) : 0.0f);
         }
         for (int j = warp; j < count; j += kWarps) {
-            const bf16* k_row = k_pages + kv_rows(t0 + j);
+            const KV* k_row = k_pages + kv_rows(t0 + j);
             float k_reg[kDimsPerLane];
 #pragma unroll
             for (int i = 0; i < kDimsPerLane; ++i) {
                 const int c = lane + 32 * i;
-                k_reg[i] = c < d ? __bfloat162float(k_row[c]) : 0.0f;
+                k_reg[i] = c < d ? kv_value(k_row[c]) : 0.0f;
             }
             for (int g = 0; g < group; ++g) {
                 float part = 0.0f;
@@ -147,7 +157,7 @@ __global__ void __launch_bounds__(kThreads)
                 const int g = idx / d, c = idx % d;
                 const std::int64_t dst =
                     (static_cast<std::int64_t>(row) * batch.num_heads + head0 + g) * d + c;
-                out[dst] = __float2bfloat16_rn(acc[k] / sum_s[g]);
+                out[dst] = __float2bfloat16_rn(acc[k] * v_scale / sum_s[g]);
             }
         }
         return;
@@ -161,7 +171,7 @@ __global__ void __launch_bounds__(kThreads)
             const std::int64_t slot =
                 (static_cast<std::int64_t>(blockIdx.x) * batch.num_heads + head0 + g) *
                     launch.num_splits + split;
-            launch.partial_o[slot * d + c] = acc[k];
+            launch.partial_o[slot * d + c] = acc[k] * v_scale;
             if (c == 0) {
                 launch.partial_ml[slot * 2] = max_s[g];
                 launch.partial_ml[slot * 2 + 1] = sum_s[g];
@@ -176,8 +186,15 @@ void launch_typed(const void* q, const PagedKvView& pages, const AttentionBatch&
     const dim3 grid(static_cast<unsigned>(launch.grid_rows),
                     static_cast<unsigned>(pages.kv_heads),
                     static_cast<unsigned>(launch.num_splits));
-    launch_dependent(decode_attention_kernel<kMaxD>, grid, kThreads, 0, stream,
-                     static_cast<const bf16*>(q), pages, batch, launch, static_cast<bf16*>(out));
+    const auto* qs = static_cast<const bf16*>(q);
+    auto* os = static_cast<bf16*>(out);
+    if (pages.fp8) {
+        launch_dependent(decode_attention_kernel<kMaxD, std::uint8_t>, grid, kThreads, 0, stream,
+                         qs, pages, batch, launch, os);
+    } else {
+        launch_dependent(decode_attention_kernel<kMaxD, bf16>, grid, kThreads, 0, stream, qs, pages,
+                         batch, launch, os);
+    }
 }
 
 }  // namespace
@@ -200,7 +217,8 @@ void launch_decode_attention(const void* q, const PagedKvView& pages, const Atte
     const int d = pages.head_dim;
     const bool tensor_cores =
         launch.per_sequence && launch.max_ctas > 0 && decode_tc_supports(d, group);
-    const bool fast = !tensor_cores && launch.per_sequence && decode_fast_supports(d, group);
+    const bool fast =
+        !pages.fp8 && !tensor_cores && launch.per_sequence && decode_fast_supports(d, group);
     IS_CHECK(fast || (launch.split_arrivals == nullptr && launch.rope.positions == nullptr))
         << "only the fast decode kernel merges its own splits or rotates";
     if (tensor_cores) {

@@ -21,6 +21,10 @@
 // ~120 other instructions, ~10x less issue time than the tile's DRAM time, so the kernel is
 // bound by bytes in flight: 2 CTAs x 4 warps x 2-3 tiles x 8 KB = 128-192 KB per SM, about
 // three times what Little's law asks at ~2 us loaded latency.
+//
+// FP8 (E4M3) pages: the ring's copies carry the raw bytes (half a bf16 tile's) and each landed
+// stage is widened in place to bf16 tiles before the products (tc::widen_fp8_stage); the kv
+// head's K scale folds into the score scale and its V scale into the output.
 
 #include <algorithm>
 #include <cmath>
@@ -163,6 +167,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     unsigned qa[S::kKSteps][4];
     int c_seq = 0, c_head = 0, c_split = 0, c_row = 0, c_kv_len = 0, c_t0 = 0, c_end = 0;
     int c_slot = 0;
+    float c_scale_log2 = scale_log2, c_v_scale = 1.0f;  // FP8: the kv head's scales folded in
     const auto start_compute_item = [&]() {
         __syncwarp();  // lane 0's queue entry is visible to the warp
         const int* e = queue_s[warp][c_slot];
@@ -175,6 +180,10 @@ __global__ void __launch_bounds__(kThreads, 2)
         c_t0 = c_split * launch.split_tokens;
         c_end = split_end(launch, c_kv_len, c_split);
         tc::load_q<kD, kBig>(q, c_row, batch.num_heads, c_head * group, group, ln, qa);
+        if (kv.fp8) {
+            c_scale_log2 = scale_log2 * kv.k_scale[c_head];
+            c_v_scale = kv.v_scale[c_head];
+        }
         st.reset();
     };
     const auto finish_item = [&]() {
@@ -186,7 +195,7 @@ __global__ void __launch_bounds__(kThreads, 2)
             const int h = ln.g + 8 * r;
             if (h >= group) continue;
             if (single) {
-                const float inv = 1.0f / st.l[r];  // the split holds token 0: l > 0
+                const float inv = c_v_scale / st.l[r];  // the split holds token 0: l > 0
                 bf16* dst = out + (static_cast<std::int64_t>(c_row) * batch.num_heads + head0 + h) *
                                       kD + 2 * ln.t;
 #pragma unroll
@@ -202,10 +211,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
                 for (int n = 0; n < S::kNTiles; ++n) {
                     *reinterpret_cast<float2*>(dst + n * 8) =
-                        make_float2(st.o[n][2 * r], st.o[n][2 * r + 1]);
+                        make_float2(st.o[n][2 * r] * c_v_scale, st.o[n][2 * r + 1] * c_v_scale);
                 }
                 if (ln.t == 0) {
-                    launch.partial_ml[slot * 2] = st.scaled_max(r, scale_log2);
+                    launch.partial_ml[slot * 2] = st.scaled_max(r, c_scale_log2);
                     launch.partial_ml[slot * 2 + 1] = st.l[r];
                 }
             }
@@ -221,8 +230,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         issue_next(stage == 0 ? kStages - 1 : stage - 1);  // the stage freed last iteration
         tc::cp_async_wait<kStages - 1>();  // this tile has landed (for this lane)
         __syncwarp();                      // ... and for every lane of the warp
-        tc::attend_tile<kD, kBig>(ring + stage * S::kStageBytes, so, qa, c_end - c_t0,
-                                  scale_log2, ln, st);
+        if (kv.fp8) tc::widen_fp8_stage<kD>(ring + stage * S::kStageBytes, lane);
+        tc::attend_tile<kD, kBig>(ring + stage * S::kStageBytes, so, qa, c_end - c_t0, c_scale_log2,
+                                  ln, st);
         __syncwarp();  // every lane is done with this stage before it is refilled
         if (++stage == kStages) stage = 0;
         ++computed;
@@ -275,6 +285,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         const bool single = single_split(launch, s.kv_len);
         const int end = split_end(launch, s.kv_len, split);
         const int head0 = kv_head * group;
+        const float item_scale_log2 = kv.fp8 ? scale_log2 * kv.k_scale[kv_head] : scale_log2;
+        const float v_scale = kv.fp8 ? kv.v_scale[kv_head] : 1.0f;
 
         // This warp's tiles: w, w + 4, ... of the item.
         const int num_tiles = (end - begin + kTileTokens - 1) / kTileTokens;
@@ -305,8 +317,9 @@ __global__ void __launch_bounds__(kThreads, 2)
             tc::cp_async_commit();
             tc::cp_async_wait<kStages - 1>();  // tile i has landed (for this lane)
             __syncwarp();                      // ... and for every lane of the warp
-            tc::attend_tile<kD, kBig>(ring_addr + stage * S::kStageBytes, so, qa,
-                                      end - tile_t0(i), scale_log2, ln, st);
+            if (kv.fp8) tc::widen_fp8_stage<kD>(ring_addr + stage * S::kStageBytes, lane);
+            tc::attend_tile<kD, kBig>(ring_addr + stage * S::kStageBytes, so, qa, end - tile_t0(i),
+                                      item_scale_log2, ln, st);
             __syncwarp();  // every lane is done with this stage before it is refilled
             if (++stage == kStages) stage = 0;
         }
@@ -326,9 +339,9 @@ __global__ void __launch_bounds__(kThreads, 2)
             }
         }
         if (ln.t == 0) {
-            m_s[warp][ln.g] = st.scaled_max(0, scale_log2);
+            m_s[warp][ln.g] = st.scaled_max(0, item_scale_log2);
             l_s[warp][ln.g] = st.l[0];
-            m_s[warp][ln.g + 8] = st.scaled_max(1, scale_log2);
+            m_s[warp][ln.g + 8] = st.scaled_max(1, item_scale_log2);
             l_s[warp][ln.g + 8] = st.l[1];
         }
         __syncthreads();
@@ -356,7 +369,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                 acc.w += v.w * cw;
             }
             if (single) {
-                const float inv = 1.0f / sum;  // token 0 is in this split: sum > 0
+                const float inv = v_scale / sum;  // token 0 is in this split: sum > 0
                 const __nv_bfloat162 lo = __floats2bfloat162_rn(acc.x * inv, acc.y * inv);
                 const __nv_bfloat162 hi = __floats2bfloat162_rn(acc.z * inv, acc.w * inv);
                 uint2 packed;
@@ -369,7 +382,8 @@ __global__ void __launch_bounds__(kThreads, 2)
                 const std::int64_t slot =
                     (static_cast<std::int64_t>(seq) * batch.num_heads + head0 + h) *
                         launch.num_splits + split;
-                *reinterpret_cast<float4*>(launch.partial_o + slot * kD + c) = acc;
+                *reinterpret_cast<float4*>(launch.partial_o + slot * kD + c) =
+                    make_float4(acc.x * v_scale, acc.y * v_scale, acc.z * v_scale, acc.w * v_scale);
                 if (c == 0) {
                     launch.partial_ml[slot * 2] = mx;
                     launch.partial_ml[slot * 2 + 1] = sum;

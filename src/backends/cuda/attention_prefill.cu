@@ -27,6 +27,10 @@
 // (it is per row), and a row whose visible KV ends before a split's first token leaves an
 // empty state there that the merge never reads. Query tiles are walked last-first: the last
 // rows see the most KV, so the longest blocks start first.
+//
+// FP8 (E4M3) pages are read through registers instead of cp.async and widened into the same
+// bf16 tiles (exactly: bf16 holds every E4M3 value), so the products are unchanged; the K scale
+// folds into the score scale and the V scale into the output.
 
 #include <algorithm>
 #include <cmath>
@@ -96,10 +100,44 @@ __device__ __forceinline__ void mask_and_max(float (&sc)[kTiles][4], int limit_l
 // tid % kChunks of rows r0 + P i (r0 = tid / kChunks, P = kRowsPerPass). t0 is a multiple of
 // 16, so with a power-of-two block size of at least 16 the rows r0 + 16 m + P u (u < 16 / P)
 // share a page: one page-table read serves 16 / P of a thread's rows (2 at D = 128).
+// FP8 pages: the same rows and chunks (8 bytes of E4M3 a chunk), every load issued before the
+// first widened store.
+template <int D, int kFrags, int N>
+__device__ __forceinline__ void load_fp8_kv_tile(unsigned stage, const PagedRows& rows,
+                                                 const PagedKvView& kv, int t0, int stop, int tid) {
+    using P = PrefillShape<D, kFrags, N>;
+    constexpr int kPass = P::kRowsPerPass, kCount = N / kPass;
+    const int chunk = tid % P::S::kChunks;
+    const int r0 = tid / P::S::kChunks;
+    const auto* k = static_cast<const std::uint8_t*>(kv.k);
+    const auto* v = static_cast<const std::uint8_t*>(kv.v);
+    uint2 kb[kCount], vb[kCount];
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) {
+        kb[i] = vb[i] = make_uint2(0u, 0u);
+        const int j = t0 + r0 + i * kPass;
+        if (j < stop) {
+            const std::int64_t off = rows(j) + chunk * 8;
+            kb[i] = *reinterpret_cast<const uint2*>(k + off);
+            vb[i] = *reinterpret_cast<const uint2*>(v + off);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < kCount; ++i) {
+        const unsigned dst = stage + tc::tile_offset<D>(r0 + i * kPass, chunk);
+        tc::st_shared16(dst, tc::widen_e4m3x8(kb[i]));
+        tc::st_shared16(dst + P::kMatBytes, tc::widen_e4m3x8(vb[i]));
+    }
+}
+
 template <int D, int kFrags, int N>
 __device__ __forceinline__ void issue_kv_tile(unsigned stage, const PagedRows& rows,
                                               const PagedKvView& kv, int t0, int stop, int tid) {
     using P = PrefillShape<D, kFrags, N>;
+    if (kv.fp8) {
+        load_fp8_kv_tile<D, kFrags, N>(stage, rows, kv, t0, stop, tid);
+        return;
+    }
     constexpr int kPass = P::kRowsPerPass;
     const int chunk = tid % P::S::kChunks;
     const int r0 = tid / P::S::kChunks;
@@ -213,7 +251,8 @@ __global__ void __launch_bounds__(kThreads, 2)
         frag_first[f] = first_pos + per_token(r0);
     }
     const int warp_last = first_pos + per_token(warp_row0 + 16 * kFrags - 1);
-    const float scale_log2 = batch.scale * kLog2e;
+    const float scale_log2 = batch.scale * kLog2e * (kv.fp8 ? kv.k_scale[kv_head] : 1.0f);
+    const float v_scale = kv.fp8 ? kv.v_scale[kv_head] : 1.0f;
     // Q's A fragment (16-dim step ks) of row fragment f, from shared memory.
     const auto q_frag_addr = [&](int ks, int f) {
         return q_addr +
@@ -364,7 +403,7 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
                 for (int n = 0; n < S::kNTiles; ++n) {
                     *reinterpret_cast<float2*>(dst + n * 8) =
-                        make_float2(o[f][n][2 * r], o[f][n][2 * r + 1]);
+                        make_float2(o[f][n][2 * r] * v_scale, o[f][n][2 * r + 1] * v_scale);
                 }
                 if (ln.t == 0) {
                     // The merge works in log2 units.
@@ -373,7 +412,7 @@ __global__ void __launch_bounds__(kThreads, 2)
                 }
             } else {
                 // Every valid row sees KV token 0 at least, so l > 0.
-                const float inv = 1.0f / lf;
+                const float inv = v_scale / lf;
                 bf16* dst = out + (token * batch.num_heads + head) * D + 2 * ln.t;
 #pragma unroll
                 for (int n = 0; n < S::kNTiles; ++n) {

@@ -77,6 +77,28 @@ __device__ __forceinline__ unsigned pack_bf16(float lo, float hi, float& sum) {
     return *reinterpret_cast<const unsigned*>(&p);
 }
 
+// Eight E4M3 values (8 bytes) widened to eight bf16 (16 bytes): exact, since bf16 holds every
+// E4M3 value.
+__device__ __forceinline__ uint4 widen_e4m3x8(uint2 bytes) {
+    uint4 out;
+    const unsigned in[2] = {bytes.x, bytes.y};
+    unsigned* words = &out.x;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        const auto pair = static_cast<__nv_fp8x2_storage_t>(in[i / 2] >> (16 * (i % 2)));
+        const float2 f = __half22float2(__half2(__nv_cvt_fp8x2_to_halfraw2(pair, __NV_E4M3)));
+        const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+        words[i] = *reinterpret_cast<const unsigned*>(&b);
+    }
+    return out;
+}
+
+__device__ __forceinline__ void st_shared16(unsigned addr, uint4 v) {
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(addr), "r"(v.x), "r"(v.y),
+                 "r"(v.z), "r"(v.w)
+                 : "memory");
+}
+
 // Byte offset of (row, 16-byte chunk) in a swizzled tile.
 template <int kD>
 __device__ __forceinline__ int tile_offset(int row, int chunk) {
@@ -172,6 +194,80 @@ __device__ __forceinline__ void load_q(const bf16* __restrict__ q, std::int64_t 
     }
 }
 
+__device__ __forceinline__ uint4 ld_shared16(unsigned addr) {
+    uint4 v;
+    asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(addr)
+                 : "memory");
+    return v;
+}
+
+// FP8 (E4M3) pages: a tile's rows are copied raw (16 tokens x kD bytes, row-major) into the
+// upper half of the stage's K tile and of its V tile, then widen_fp8_stage turns them into the
+// bf16 tiles the products read, in place. Each lane copies 16-byte chunk `lane % kRawChunks`
+// of rows lane / kRawChunks + kRowsPerCopy c.
+template <int kD>
+struct Fp8Shape {
+    static constexpr int kRawChunks = kD / 16;            // 16-byte chunks per E4M3 row
+    static constexpr int kRowsPerCopy = 32 / kRawChunks;  // rows one warp copy covers
+    static constexpr int kCopies = kTileTokens / kRowsPerCopy;
+    static constexpr int kRawOffset = Shape<kD>::kMatBytes / 2;
+    static constexpr int kChunksPerLane = kTileTokens * kRawChunks / 32;
+};
+
+// Issues the raw copies of one FP8 tile; `row_offset(r)` is the element (= byte) offset of tile
+// row r's dim 0 of the head, asked only for rows below `valid` (the others are zero-filled).
+template <int kD, class RowOffset>
+__device__ __forceinline__ void issue_fp8_tile(unsigned stage_addr, const PagedKvView& kv,
+                                               int valid, int lane, const RowOffset& row_offset) {
+    using F = Fp8Shape<kD>;
+    const int chunk = lane % F::kRawChunks, row0 = lane / F::kRawChunks;
+    const auto* k = static_cast<const std::uint8_t*>(kv.k);
+    const auto* v = static_cast<const std::uint8_t*>(kv.v);
+#pragma unroll
+    for (int c = 0; c < F::kCopies; ++c) {
+        const int r = row0 + c * F::kRowsPerCopy;
+        const bool ok = r < valid;
+        const std::int64_t off = ok ? row_offset(r) + chunk * 16 : 0;
+        const unsigned dst = stage_addr + F::kRawOffset + r * kD + chunk * 16;
+        cp_async16(dst, k + off, ok);
+        cp_async16(dst + Shape<kD>::kMatBytes, v + off, ok);
+    }
+}
+
+// Widens the landed raw FP8 tiles of a stage into its bf16 K and V tiles (exactly: bf16 holds
+// every E4M3 value). Warp-collective; the stage's copies must have landed for the whole warp.
+template <int kD>
+__device__ __forceinline__ void widen_fp8_stage(unsigned stage_addr, int lane) {
+    using F = Fp8Shape<kD>;
+    constexpr int kMat = Shape<kD>::kMatBytes;
+    uint4 raw[2][F::kChunksPerLane];
+#pragma unroll
+    for (int u = 0; u < F::kChunksPerLane; ++u) {
+        const int i = lane + 32 * u;
+        const unsigned src =
+            stage_addr + F::kRawOffset + (i / F::kRawChunks) * kD + (i % F::kRawChunks) * 16;
+        raw[0][u] = ld_shared16(src);
+        raw[1][u] = ld_shared16(src + kMat);
+    }
+    __syncwarp();  // every raw byte is read before the bf16 tiles overwrite them
+#pragma unroll
+    for (int u = 0; u < F::kChunksPerLane; ++u) {
+        const int i = lane + 32 * u;
+        const int row = i / F::kRawChunks, c = i % F::kRawChunks;
+#pragma unroll
+        for (int m = 0; m < 2; ++m) {
+            const unsigned tile = stage_addr + m * kMat;
+            st_shared16(tile + tile_offset<kD>(row, 2 * c),
+                        widen_e4m3x8(make_uint2(raw[m][u].x, raw[m][u].y)));
+            st_shared16(tile + tile_offset<kD>(row, 2 * c + 1),
+                        widen_e4m3x8(make_uint2(raw[m][u].z, raw[m][u].w)));
+        }
+    }
+    __syncwarp();  // the bf16 tiles are complete before any lane reads them
+}
+
 // Issues the copies of a tile that lies in one page: rows [0, 16) of kv head `kv_head` start
 // at row `in_page` of page `page`; rows at or past `valid` are zero-filled.
 template <int kD>
@@ -182,6 +278,14 @@ __device__ __forceinline__ void issue_page_tile(unsigned stage_addr, const Paged
     using S = Shape<kD>;
     if (page < 0 || page >= kv.num_blocks) __trap();  // page id outside the pool: a bug
     const std::int64_t row_stride = static_cast<std::int64_t>(kv.kv_heads) * kD;
+    if (kv.fp8) {
+        const std::int64_t first =
+            (static_cast<std::int64_t>(page) * kv.block_size + in_page) * row_stride +
+            static_cast<std::int64_t>(kv_head) * kD;
+        issue_fp8_tile<kD>(stage_addr, kv, valid, 4 * ln.g + ln.t,
+                           [&](int r) { return first + r * row_stride; });
+        return;
+    }
     const std::int64_t first = (static_cast<std::int64_t>(page) * kv.block_size + in_page +
                                 ln.copy_row0) * row_stride +
                                static_cast<std::int64_t>(kv_head) * kD + ln.copy_chunk * 8;
@@ -219,9 +323,19 @@ __device__ __forceinline__ void issue_tile(unsigned stage_addr, const SeqInfo& s
                             so);
         return;
     }
+    const std::int64_t row_stride = static_cast<std::int64_t>(kv.kv_heads) * kD;
+    if (kv.fp8) {
+        issue_fp8_tile<kD>(stage_addr, kv, end - t0, 4 * ln.g + ln.t, [&](int r) {
+            const int j = t0 + r;
+            const std::int32_t page = s.pages[j / bs];
+            if (page < 0 || page >= kv.num_blocks) __trap();
+            return (static_cast<std::int64_t>(page) * bs + j % bs) * row_stride +
+                   static_cast<std::int64_t>(kv_head) * kD;
+        });
+        return;
+    }
     const bf16* k_pages = static_cast<const bf16*>(kv.k);
     const bf16* v_pages = static_cast<const bf16*>(kv.v);
-    const std::int64_t row_stride = static_cast<std::int64_t>(kv.kv_heads) * kD;
     const std::int64_t col = static_cast<std::int64_t>(kv_head) * kD + ln.copy_chunk * 8;
 #pragma unroll
     for (int c = 0; c < S::kCopies; ++c) {

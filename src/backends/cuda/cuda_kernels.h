@@ -127,15 +127,21 @@ void launch_rope(void* q, std::int64_t q_heads, void* k, std::int64_t k_heads, D
 
 // ---- paged KV (kv_write.cu, attention_*.cu) ----
 struct PagedKvView {
-    void* k = nullptr;  // [num_blocks, block_size, kv_heads, head_dim] bf16
-    void* v = nullptr;  // [num_blocks, block_size, kv_heads, head_dim] bf16
+    void* k = nullptr;  // [num_blocks, block_size, kv_heads, head_dim] bf16 or e4m3
+    void* v = nullptr;  // [num_blocks, block_size, kv_heads, head_dim] bf16 or e4m3
     std::int64_t num_blocks = 0;
     int block_size = 0;
     int kv_heads = 0;
     int head_dim = 0;
+    // FP8 (E4M3) pages: a stored value is e4m3 * the head's scale, k_scale / v_scale [kv_heads]
+    // f32 on the device. The prefill kernel and the generic decode kernel read them.
+    bool fp8 = false;
+    const float* k_scale = nullptr;
+    const float* v_scale = nullptr;
 };
 
-// pages[slots[t]] = k[t], v[t] (converted to bf16).  k, v [n, kv_heads, head_dim] dtype
+// pages[slots[t]] = k[t], v[t] (converted to bf16, or FP8: rounded over the head's scale as
+// tensor::f32_to_e4m3 rounds).  k, v [n, kv_heads, head_dim] dtype
 void launch_write_kv(const void* k, const void* v, DType dtype, std::int64_t n,
                      const std::int32_t* slots, const PagedKvView& pages, cudaStream_t stream);
 
@@ -154,9 +160,9 @@ struct QkvRows {
     std::int64_t k_out_stride = 0;
 };
 
-// launch_rope of q and k, then launch_write_kv, in one launch (rope.cu): bf16 only, head_dim / 2
-// a multiple of 8, 16-byte aligned rows, strides and tables; returns false (and does nothing)
-// else.
+// launch_rope of q and k, then launch_write_kv, in one launch (rope.cu): bf16 rows and pages,
+// head_dim / 2 a multiple of 8, 16-byte aligned rows, strides and tables; returns false (and
+// does nothing) else.
 bool launch_rope_write_kv(const QkvRows& rows, std::int64_t q_heads, std::int64_t n,
                           const std::int32_t* positions, const float* cos, const float* sin,
                           std::int64_t max_positions, const std::int32_t* slots,

@@ -4,6 +4,7 @@
 
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
+#include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -25,6 +26,15 @@ template <>
 __device__ __forceinline__ float from_f32<float>(float x) { return x; }
 template <>
 __device__ __forceinline__ bf16 from_f32<bf16>(float x) { return __float2bfloat16_rn(x); }
+
+// FP8 E4M3 bytes (OCP, PyTorch's float8_e4m3fn): exact widening, and saturating
+// round-to-nearest-even narrowing, tensor::f32_to_e4m3's rounding.
+__device__ __forceinline__ float e4m3_to_f32(std::uint8_t b) {
+    return __half2float(__half(__nv_cvt_fp8_to_halfraw(b, __NV_E4M3)));
+}
+__device__ __forceinline__ std::uint8_t f32_to_e4m3(float x) {
+    return __nv_cvt_float_to_fp8(x, __NV_SATFINITE, __NV_E4M3);
+}
 
 // v rounded to T, as storing it and reading it back would.
 template <class T>

@@ -8,6 +8,8 @@
 // memory bandwidth; head_dim not a multiple of 16 falls back to kVec = 1.
 // The rotation is rope.cu's expression in f32 with round-to-nearest back to bf16, so an
 // injected key equals the key a prefill computes from the same pre-RoPE row and position.
+// FP8 (E4M3) chunks and pages: K widened with the layer's head scale, rotated, and rounded back
+// over the same scale as a KV write rounds; V copied as bytes (8-byte accesses at kVec = 8).
 
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_check.h"
@@ -27,8 +29,10 @@ struct InjectKernelArgs {
     const std::int32_t* slots;         // [n]
     const float* cos;                  // [max_positions, half]
     const float* sin;                  // [max_positions, half]
-    bf16* k_pages;                     // layer 0 [slots, kvh, d]
-    bf16* v_pages;
+    void* k_pages;                     // layer 0 [slots, kvh, d], bf16 or E4M3
+    void* v_pages;
+    const float* k_scale;       // FP8: layer 0's [kvh] K scales
+    std::int64_t scale_stride;  // FP8: from layer l's scales to layer l + 1's
     std::int64_t layer_stride;  // elements
     std::int64_t first_layer;   // blockIdx.y counts from here
     std::int64_t num_slots;
@@ -39,10 +43,13 @@ struct InjectKernelArgs {
     int half;
 };
 
+template <int kVec, class P>
+struct Pack;
+
 template <int kVec>
-struct Pack {
-    // kVec bf16 values loaded or stored with one access (16 bytes for kVec = 8).
-    static __device__ __forceinline__ void load(const bf16* p, float* out) {
+struct Pack<kVec, bf16> {
+    // kVec bf16 values loaded or stored with one access (16 bytes for kVec = 8); scale unused.
+    static __device__ __forceinline__ void load(const bf16* p, float* out, float) {
         if constexpr (kVec == 8) {
             const uint4 raw = *reinterpret_cast<const uint4*>(p);
             const auto* h2 = reinterpret_cast<const __nv_bfloat162*>(&raw);
@@ -57,7 +64,7 @@ struct Pack {
             for (int i = 0; i < kVec; ++i) out[i] = to_f32(p[i]);
         }
     }
-    static __device__ __forceinline__ void store(bf16* p, const float* in) {
+    static __device__ __forceinline__ void store(bf16* p, const float* in, float) {
         if constexpr (kVec == 8) {
             uint4 raw;
             auto* h2 = reinterpret_cast<__nv_bfloat162*>(&raw);
@@ -81,6 +88,42 @@ struct Pack {
 };
 
 template <int kVec>
+struct Pack<kVec, std::uint8_t> {
+    // kVec E4M3 values times the head's scale (8 bytes one access for kVec = 8).
+    static __device__ __forceinline__ void load(const std::uint8_t* p, float* out, float scale) {
+        std::uint8_t raw[kVec];
+        if constexpr (kVec == 8) {
+            *reinterpret_cast<uint2*>(raw) = *reinterpret_cast<const uint2*>(p);
+        } else {
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) raw[i] = p[i];
+        }
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) out[i] = e4m3_to_f32(raw[i]) * scale;
+    }
+    static __device__ __forceinline__ void store(std::uint8_t* p, const float* in, float scale) {
+        std::uint8_t raw[kVec];
+#pragma unroll
+        for (int i = 0; i < kVec; ++i) raw[i] = f32_to_e4m3(in[i] / scale);
+        if constexpr (kVec == 8) {
+            *reinterpret_cast<uint2*>(p) = *reinterpret_cast<const uint2*>(raw);
+        } else {
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) p[i] = raw[i];
+        }
+    }
+    static __device__ __forceinline__ void copy(std::uint8_t* dst, const std::uint8_t* src) {
+        if constexpr (kVec == 8) {
+            *reinterpret_cast<uint2*>(dst) = *reinterpret_cast<const uint2*>(src);
+        } else {
+#pragma unroll
+            for (int i = 0; i < kVec; ++i) dst[i] = src[i];
+        }
+    }
+};
+
+// P: bf16, or std::uint8_t for E4M3 chunks and pages.
+template <int kVec, class P>
 __global__ void inject_kernel(InjectKernelArgs a) {
     const int groups = a.half / kVec;
     const std::int64_t per_layer = static_cast<std::int64_t>(a.n) * a.heads * groups;
@@ -101,23 +144,24 @@ __global__ void inject_kernel(InjectKernelArgs a) {
         __trap();
     const auto lo = static_cast<std::uint32_t>(a.chunk_addrs[2 * chunk]);
     const auto hi = static_cast<std::uint32_t>(a.chunk_addrs[2 * chunk + 1]);
-    const auto* base = reinterpret_cast<const bf16*>((static_cast<std::uint64_t>(hi) << 32) | lo);
+    const auto* base = reinterpret_cast<const P*>((static_cast<std::uint64_t>(hi) << 32) | lo);
     if constexpr (kVec == 8) {
-        if (reinterpret_cast<std::uintptr_t>(base) % 16 != 0) __trap();
+        if (reinterpret_cast<std::uintptr_t>(base) % (kVec * sizeof(P)) != 0) __trap();
     }
 
     const std::int64_t d = 2 * a.half;
     const std::int64_t row = a.heads * d;
     const std::int64_t col = h * d + static_cast<std::int64_t>(g) * kVec;
     // Chunk [layers][2][t_c][kvh][d]: K rows of the layer, then its V rows.
-    const bf16* ks = base + (layer * 2 * t_c + r) * row + col;
-    const bf16* vs = ks + t_c * row;
-    bf16* kd = a.k_pages + layer * a.layer_stride + slot * row + col;
-    bf16* vd = a.v_pages + layer * a.layer_stride + slot * row + col;
+    const P* ks = base + (layer * 2 * t_c + r) * row + col;
+    const P* vs = ks + t_c * row;
+    P* kd = static_cast<P*>(a.k_pages) + layer * a.layer_stride + slot * row + col;
+    P* vd = static_cast<P*>(a.v_pages) + layer * a.layer_stride + slot * row + col;
+    const float scale = a.k_scale != nullptr ? a.k_scale[layer * a.scale_stride + h] : 1.0f;
 
     float x1[kVec], x2[kVec], c[kVec], s[kVec];
-    Pack<kVec>::load(ks, x1);
-    Pack<kVec>::load(ks + a.half, x2);
+    Pack<kVec, P>::load(ks, x1, scale);
+    Pack<kVec, P>::load(ks + a.half, x2, scale);
     const float* ct = a.cos + static_cast<std::int64_t>(pos) * a.half + g * kVec;
     const float* st = a.sin + static_cast<std::int64_t>(pos) * a.half + g * kVec;
 #pragma unroll
@@ -128,18 +172,21 @@ __global__ void inject_kernel(InjectKernelArgs a) {
     float y1[kVec], y2[kVec];
 #pragma unroll
     for (int i = 0; i < kVec; ++i) rope_rotate(x1[i], x2[i], c[i], s[i], y1[i], y2[i]);
-    Pack<kVec>::store(kd, y1);
-    Pack<kVec>::store(kd + a.half, y2);
-    Pack<kVec>::copy(vd, vs);
-    Pack<kVec>::copy(vd + a.half, vs + a.half);
+    Pack<kVec, P>::store(kd, y1, scale);
+    Pack<kVec, P>::store(kd + a.half, y2, scale);
+    Pack<kVec, P>::copy(vd, vs);
+    Pack<kVec, P>::copy(vd + a.half, vs + a.half);
 }
 
 }  // namespace
 
 void CudaBackend::inject_chunks(const tensor::InjectArgs& args, const tensor::RopeTables& tables) {
     using tensor::DType;
-    check_device(args.layer0.k, DType::BF16, 4, "inject pages k");
-    check_device(args.layer0.v, DType::BF16, 4, "inject pages v");
+    const bool fp8 = args.layer0.k.dtype == DType::F8_E4M3;
+    const DType kv = fp8 ? DType::F8_E4M3 : DType::BF16;
+    check_device(args.layer0.k, kv, 4, "inject pages k");
+    check_device(args.layer0.v, kv, 4, "inject pages v");
+    if (fp8) check_device(args.layer0.k_scale, DType::F32, 1, "inject k scales");
     check_device(args.chunk_addrs, DType::I32, 2, "inject chunk_addrs");
     check_device(args.chunk_tokens, DType::I32, 1, "inject chunk_tokens");
     check_device(args.src_chunk, DType::I32, 1, "inject src_chunk");
@@ -171,8 +218,10 @@ void CudaBackend::inject_chunks(const tensor::InjectArgs& args, const tensor::Ro
     a.slots = args.slots.as<const std::int32_t>();
     a.cos = tables.cos.as<const float>();
     a.sin = tables.sin.as<const float>();
-    a.k_pages = kp.as<bf16>();
-    a.v_pages = args.layer0.v.as<bf16>();
+    a.k_pages = kp.data;
+    a.v_pages = args.layer0.v.data;
+    a.k_scale = fp8 ? args.layer0.k_scale.as<const float>() : nullptr;
+    a.scale_stride = args.scale_stride;
     a.layer_stride = args.layer_stride;
     a.first_layer = args.first_layer;
     a.num_slots = kp.shape[0] * kp.shape[1];
@@ -182,18 +231,26 @@ void CudaBackend::inject_chunks(const tensor::InjectArgs& args, const tensor::Ro
     a.heads = static_cast<int>(kp.shape[2]);
     a.half = static_cast<int>(kp.shape[3] / 2);
 
-    const bool vec = a.half % 8 == 0 && aligned16(a.k_pages) && aligned16(a.v_pages) &&
-                     (args.layer_stride * 2) % 16 == 0;
+    const bool vec =
+        a.half % 8 == 0 && aligned16(a.k_pages) && aligned16(a.v_pages) &&
+        (args.layer_stride * static_cast<std::int64_t>(tensor::dtype_size(kv))) % 16 == 0;
     const int vec_width = vec ? 8 : 1;
     const std::int64_t per_layer = n * a.heads * (a.half / vec_width);
     const std::int64_t blocks = (per_layer + kThreads - 1) / kThreads;
     IS_CHECK(blocks <= 0x7fffffff) << "inject_chunks: grid " << blocks;
     const dim3 grid(static_cast<unsigned>(blocks), static_cast<unsigned>(args.num_layers));
     activate();
-    if (vec) {
-        inject_kernel<8><<<grid, kThreads, 0, stream_>>>(a);
+    const auto launch = [&]<class P>() {
+        if (vec) {
+            inject_kernel<8, P><<<grid, kThreads, 0, stream_>>>(a);
+        } else {
+            inject_kernel<1, P><<<grid, kThreads, 0, stream_>>>(a);
+        }
+    };
+    if (fp8) {
+        launch.template operator()<std::uint8_t>();
     } else {
-        inject_kernel<1><<<grid, kThreads, 0, stream_>>>(a);
+        launch.template operator()<bf16>();
     }
     IS_CUDA_CHECK_LAUNCH();
 }

@@ -1,6 +1,9 @@
 // KV page write: token t's K and V rows ([kv_heads, head_dim], contiguous) go to flat slot
-// slots[t] = block * block_size + offset of the bf16 pages (slot -1: padding, skipped). One
-// block per token.
+// slots[t] = block * block_size + offset of the pages (slot -1: padding, skipped): bf16 pages
+// take the values rounded to bf16, FP8 pages each value over its head's scale rounded to E4M3
+// (the CPU backend's rounding, so both write the same bytes). One block per token.
+
+#include <type_traits>
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
@@ -10,10 +13,10 @@
 namespace inferscale::backends::cuda {
 namespace {
 
-template <class T>
+template <class T, class P>
 __global__ void write_kv_kernel(const T* k, const T* v, const std::int32_t* slots,
-                                std::int64_t num_slots, std::int64_t row, bf16* k_pages,
-                                bf16* v_pages) {
+                                std::int64_t num_slots, std::int64_t row, P* k_pages, P* v_pages,
+                                int head_dim, const float* k_scale, const float* v_scale) {
     allow_next_launch();
     wait_for_inputs();
     const std::int64_t t = blockIdx.x;
@@ -22,11 +25,38 @@ __global__ void write_kv_kernel(const T* k, const T* v, const std::int32_t* slot
     if (slot < 0 || slot >= num_slots) __trap();  // slot outside the pages: a bug upstream
     const T* ks = k + t * row;
     const T* vs = v + t * row;
-    bf16* kd = k_pages + slot * row;
-    bf16* vd = v_pages + slot * row;
+    P* kd = k_pages + slot * row;
+    P* vd = v_pages + slot * row;
     for (std::int64_t i = threadIdx.x; i < row; i += blockDim.x) {
-        kd[i] = from_f32<bf16>(to_f32(ks[i]));
-        vd[i] = from_f32<bf16>(to_f32(vs[i]));
+        if constexpr (std::is_same_v<P, bf16>) {
+            kd[i] = from_f32<bf16>(to_f32(ks[i]));
+            vd[i] = from_f32<bf16>(to_f32(vs[i]));
+        } else {
+            const std::int64_t h = i / head_dim;
+            kd[i] = f32_to_e4m3(to_f32(ks[i]) / k_scale[h]);
+            vd[i] = f32_to_e4m3(to_f32(vs[i]) / v_scale[h]);
+        }
+    }
+}
+
+template <class T>
+void launch_typed(const void* k, const void* v, std::int64_t n, const std::int32_t* slots,
+                  const PagedKvView& pages, cudaStream_t stream) {
+    const std::int64_t row = static_cast<std::int64_t>(pages.kv_heads) * pages.head_dim;
+    const std::int64_t num_slots = pages.num_blocks * pages.block_size;
+    const int threads = row >= 512 ? 256 : 128;
+    const auto grid = static_cast<unsigned>(n);
+    const auto* ks = static_cast<const T*>(k);
+    const auto* vs = static_cast<const T*>(v);
+    if (pages.fp8) {
+        launch_dependent(write_kv_kernel<T, std::uint8_t>, grid, threads, 0, stream, ks, vs, slots,
+                         num_slots, row, static_cast<std::uint8_t*>(pages.k),
+                         static_cast<std::uint8_t*>(pages.v), pages.head_dim, pages.k_scale,
+                         pages.v_scale);
+    } else {
+        launch_dependent(write_kv_kernel<T, bf16>, grid, threads, 0, stream, ks, vs, slots,
+                         num_slots, row, static_cast<bf16*>(pages.k), static_cast<bf16*>(pages.v),
+                         pages.head_dim, pages.k_scale, pages.v_scale);
     }
 }
 
@@ -36,21 +66,11 @@ void launch_write_kv(const void* k, const void* v, DType dtype, std::int64_t n,
                      const std::int32_t* slots, const PagedKvView& pages, cudaStream_t stream) {
     if (n == 0) return;
     IS_CHECK(n <= 0x7fffffff) << "write_kv rows " << n;
-    const std::int64_t row = static_cast<std::int64_t>(pages.kv_heads) * pages.head_dim;
-    const std::int64_t num_slots = pages.num_blocks * pages.block_size;
-    const int threads = row >= 512 ? 256 : 128;
-    const auto grid = static_cast<unsigned>(n);
-    auto* kp = static_cast<bf16*>(pages.k);
-    auto* vp = static_cast<bf16*>(pages.v);
     if (dtype == DType::BF16) {
-        launch_dependent(write_kv_kernel<bf16>, grid, threads, 0, stream,
-                         static_cast<const bf16*>(k), static_cast<const bf16*>(v), slots,
-                         num_slots, row, kp, vp);
+        launch_typed<bf16>(k, v, n, slots, pages, stream);
     } else {
         IS_CHECK(dtype == DType::F32) << "write_kv dtype " << tensor::dtype_name(dtype);
-        launch_dependent(write_kv_kernel<float>, grid, threads, 0, stream,
-                         static_cast<const float*>(k), static_cast<const float*>(v), slots,
-                         num_slots, row, kp, vp);
+        launch_typed<float>(k, v, n, slots, pages, stream);
     }
 }
 

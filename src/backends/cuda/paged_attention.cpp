@@ -13,7 +13,9 @@
 // others, and small batches when that option asks, run the fast kernel, which merges its own
 // splits and, through a rope with attention, rotates and writes the new token itself: one
 // launch a layer instead of three. Since the tensor-core kernel picks its schedule per step,
-// its three launches beat that one at batch 1 on the H200.
+// its three launches beat that one at batch 1 on the H200. FP8 pages: prefill rows as bf16's,
+// decode rows on the tensor-core kernel at every batch size (the fast kernel reads bf16 only),
+// the generic one where that has no instantiation or a window applies.
 
 #include <algorithm>
 
@@ -42,10 +44,18 @@ constexpr std::int64_t kPrefillBlocksPerSm = 2;
 constexpr std::int64_t kMinPrefillSplitTokens = 64;
 
 PagedKvView kv_view(const tensor::KvPages& pages) {
-    check_device(pages.k, DType::BF16, 4, "k pages");
-    check_device(pages.v, DType::BF16, 4, "v pages");
+    const DType kv = pages.k.dtype == DType::F8_E4M3 ? DType::F8_E4M3 : DType::BF16;
+    check_device(pages.k, kv, 4, "k pages");
+    check_device(pages.v, kv, 4, "v pages");
     IS_CHECK(pages.k.shape == pages.v.shape) << "k and v pages differ in shape";
     PagedKvView view;
+    if (kv == DType::F8_E4M3) {
+        check_device(pages.k_scale, DType::F32, 1, "k scales");
+        check_device(pages.v_scale, DType::F32, 1, "v scales");
+        view.fp8 = true;
+        view.k_scale = pages.k_scale.as<const float>();
+        view.v_scale = pages.v_scale.as<const float>();
+    }
     view.k = pages.k.data;
     view.v = pages.v.data;
     view.num_blocks = pages.k.shape[0];
@@ -60,7 +70,7 @@ PagedKvView checked_write_kv(const Tensor& k, const Tensor& v, const Tensor& slo
                              const tensor::KvPages& pages) {
     const PagedKvView view = kv_view(pages);
     check_activation(k, "write_kv k");
-    tensor::check_write_kv_args(k, v, slots, pages, k.dtype, DType::BF16);
+    tensor::check_write_kv_args(k, v, slots, pages, k.dtype, pages.k.dtype);
     check_on_device(k, "write_kv k");
     check_on_device(v, "write_kv v");
     check_on_device(slots, "write_kv slots");
@@ -216,7 +226,7 @@ AttentionPlan CudaBackend::plan_attention(const Tensor& q, const tensor::KvPages
     AttentionPlan plan;
     const PagedKvView view = kv_view(pages);
     plan.view = view;
-    tensor::check_paged_attention_args(q, pages, args, out, DType::BF16, DType::BF16);
+    tensor::check_paged_attention_args(q, pages, args, out, DType::BF16, pages.k.dtype);
     check_on_device(q, "attention q");
     check_on_device(out, "attention out");
     check_on_device(args.qo_indptr, "qo_indptr");
@@ -342,7 +352,8 @@ void CudaBackend::plan_decode(const AttentionShape& shape, AttentionPlan& plan) 
     const std::int64_t tc_min_pairs =
         dopt.tensor_core_min_pairs > 0 ? dopt.tensor_core_min_pairs : num_sms_;
     // The tensor-core kernel has no window: windowed layers take the CUDA-core kernels.
-    if (dopt.tensor_cores && plan.batch.window == 0 && blocks >= tc_min_pairs &&
+    // FP8 pages have no fast kernel: the tensor-core one takes their small batches too.
+    if (dopt.tensor_cores && plan.batch.window == 0 && (blocks >= tc_min_pairs || plan.view.fp8) &&
         decode_tc_supports(static_cast<int>(d), group)) {
         // Persistent grid over (split, sequence, kv head) items of up to dopt.split_tokens KV
         // tokens: the items of a replay past the real lengths cost a skip, not a launch. The
@@ -369,7 +380,8 @@ void CudaBackend::plan_decode(const AttentionShape& shape, AttentionPlan& plan) 
         {wanted, by_length, by_workspace, static_cast<std::int64_t>(options_.max_kv_splits)});
     cut_kv_splits(decode, splits, max_decode_kv, decode_tile_tokens(), num_seqs, heads, d,
                   attention_workspace_);
-    plan.fast_decode = decode.max_ctas == 0 && decode_fast_supports(static_cast<int>(d), group);
+    plan.fast_decode =
+        !plan.view.fp8 && decode.max_ctas == 0 && decode_fast_supports(static_cast<int>(d), group);
     if (plan.fast_decode && std::int64_t{num_seqs} * kv_heads <= kSplitArrivals) {
         decode.split_arrivals = split_arrivals_;
     }

@@ -20,6 +20,10 @@ template <>
 __device__ __forceinline__ bf16 round_to<bf16>(float x) { return __float2bfloat16_rn(x); }
 template <>
 __device__ __forceinline__ __half round_to<__half>(float x) { return __float2half_rn(x); }
+template <>
+__device__ __forceinline__ std::uint8_t round_to<std::uint8_t>(float x) {
+    return f32_to_e4m3(x);
+}
 
 template <class T>
 __global__ void fill_random_kernel(T* out, std::int64_t count, std::uint64_t seed, float scale,
@@ -67,6 +71,10 @@ void launch_fill_random(void* out, DType dtype, std::int64_t count, std::uint64_
         case DType::F16:
             fill_random_kernel<<<grid, kThreads, 0, stream>>>(static_cast<__half*>(out), count,
                                                               seed, scale, offset);
+            break;
+        case DType::F8_E4M3:
+            fill_random_kernel<<<grid, kThreads, 0, stream>>>(static_cast<std::uint8_t*>(out),
+                                                              count, seed, scale, offset);
             break;
         default:
             IS_CHECK(false) << "fill_random dtype " << tensor::dtype_name(dtype);

@@ -232,11 +232,11 @@ bool launch_rope_write_kv(const QkvRows& rows, std::int64_t q_heads, std::int64_
     const auto row_aligned = [](const void* p, std::int64_t stride) {
         return aligned16(p) && stride % 8 == 0;
     };
-    if (half % 8 != 0 || q_heads > (1 << 20) || count >= (std::int64_t{1} << 30) ||
+    if (pages.fp8 || half % 8 != 0 || q_heads > (1 << 20) || count >= (std::int64_t{1} << 30) ||
         !row_aligned(rows.q, rows.q_stride) || !row_aligned(rows.k, rows.k_stride) ||
         !row_aligned(rows.v, rows.v_stride) || !row_aligned(rows.q_out, rows.q_out_stride) ||
-        (rows.k_out != nullptr && !row_aligned(rows.k_out, rows.k_out_stride)) ||
-        !aligned16(cos) || !aligned16(sin) || !aligned16(pages.k) || !aligned16(pages.v)) {
+        (rows.k_out != nullptr && !row_aligned(rows.k_out, rows.k_out_stride)) || !aligned16(cos) ||
+        !aligned16(sin) || !aligned16(pages.k) || !aligned16(pages.v)) {
         return false;
     }
     if (count == 0) return true;

@@ -2,7 +2,9 @@
 // from scripts/fetch_model.sh the Qwen2.5-Coder checkpoints (Q4_K/Q6_K/Q5_0/Q8_0 mixes) and
 // Gemma 3 270M) through engine::LocalModel on the CUDA backend against the CPU backend, each
 // driven through an engine::Engine: greedy continuations of 40 tokens on 5 prompts, and on one
-// prompt longer than Gemma 3's 512-token sliding window.
+// prompt longer than Gemma 3's 512-token sliding window; with the default KV cache and with
+// FP8 KV (--kv-cache-dtype fp8: each backend calibrates its own scales, so the two caches
+// round alike but not identically, within the tolerance below).
 //
 // The two backends do not compute the same function. The CPU multiplies the blocks with
 // Q8-quantized activations (as llama.cpp does) in f32; the GPU keeps the blocks, multiplies
@@ -12,9 +14,9 @@
 // CPU's top two logits are nearly tied, and only there. Tolerance: the golden-model CUDA test
 // allows bf16 logits a relative error of 5e-2 through a whole network; a logit off by up to
 // 5e-2 x rms(row) can close a gap of twice that, so a disagreement is accepted only where the
-// CPU's top-2 margin is below kMarginTolerance = 0.1 x rms(row): at the step where the free-running continuations
-// part, and at every later step, where both backends are fed the CPU's tokens (so all 40 steps
-// are compared whatever happens early).
+// CPU's top-2 margin is below kMarginTolerance = 0.1 x rms(row): at the step where the free-running
+// continuations part, and at every later step, where both backends are fed the CPU's tokens (so all
+// 40 steps are compared whatever happens early).
 
 #include <gtest/gtest.h>
 
@@ -25,6 +27,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -45,8 +48,10 @@ std::string model_path(const std::string& file) {
     return std::string(env != nullptr ? env : "models") + "/" + file;
 }
 
-std::unique_ptr<engine::LocalModel> load(const std::string& file, tensor::Device device) {
+std::unique_ptr<engine::LocalModel> load(const std::string& file, tensor::Device device,
+                                         std::optional<DType> kv_dtype = std::nullopt) {
     engine::LocalModelOptions o;
+    o.kv_cache_dtype = kv_dtype;
     o.model_path = model_path(file);
     o.device = device;
     o.max_context = 1024;
@@ -66,7 +71,8 @@ sampling::SamplingParams greedy(int tokens) {
 // A model with an engine on it; prefix caching off, so every request prefills its whole
 // prompt.
 struct Runner {
-    Runner(const std::string& file, tensor::Device device) : lm(load(file, device)) {
+    Runner(const std::string& file, tensor::Device device, std::optional<DType> kv_dtype)
+        : lm(load(file, device, kv_dtype)) {
         engine::EngineOptions o;
         o.prefix_caching = false;
         auto started = engine::Engine::start(*lm, nullptr, nullptr, o);
@@ -138,9 +144,9 @@ TEST_P(CudaLocalModelTest, LoadsOnTheGpuWithBf16Kv) {
     std::printf("device: %s\n", lm->device_description().c_str());
 }
 
-TEST_P(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
-    Runner cpu(GetParam(), tensor::Device::Cpu);
-    Runner gpu(GetParam(), tensor::Device::Cuda);
+void expect_greedy_continuations_match(const std::string& file, std::optional<DType> kv_dtype) {
+    Runner cpu(file, tensor::Device::Cpu, kv_dtype);
+    Runner gpu(file, tensor::Device::Cuda, kv_dtype);
     const std::vector<std::string> prompts = {
         "The capital of France is",
         "Once upon a time, in a small village by the sea,",
@@ -195,6 +201,14 @@ TEST_P(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
     }
     std::printf("%d of %zu prompts: all %d greedy tokens identical\n", identical, prompts.size(),
                 kTokens);
+}
+
+TEST_P(CudaLocalModelTest, GreedyContinuationMatchesCpu) {
+    expect_greedy_continuations_match(GetParam(), std::nullopt);
+}
+
+TEST_P(CudaLocalModelTest, Fp8KvGreedyContinuationMatchesCpuFp8Kv) {
+    expect_greedy_continuations_match(GetParam(), DType::F8_E4M3);
 }
 
 INSTANTIATE_TEST_SUITE_P(Models, CudaLocalModelTest,
