@@ -8,8 +8,11 @@ Traffic: --clients threads, each a loop of requests picked at random: chat throu
 `openai` client, streamed or not, with the memory of a stable user (`kv` or `prompt`) or none;
 a stream the client drops after its first chunk; facts added to and deleted from churn users,
 and churn users forgotten; requests that must get a 4xx (an unknown field, malformed JSON,
-another model). Every --probe-every seconds a probe asks a fixed greedy question with the stable
-user's memory; its answer must equal the one the server gave it alone before the traffic began.
+another model). Every --probe-every seconds the clients pause, the server drains (no request
+running), and a probe asks a fixed greedy question with the stable user's memory: its answer must
+equal the one the server gave it alone before the traffic began. Alone, so that it runs at the
+solo run's batch shape (a GPU's GEMMs may round differently at another batch size); what the
+traffic leaves behind (KV blocks, chunk tiers, the store) is still there.
 
 Sampled once a second: the server's resident memory and open file descriptors (/proc), KV blocks
 in use and chunk-pool bytes per tier (/metrics), and the SQLite files' size (database and WAL).
@@ -62,6 +65,20 @@ class Traffic:
         self.lock = threading.Lock()
         self.counts = {}
         self.unexpected = []
+        self.paused = threading.Event()  # set: clients start no new request
+        self.in_flight = 0
+
+    def quiet(self, timeout=600):
+        """Pauses the clients and waits until none has a request out and the server runs none."""
+        self.paused.set()
+        deadline = time.time() + timeout
+        while time.time() < deadline:
+            with self.lock:
+                idle = self.in_flight == 0
+            if idle and self.server.metrics().get("inferscale_requests_running", 0.0) == 0.0:
+                return
+            time.sleep(0.05)
+        raise RuntimeError(f"the server did not drain in {timeout} s")
 
     def count(self, kind, status, expected):
         with self.lock:
@@ -131,6 +148,11 @@ class Traffic:
                                max_retries=0)
         with httpx.Client(base_url=self.server.url, timeout=600) as http:
             while not stop.is_set():
+                if self.paused.is_set():
+                    time.sleep(0.05)
+                    continue
+                with self.lock:
+                    self.in_flight += 1
                 pick = rng.random()
                 try:
                     if pick < 0.45:
@@ -145,6 +167,9 @@ class Traffic:
                     self.count("chat", e.status_code, {200})
                 except (httpx.HTTPError, openai.APIConnectionError) as e:
                     self.count("transport", repr(e), set())
+                finally:
+                    with self.lock:
+                        self.in_flight -= 1
 
 
 def probe(server, model):
@@ -235,7 +260,9 @@ def main():
         while time.time() - t0 < args.minutes * 60:
             samples.append(sample(server, t0))
             if time.time() >= next_probe:
+                traffic.quiet()
                 answer = probe(server, model)
+                traffic.paused.clear()
                 probes.append({"t": time.time() - t0, "answer": answer})
                 if answer != solo:
                     failures.append(f"probe at {probes[-1]['t']:.0f} s: {answer!r} != {solo!r}")
