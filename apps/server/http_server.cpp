@@ -10,6 +10,7 @@
 #include <nlohmann/json.hpp>
 
 #include "apps/server/access_log.h"
+#include "apps/server/worker_pool.h"
 
 namespace inferscale::server {
 namespace {
@@ -50,7 +51,7 @@ HttpServer::HttpServer(ServerContext& context)
         ctx_.tool_template = toolcall::detect_template_tools(*tmpl);
     httplib::Server& http = *http_;
     const std::size_t threads = ctx_.options.threads;
-    http.new_task_queue = [threads] { return new httplib::ThreadPool(threads); };
+    http.new_task_queue = [threads] { return new WorkerPool(threads); };
     http.set_socket_options([this](socket_t sock) {
         allow_address_reuse(sock);
         listen_fd_ = sock;
