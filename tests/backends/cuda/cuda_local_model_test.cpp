@@ -42,6 +42,11 @@ constexpr int kTokens = 40;
 constexpr double kMarginTolerance = 0.1;  // x rms(row); see the top of the file
 // A broken weight upload or kernel puts the logits off by ~1; bf16 noise by a few percent.
 constexpr double kMaxLogitsError = 0.15;
+// With FP8 KV each backend rounds every K and V element to E4M3 (3 mantissa bits) from inputs
+// that already differ by bf16 rounding, so the two caches may differ by a whole E4M3 step
+// (2^-3 relative) in any element: 0.18 on one of the six prompts on an H100, 0.03 on another.
+// A broken FP8 kernel still puts the logits off by ~1.
+constexpr double kMaxFp8LogitsError = 0.3;
 
 std::string model_path(const std::string& file) {
     const char* env = std::getenv("INFERSCALE_MODELS");
@@ -164,7 +169,7 @@ void expect_greedy_continuations_match(const std::string& file, std::optional<DT
         // Prompt logits: the whole chain on both backends, before any greedy choice.
         const std::vector<float> cpu_row = cpu.next_logits(prompt);
         const double err = rel_error(gpu.next_logits(prompt), cpu_row);
-        EXPECT_LT(err, kMaxLogitsError);
+        EXPECT_LT(err, kv_dtype ? kMaxFp8LogitsError : kMaxLogitsError);
 
         const engine::Completion want = cpu.run(prompt, kTokens);
         const engine::Completion got = gpu.run(prompt, kTokens);
