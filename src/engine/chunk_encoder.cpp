@@ -6,11 +6,8 @@
 #include "tensor/views.h"
 
 namespace inferscale::engine {
-namespace {
 
 using tensor::Tensor;
-
-}  // namespace
 
 Result<ChunkEncoder> ChunkEncoder::create(tensor::Backend& backend, model::LlamaModel& model,
                                           kv::KvStorage& kv, kv::BlockPool& blocks,

@@ -64,6 +64,15 @@ struct PagedRows {
     }
 };
 
+// The factors kv head `kv_head`'s stored K and V values carry: its scales with FP8 pages, 1 with
+// bf16 ones. Attention folds k into the score scale and v into the output.
+struct HeadScales {
+    float k = 1.0f, v = 1.0f;
+};
+__device__ __forceinline__ HeadScales head_scales(const PagedKvView& kv, int kv_head) {
+    return kv.fp8 ? HeadScales{kv.k_scale[kv_head], kv.v_scale[kv_head]} : HeadScales{};
+}
+
 // The first KV index a query at KV index `pos` sees: 0, or the start of its window.
 __device__ __forceinline__ int window_start(const AttentionBatch& b, int pos) {
     return b.window > 0 ? max(0, pos - b.window + 1) : 0;

@@ -69,8 +69,9 @@ __global__ void __launch_bounds__(kThreads)
     const int end = single ? visible : min(visible, begin + launch.split_tokens);
 
     const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31;
-    const float scale_log2 = batch.scale * kLog2e * (kv.fp8 ? kv.k_scale[kv_head] : 1.0f);
-    const float v_scale = kv.fp8 ? kv.v_scale[kv_head] : 1.0f;
+    const HeadScales hs = head_scales(kv, kv_head);
+    const float scale_log2 = batch.scale * kLog2e * hs.k;
+    const float v_scale = hs.v;
     for (int idx = tid; idx < group * d; idx += kThreads) {
         const int g = idx / d, c = idx % d;
         const std::int64_t src =

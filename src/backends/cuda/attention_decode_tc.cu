@@ -167,7 +167,7 @@ __global__ void __launch_bounds__(kThreads, 2)
     unsigned qa[S::kKSteps][4];
     int c_seq = 0, c_head = 0, c_split = 0, c_row = 0, c_kv_len = 0, c_t0 = 0, c_end = 0;
     int c_slot = 0;
-    float c_scale_log2 = scale_log2, c_v_scale = 1.0f;  // FP8: the kv head's scales folded in
+    float c_scale_log2 = scale_log2, c_v_scale = 1.0f;  // the kv head's scales folded in
     const auto start_compute_item = [&]() {
         __syncwarp();  // lane 0's queue entry is visible to the warp
         const int* e = queue_s[warp][c_slot];
@@ -180,10 +180,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         c_t0 = c_split * launch.split_tokens;
         c_end = split_end(launch, c_kv_len, c_split);
         tc::load_q<kD, kBig>(q, c_row, batch.num_heads, c_head * group, group, ln, qa);
-        if (kv.fp8) {
-            c_scale_log2 = scale_log2 * kv.k_scale[c_head];
-            c_v_scale = kv.v_scale[c_head];
-        }
+        const HeadScales hs = head_scales(kv, c_head);
+        c_scale_log2 = scale_log2 * hs.k;
+        c_v_scale = hs.v;
         st.reset();
     };
     const auto finish_item = [&]() {
@@ -285,8 +284,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         const bool single = single_split(launch, s.kv_len);
         const int end = split_end(launch, s.kv_len, split);
         const int head0 = kv_head * group;
-        const float item_scale_log2 = kv.fp8 ? scale_log2 * kv.k_scale[kv_head] : scale_log2;
-        const float v_scale = kv.fp8 ? kv.v_scale[kv_head] : 1.0f;
+        const HeadScales hs = head_scales(kv, kv_head);
+        const float item_scale_log2 = scale_log2 * hs.k;
+        const float v_scale = hs.v;
 
         // This warp's tiles: w, w + 4, ... of the item.
         const int num_tiles = (end - begin + kTileTokens - 1) / kTileTokens;

@@ -251,8 +251,9 @@ __global__ void __launch_bounds__(kThreads, 2)
         frag_first[f] = first_pos + per_token(r0);
     }
     const int warp_last = first_pos + per_token(warp_row0 + 16 * kFrags - 1);
-    const float scale_log2 = batch.scale * kLog2e * (kv.fp8 ? kv.k_scale[kv_head] : 1.0f);
-    const float v_scale = kv.fp8 ? kv.v_scale[kv_head] : 1.0f;
+    const HeadScales hs = head_scales(kv, kv_head);
+    const float scale_log2 = batch.scale * kLog2e * hs.k;
+    const float v_scale = hs.v;
     // Q's A fragment (16-dim step ks) of row fragment f, from shared memory.
     const auto q_frag_addr = [&](int ks, int f) {
         return q_addr +

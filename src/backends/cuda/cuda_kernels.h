@@ -134,7 +134,7 @@ struct PagedKvView {
     int kv_heads = 0;
     int head_dim = 0;
     // FP8 (E4M3) pages: a stored value is e4m3 * the head's scale, k_scale / v_scale [kv_heads]
-    // f32 on the device. The prefill kernel and the generic decode kernel read them.
+    // f32 on the device, read by the attention kernels (attention_common.cuh's head_scales).
     bool fp8 = false;
     const float* k_scale = nullptr;
     const float* v_scale = nullptr;
