@@ -120,3 +120,41 @@ def assert_same_greedy(llm, model, prompt, new_tokens):
     got_ids, got_tokens = inferscale_greedy(model, prompt, new_tokens)
     assert got_ids == want_ids
     assert got_tokens == want_tokens
+
+
+def assert_completion_logprobs(llm, prompt, logprobs, tolerance, add_bos=False):
+    """A completion's logprobs (the OpenAI completions form: tokens, token_logprobs and
+    top_logprobs, greedy) against llama.cpp's log-softmax of its own logits along the same
+    prompt: at each step the token is llama.cpp's argmax, its log-probability and the k-th
+    largest of the top_logprobs are llama.cpp's within `tolerance`, and every listed token is
+    among llama.cpp's most likely with its log-probability within `tolerance`. Stops where the
+    continuations part (the greedy tests judge that step); returns the number of steps
+    compared."""
+    top_n = len(logprobs.top_logprobs[0])
+    llm.reset()
+    llm.eval(llm.tokenize(prompt.encode(), add_bos=add_bos, special=True))
+
+    def piece(t):
+        return llm.detokenize([int(t)], special=True).decode("utf-8", "replace")
+
+    for step, token_text in enumerate(logprobs.tokens):
+        logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
+        logits = logits.astype(np.float64)
+        want = logits - (logits.max() + np.log(np.exp(logits - logits.max()).sum()))
+        order = np.argsort(-want, kind="stable")
+        token = int(order[0])
+        if token_text != piece(token):
+            return step
+        assert abs(logprobs.token_logprobs[step] - want[token]) <= tolerance, (
+            step, logprobs.token_logprobs[step], want[token])
+        got = logprobs.top_logprobs[step]
+        likely = {piece(t): want[t] for t in reversed(order[:top_n + 5])}
+        for text, value in got.items():
+            assert text in likely, (step, text, sorted(likely, key=likely.get)[-top_n:])
+            assert abs(value - likely[text]) <= tolerance, (step, text, value, likely[text])
+        ranked = sorted(got.values(), reverse=True)
+        assert len(ranked) == top_n
+        for k, value in enumerate(ranked):
+            assert abs(value - want[order[k]]) <= tolerance, (step, k, value, want[order[k]])
+        llm.eval([token])
+    return len(logprobs.tokens)

@@ -393,8 +393,7 @@ def test_completion_logprobs_equal_llama_cpp(server):
     the server reports must be llama.cpp's log-softmax of its own logits, and the top-5 tokens
     its five largest."""
     pytest.importorskip("llama_cpp")
-    import numpy as np
-    from llama_cpp_peer import open_llama_cpp
+    from llama_cpp_peer import assert_completion_logprobs, open_llama_cpp
     prompt, steps = "The capital of France is", 6
     r = client(server).completions.create(model=MODEL_ID, prompt=prompt, max_tokens=steps,
                                           temperature=0, logprobs=5, extra_body={"ignore_eos": True})
@@ -402,27 +401,8 @@ def test_completion_logprobs_equal_llama_cpp(server):
     assert len(got.tokens) == steps and len(got.top_logprobs) == steps
     assert "".join(got.tokens) == r.choices[0].text
     llm = open_llama_cpp(MODEL, 512)
-    ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
-    assert r.usage.prompt_tokens == len(ids)
-    llm.reset()
-    llm.eval(ids)
-
-    def piece(t):
-        return llm.detokenize([int(t)], special=True).decode("utf-8", "replace")
-
-    for step in range(steps):
-        logits = np.ctypeslib.as_array(llm._ctx.get_logits_ith(-1), shape=(llm.n_vocab(),))
-        logits = logits.astype(np.float64)
-        logprobs = logits - (logits.max() + np.log(np.exp(logits - logits.max()).sum()))
-        top = np.argsort(-logprobs, kind="stable")[:5]
-        token = int(top[0])
-        assert got.tokens[step] == piece(token)
-        assert got.token_logprobs[step] == pytest.approx(logprobs[token], abs=1e-4)
-        want_top = {piece(t): logprobs[t] for t in top}
-        assert set(got.top_logprobs[step]) == set(want_top)
-        for text, value in got.top_logprobs[step].items():
-            assert value == pytest.approx(want_top[text], abs=1e-4)
-        llm.eval([token])
+    assert r.usage.prompt_tokens == len(llm.tokenize(prompt.encode(), add_bos=False, special=True))
+    assert assert_completion_logprobs(llm, prompt, got, tolerance=1e-4) == steps
 
 
 def test_penalized_greedy_equals_llama_cpp_logits_with_openai_penalties(server):
