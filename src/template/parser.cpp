@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <initializer_list>
+#include <string>
 #include <string_view>
 
 #include "template/error.h"
@@ -10,6 +11,11 @@ namespace inferscale::jinja {
 namespace {
 
 using Type = Token::Type;
+
+// How deep blocks, expressions and unary operators may nest together (an expression level counts
+// about three). Real chat templates nest a few levels; a hostile one nested thousands deep would
+// otherwise exhaust the stack of the recursive descent.
+constexpr int kMaxNesting = 256;
 
 class Parser {
   public:
@@ -23,6 +29,22 @@ class Parser {
     }
 
   private:
+    // One level deeper for the life of the guard; past kMaxNesting the template is refused.
+    class Nesting {
+      public:
+        Nesting(int& depth, int line) : depth_(depth) {
+            if (++depth_ > kMaxNesting) {
+                fail("nested more than " + std::to_string(kMaxNesting) + " levels deep", line);
+            }
+        }
+        ~Nesting() { --depth_; }
+        Nesting(const Nesting&) = delete;
+        Nesting& operator=(const Nesting&) = delete;
+
+      private:
+        int& depth_;
+    };
+
     // A called name must be a global function or a name the template binds (a macro, a
     // variable, a parameter), so that a template calling anything else fails when parsed.
     void check_called_names() const {
@@ -87,6 +109,7 @@ class Parser {
 
     // Statements up to one of `ends` ({% end... %} and friends), whose word is stored in `end`.
     Body parse_body(std::initializer_list<std::string_view> ends, std::string& end) {
+        const Nesting nesting(depth_, peek().line);
         Body body;
         while (true) {
             const Token& t = peek();
@@ -257,6 +280,7 @@ class Parser {
     }
 
     ExprPtr parse_expression(bool with_conditional = true) {
+        const Nesting nesting(depth_, peek().line);
         ExprPtr e = parse_or();
         if (!with_conditional) return e;
         while (is_name("if")) {
@@ -288,6 +312,7 @@ class Parser {
     ExprPtr parse_and() { return parse_level({"and"}, &Parser::parse_not); }
 
     ExprPtr parse_not() {
+        const Nesting nesting(depth_, peek().line);
         if (is_name("not")) {
             auto e = node(ExprKind::Unary, next().line);
             e->name = "not";
@@ -328,6 +353,7 @@ class Parser {
     ExprPtr parse_filtered_unary() { return parse_unary(true); }
 
     ExprPtr parse_unary(bool with_filters) {
+        const Nesting nesting(depth_, peek().line);
         ExprPtr e;
         if (is_op("-") || is_op("+")) {
             const Token& op = next();
@@ -533,6 +559,7 @@ class Parser {
     std::size_t pos_ = 0;
     std::vector<std::string> bound_names_;
     std::vector<std::pair<std::string, int>> called_names_;
+    int depth_ = 0;
 };
 
 }  // namespace

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "template/error.h"
+
 namespace inferscale::jinja {
 
 const Value* ValueDict::find(std::string_view key) const {
@@ -31,6 +33,7 @@ const Value* CallArgs::get(std::size_t index, std::string_view name) const {
 double Value::as_number() const {
     if (is_int()) return static_cast<double>(as_int());
     if (is_bool()) return as_bool() ? 1.0 : 0.0;
+    if (!is_float()) fail("expected a number, got '" + type_name() + "'");
     return as_float();
 }
 

@@ -101,6 +101,35 @@ std::string rendered(std::string_view source) {
     return out.ok() ? *out : "render: " + out.error().message;
 }
 
+std::string repeated(std::string_view piece, int times) {
+    std::string out;
+    for (int i = 0; i < times; ++i) out += piece;
+    return out;
+}
+
+// Nesting thousands deep (a fuzzer's find: 200 '[' overflowed the parser's stack) ends the
+// parse with an error; the nesting real templates use still parses and renders.
+TEST(Template, DeepNestingFailsWhenParsed) {
+    const std::string message = "line 1: nested more than 256 levels deep";
+    EXPECT_EQ(parse_error("{{ " + repeated("[", 5000) + repeated("]", 5000) + " }}"), message);
+    EXPECT_EQ(parse_error("{{ " + repeated("(", 5000) + "1" + repeated(")", 5000) + " }}"),
+              message);
+    EXPECT_EQ(parse_error("{{ " + repeated("not ", 5000) + "x }}"), message);
+    EXPECT_EQ(parse_error("{{ " + repeated("- ", 5000) + "1 }}"), message);
+    EXPECT_EQ(parse_error(repeated("{% if x %}", 5000)), message);
+    EXPECT_EQ(rendered(repeated("{% if true %}", 20) + "{{ " + repeated("(", 20) + "1 + 1" +
+                       repeated(")", 20) + " }}" + repeated("{% endif %}", 20)),
+              "2");
+    EXPECT_EQ(rendered("{{ " + repeated("[", 20) + "7" + repeated("]", 20) + " | length }}"), "1");
+}
+
+// A number filter on another type fails the render (abs of a list threw past it, a fuzzer's
+// find).
+TEST(Template, NumberFiltersOnOtherTypesFail) {
+    EXPECT_EQ(rendered("{{ [1] | abs }}"), "render: line 1: expected a number, got 'list'");
+    EXPECT_EQ(rendered("{{ 'a' | round }}"), "render: line 1: expected a number, got 'str'");
+}
+
 // Python's ints are unbounded; past 64 bits a render fails instead of wrapping (undefined
 // behaviour) or looping for 2 ** 10**12 steps.
 TEST(Template, IntegerOverflowFailsTheRender) {
