@@ -357,6 +357,16 @@ def main():
         results["metrics_after"], re.M)}
     print("chunk pool: " + ", ".join(f"{k} {v:.0f}" for k, v in pool.items()) + "; moved " +
           ", ".join(f"{k} {v / 2**30:.1f} GiB" for k, v in moved.items()))
+    transfer = {(m.group(1), m.group(2)): float(m.group(3)) for m in re.finditer(
+        r'^inferscale_transfer_(bytes|seconds)_total\{[^}]*direction="(\w+)"[^}]*\} (\S+)$',
+        results["metrics_after"], re.M)}
+    limit = re.search(r"^inferscale_chunk_pool_upload_limit_bytes_per_second(?:\{[^}]*\})? (\S+)$",
+                      results["metrics_after"], re.M)
+    up_bytes, up_s = transfer.get(("bytes", "up"), 0), transfer.get(("seconds", "up"), 0)
+    if up_s > 0 and limit and float(limit.group(1)) > 0:
+        rate, peak = up_bytes / up_s, float(limit.group(1))
+        print(f"promotion bandwidth: {rate / 1e9:.1f} GB/s over {up_bytes / 2**30:.1f} GiB = "
+              f"{rate / peak:.0%} of pinned host-to-device {peak / 1e9:.1f} GB/s measured at start")
     if wait.get("requests"):
         print(f"memory wait: {wait['wait_seconds'] / wait['requests'] * 1e3:.1f} ms per request "
               f"over {wait['requests']:.0f} requests")

@@ -5,6 +5,7 @@
 # target that crashed, leaked, hung or ran out of memory, and where its input was kept.
 #   scripts/fuzz.sh          # 60 s per target
 #   scripts/fuzz.sh 600      # nightly
+#   scripts/fuzz.sh 600 gbnf_fuzz json_schema_fuzz   # only these targets
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
@@ -26,8 +27,13 @@ cmake --build "$BUILD" --target fuzzers -j "$JOBS"
 
 RUNS="$BUILD/fuzz-runs/$(date -u +%Y%m%d-%H%M%S)"
 mkdir -p "$RUNS"
-TARGETS=()
-for src in fuzz/*_fuzz.cpp; do TARGETS+=("$(basename "$src" .cpp)"); done
+TARGETS=("${@:2}")
+if ((${#TARGETS[@]} == 0)); then
+  for src in fuzz/*_fuzz.cpp; do TARGETS+=("$(basename "$src" .cpp)"); done
+fi
+for target in "${TARGETS[@]}"; do
+  [[ -f "fuzz/$target.cpp" ]] || { echo "fuzz: no target $target (fuzz/$target.cpp)" >&2; exit 2; }
+done
 
 # Runs one target; its log, exit status, scratch corpus and any failing input stay under
 # $RUNS/<target>/.

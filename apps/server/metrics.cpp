@@ -206,6 +206,18 @@ std::string ServerMetrics::render(const engine::EngineStats& s, const std::strin
                {"down", double(p.bytes_down)},
                {"read", double(p.bytes_read)},
                {"written", double(p.bytes_written)}});
+        e.single("inferscale_chunk_pool_upload_limit_bytes_per_second", "gauge",
+                 "Pinned host-to-device copy rate measured at start (0: no transfer stream): "
+                 "the limit for promotions.",
+                 p.upload_limit_bytes_per_s);
+        e.per("inferscale_transfer_bytes_total", "counter",
+              "Bytes the transfer stream copied (up: promotions, down: new encodings).",
+              "direction",
+              {{"up", double(s.transfers.up_bytes)}, {"down", double(s.transfers.down_bytes)}});
+        e.per("inferscale_transfer_seconds_total", "counter",
+              "Device time the transfer stream spent on those copies: bytes over seconds is the "
+              "achieved bandwidth.",
+              "direction", {{"up", s.transfers.up_seconds}, {"down", s.transfers.down_seconds}});
         e.single("inferscale_chunk_pool_served_from_host_total", "counter",
                  "Chunks injected from host memory: the device tier had no room for them.",
                  double(p.served_from_host));

@@ -190,6 +190,7 @@ EngineStats Engine::stats() const {
         s.chunk_pool = runtime_->pool().stats();
         s.chunk_pool_device_capacity = runtime_->pool().options().device_capacity_bytes;
         s.chunk_pool_host_capacity = runtime_->pool().options().host_capacity_bytes;
+        s.transfers = model_.backend().transfer_totals();
     }
     return s;
 }

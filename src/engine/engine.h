@@ -90,6 +90,7 @@ struct EngineStats {
     std::optional<memory::ChunkPoolStats> chunk_pool;  // with memory
     std::size_t chunk_pool_device_capacity = 0;         // bytes
     std::size_t chunk_pool_host_capacity = 0;
+    tensor::TransferTotals transfers;  // the backend's transfer stream, with memory
 };
 
 class Engine {

@@ -1,6 +1,7 @@
 #include "memory/chunk_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <filesystem>
 #include <system_error>
 
@@ -43,7 +44,30 @@ Result<std::unique_ptr<ChunkPool>> ChunkPool::open(tensor::Backend& backend,
         std::lock_guard lock(pool->mutex_);
         IS_RETURN_IF_ERROR(pool->index_disk_locked());
     }
+    pool->measure_upload_limit();
     return pool;
+}
+
+void ChunkPool::measure_upload_limit() {
+    // Before the pool is shared: no lock.
+    if (host_slab_ == nullptr || device_slab_.bytes() == 0 ||
+        backend_->device() == tensor::Device::Cpu) {
+        return;
+    }
+    const std::size_t bytes =
+        std::min({options_.host_capacity_bytes, device_slab_.bytes(), std::size_t{256} << 20}) / 2 *
+        2;
+    const tensor::Tensor dst(device_base(), tensor::DType::BF16,
+                             {static_cast<std::int64_t>(bytes / 2)}, backend_->device());
+    double best = 0;
+    for (int i = 0; i < 3; ++i) {
+        const auto t0 = std::chrono::steady_clock::now();
+        backend_->copy_from_host(dst, host_slab_, bytes);
+        backend_->synchronize();
+        const std::chrono::duration<double> took = std::chrono::steady_clock::now() - t0;
+        best = std::max(best, static_cast<double>(bytes) / took.count());
+    }
+    stats_.upload_limit_bytes_per_s = best;
 }
 
 ChunkPool::~ChunkPool() {

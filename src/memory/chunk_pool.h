@@ -112,6 +112,10 @@ struct ChunkPoolStats {
     // Bytes moved: host -> device (promotions), device -> host (new encodings copied down, and
     // the rare chunk copied down before it was dropped), disk -> host, host -> disk.
     std::uint64_t bytes_up = 0, bytes_down = 0, bytes_read = 0, bytes_written = 0;
+    // Pinned host -> device copy rate of the backend, measured when the pool opened (the best
+    // of three copies of up to 256 MiB from the host slab into the device slab): the limit a
+    // promotion's bandwidth is held against. 0 where not measured (no transfer stream).
+    double upload_limit_bytes_per_s = 0;
 
     std::uint64_t hits() const { return device_hits + host_hits + disk_hits; }
 };
@@ -286,6 +290,8 @@ class ChunkPool {
     tensor::Backend* backend_;
     ChunkPoolOptions options_;
     mutable std::mutex mutex_;
+    // Sets stats_.upload_limit_bytes_per_s (open).
+    void measure_upload_limit();
     tensor::Buffer device_slab_;
     void* host_slab_ = nullptr;
     RangeAllocator device_ranges_, host_ranges_;

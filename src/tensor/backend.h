@@ -24,6 +24,12 @@
 namespace inferscale::tensor {
 
 // A weight in the backend's storage form; `tensor` points into `storage`.
+// Backend::transfer_totals: bytes and seconds, host to device (up) and device to host (down).
+struct TransferTotals {
+    std::uint64_t up_bytes = 0, down_bytes = 0;
+    double up_seconds = 0, down_seconds = 0;
+};
+
 struct DeviceWeight {
     Buffer storage;
     Tensor tensor;
@@ -211,6 +217,10 @@ class Backend : public BufferOwner {
     virtual void transfer_after(std::uint64_t fence) {}
     // Waits on the host until the mark's ops and the transfer (0: none) are done.
     virtual void wait_for(std::uint64_t fence, std::uint64_t ticket) {}
+    // What the transfer stream has copied so far, per direction, and the time it spent on
+    // those copies (device time, measured by events): the achieved bandwidth of promotions and
+    // copies down. Any thread may ask. Backends without a transfer stream report zeros.
+    virtual TransferTotals transfer_totals() const { return {}; }
 
     // ---- graph capture (optional) ------------------------------------------------------
     // Between begin_capture and end_capture ops are recorded, not run; replay then runs the

@@ -242,6 +242,7 @@ class CudaBackend final : public tensor::Backend {
     std::uint64_t copy_from_host_async(tensor::Tensor dst, const void* src,
                                        std::size_t bytes) override;
     void copy_from_host_untracked(tensor::Tensor dst, const void* src, std::size_t bytes) override;
+    tensor::TransferTotals transfer_totals() const override;
     bool transfer_done(std::uint64_t ticket) override;
     void order_after(std::uint64_t ticket) override;
     std::uint64_t copy_to_host_async(void* dst, const tensor::Tensor& src,

@@ -10,6 +10,8 @@ TransferQueue::~TransferQueue() {
     for (const Pending& p : pending_) cudaEventDestroy(p.event);
     for (const Pending& p : fences_) cudaEventDestroy(p.event);
     for (cudaEvent_t e : spare_) cudaEventDestroy(e);
+    for (const Timed& t : timed_) cudaEventDestroy(t.start), cudaEventDestroy(t.end);
+    for (cudaEvent_t e : timing_spare_) cudaEventDestroy(e);
     if (stream_ != nullptr) cudaStreamDestroy(stream_);
 }
 
@@ -30,18 +32,62 @@ cudaEvent_t TransferQueue::take_event() {
     return event;
 }
 
+cudaEvent_t TransferQueue::take_timing_event() {
+    cudaEvent_t event = nullptr;
+    if (!timing_spare_.empty()) {
+        event = timing_spare_.back();
+        timing_spare_.pop_back();
+    } else {
+        IS_CUDA_CHECK(cudaEventCreate(&event));
+    }
+    return event;
+}
+
+void TransferQueue::timed_copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
+    poll_timed();
+    const Timed t{take_timing_event(), take_timing_event(), bytes, kind == cudaMemcpyHostToDevice};
+    // The start event fires once the stream reaches the copy (after any wait before it).
+    IS_CUDA_CHECK(cudaEventRecord(t.start, stream()));
+    IS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream()));
+    IS_CUDA_CHECK(cudaEventRecord(t.end, stream()));
+    timed_.push_back(t);
+}
+
+void TransferQueue::poll_timed() {
+    while (!timed_.empty()) {
+        const Timed& t = timed_.front();
+        const cudaError_t status = cudaEventQuery(t.end);
+        if (status == cudaErrorNotReady) return;
+        IS_CUDA_CHECK(status);
+        float ms = 0.0f;
+        IS_CUDA_CHECK(cudaEventElapsedTime(&ms, t.start, t.end));
+        const auto ns = static_cast<std::uint64_t>(static_cast<double>(ms) * 1e6);
+        (t.up ? up_bytes_ : down_bytes_).fetch_add(t.bytes, std::memory_order_relaxed);
+        (t.up ? up_ns_ : down_ns_).fetch_add(ns, std::memory_order_relaxed);
+        timing_spare_.push_back(t.start);
+        timing_spare_.push_back(t.end);
+        timed_.pop_front();
+    }
+}
+
+tensor::TransferTotals TransferQueue::totals() const {
+    return {up_bytes_.load(std::memory_order_relaxed), down_bytes_.load(std::memory_order_relaxed),
+            static_cast<double>(up_ns_.load(std::memory_order_relaxed)) * 1e-9,
+            static_cast<double>(down_ns_.load(std::memory_order_relaxed)) * 1e-9};
+}
+
 std::uint64_t TransferQueue::copy(void* dst, const void* src, std::size_t bytes,
                                   cudaMemcpyKind kind, cudaStream_t after) {
     if (after != nullptr) copies_after(fence(after));
     cudaEvent_t event = take_event();
-    IS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream()));
+    timed_copy(dst, src, bytes, kind);
     IS_CUDA_CHECK(cudaEventRecord(event, stream()));
     pending_.push_back({next_, event});
     return next_++;
 }
 
 void TransferQueue::copy_untracked(void* dst, const void* src, std::size_t bytes) {
-    IS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, cudaMemcpyHostToDevice, stream()));
+    timed_copy(dst, src, bytes, cudaMemcpyHostToDevice);
 }
 
 void TransferQueue::poll(std::deque<Pending>& queue) {
@@ -63,6 +109,7 @@ const TransferQueue::Pending* TransferQueue::find(const std::deque<Pending>& que
 
 bool TransferQueue::done(std::uint64_t ticket) {
     poll(pending_);
+    poll_timed();
     return pending_.empty() || ticket < pending_.front().ticket;
 }
 
@@ -143,6 +190,8 @@ void CudaBackend::copy_from_host_untracked(tensor::Tensor dst, const void* src, 
     activate();
     transfers_.copy_untracked(dst.data, src, bytes);
 }
+
+tensor::TransferTotals CudaBackend::transfer_totals() const { return transfers_.totals(); }
 
 bool CudaBackend::transfer_done(std::uint64_t ticket) {
     if (ticket == 0) return true;

@@ -9,6 +9,7 @@
 // asynchronously when the chunks were put.
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "backends/cuda/pinned_host_cache.h"
@@ -81,6 +82,31 @@ TEST_F(CudaChunkPoolTest, UnorderedPromotionsBecomeReadyAndAreBitExact) {
     }
     EXPECT_EQ(read(*(*leases)[0]), contents(0));
     EXPECT_EQ(pool->stats().promotions, 1u);
+}
+
+// The transfer stream's totals count the promotion's bytes (and the copies down of the puts)
+// with device time that puts their rate near, and not above, the pinned upload rate the pool
+// measured when it opened.
+TEST_F(CudaChunkPoolTest, TransferTotalsTimeThePromotions) {
+    const tensor::TransferTotals before = gpu_->transfer_totals();
+    auto pool = pool_with_all_on_host(1);
+    const double limit = pool->stats().upload_limit_bytes_per_s;
+    EXPECT_GT(limit, 1e9);
+    const memory::ChunkIdentity id = ident(0);
+    auto leases = pool->get_many(std::span(&id, 1), /*ordered=*/false);
+    ASSERT_TRUE(leases.ok()) << leases.error().message;
+    while (!(*leases)[0].ready()) {
+    }
+    const tensor::TransferTotals after = gpu_->transfer_totals();
+    EXPECT_EQ(after.up_bytes - before.up_bytes, kBytes);
+    EXPECT_GE(after.down_bytes - before.down_bytes, kBytes);
+    const double seconds = after.up_seconds - before.up_seconds;
+    ASSERT_GT(seconds, 0.0);
+    const double rate = static_cast<double>(kBytes) / seconds;
+    std::printf("promotion of %zu bytes: %.1f GB/s, pinned upload limit %.1f GB/s\n", kBytes,
+                rate / 1e9, limit / 1e9);
+    EXPECT_LT(rate, 1.2 * limit);
+    EXPECT_GT(rate, 0.1 * limit);
 }
 
 TEST_F(CudaChunkPoolTest, OrderedPromotionsAreSeenByTheNextComputeOp) {
