@@ -1,12 +1,16 @@
 // AstGrammar -> RuleSet: Thompson construction per rule (inlining small rules), epsilon removal,
 // subset construction (kept only while small), then the checks and tables the matcher needs:
-// left recursion, nullable rules, one-byte follow sets.
+// left recursion, nullable rules, one-byte follow sets. The automata's sizes are counted from the
+// expressions before anything is built, so a short grammar whose nested repetitions multiply
+// (`x+++...`, `((x{0,9}){0,9})...`) is refused at once rather than after building millions of
+// states.
 
 #include <algorithm>
 #include <functional>
 #include <map>
 #include <optional>
 #include <set>
+#include <unordered_map>
 
 #include "grammar/rule_set.h"
 #include "grammar/utf8_ranges.h"
@@ -15,9 +19,10 @@ namespace inferscale::grammar {
 namespace {
 
 constexpr int kInlineMaxSize = 256;
-constexpr std::size_t kMaxDfaStates = 4096;
-constexpr std::size_t kMaxRuleStates = 1 << 20;
-constexpr std::size_t kMaxEpsilonWork = 1 << 25;
+// Limits for the whole grammar, not per rule (a grammar of many rules costs their sum).
+constexpr std::size_t kMaxDfaStates = 4096;  // per rule
+constexpr std::size_t kMaxStates = 1 << 20;
+constexpr std::size_t kMaxEpsilonWork = 1 << 24;
 constexpr std::size_t kMaxDfaWork = 1 << 24;
 
 // A rule automaton under construction (local state ids).
@@ -52,14 +57,22 @@ class Builder {
         rs.rule_start.assign(n, -1);
         rs.rule_names.resize(n);
         for (int r = 0; r < n; ++r) rs.rule_names[r] = ast_.rules[r].name;
+        std::size_t total = 0;
+        for (int r = 0; r < n; ++r) {
+            std::size_t states = add_sat(1, count_states(ast_.rules[r].body));
+            total = add_sat(total, states);
+            if (states > kMaxStates) {
+                return make_error(ErrorKind::InvalidArgument,
+                                  "grammar rule `" + ast_.rules[r].name + "` is too large");
+            }
+            if (total > kMaxStates) {
+                return make_error(ErrorKind::InvalidArgument, "grammar is too large");
+            }
+        }
         for (int r = 0; r < n; ++r) {
             Nfa nfa;
             int start = nfa.add();
             int end = build_expr(ast_.rules[r].body, start, nfa);
-            if (nfa.s.size() > kMaxRuleStates) {
-                return make_error(ErrorKind::InvalidArgument,
-                                  "grammar rule `" + ast_.rules[r].name + "` is too large");
-            }
             nfa.s[end].final = true;
             auto without_epsilons = remove_epsilons(nfa);
             if (!without_epsilons) {
@@ -75,6 +88,28 @@ class Builder {
     }
 
   private:
+    static constexpr std::size_t kCountMax = std::size_t{1} << 40;
+
+    static std::size_t add_sat(std::size_t a, std::size_t b) { return std::min(a + b, kCountMax); }
+    static std::size_t mul_sat(std::size_t a, std::size_t times) {
+        return times != 0 && a > kCountMax / times ? kCountMax : a * times;
+    }
+
+    // The size of a rule's body, each rule's once (a chain of rules each calling the previous
+    // twice would otherwise take exponential time); a rule reached again while its own size is
+    // being computed is recursive, so unbounded.
+    Size rule_size(int rule, std::vector<int>& visiting) {
+        if (rule_size_[rule]) return *rule_size_[rule];
+        if (std::find(visiting.begin(), visiting.end(), rule) != visiting.end()) {
+            return {1 << 20, true};
+        }
+        visiting.push_back(rule);
+        Size s = expr_size(ast_.rules[rule].body, visiting);
+        visiting.pop_back();
+        rule_size_[rule] = s;
+        return s;
+    }
+
     Size expr_size(const Expr& e, std::vector<int>& visiting) {
         switch (e.kind) {
             case Expr::Kind::Empty:
@@ -83,15 +118,8 @@ class Builder {
                 return {static_cast<long>(e.text.size()), false};
             case Expr::Kind::Class:
                 return {static_cast<long>(e.ranges.size()) * 2, false};
-            case Expr::Kind::Ref: {
-                if (std::find(visiting.begin(), visiting.end(), e.rule) != visiting.end()) {
-                    return {1 << 20, true};
-                }
-                visiting.push_back(e.rule);
-                Size s = expr_size(ast_.rules[e.rule].body, visiting);
-                visiting.pop_back();
-                return s;
-            }
+            case Expr::Kind::Ref:
+                return rule_size(e.rule, visiting);
             case Expr::Kind::Seq:
             case Expr::Kind::Alt: {
                 Size total;
@@ -115,22 +143,73 @@ class Builder {
     void analyze_rules() {
         int n = static_cast<int>(ast_.rules.size());
         inline_.assign(n, false);
+        rule_size_.assign(n, std::nullopt);
+        rule_states_.assign(n, std::nullopt);
         for (int r = 0; r < n; ++r) {
-            std::vector<int> visiting{r};
-            Size s = expr_size(ast_.rules[r].body, visiting);
+            std::vector<int> visiting;
+            Size s = rule_size(r, visiting);
             inline_[r] = !s.unbounded && s.size <= kInlineMaxSize && r != ast_.root;
         }
     }
 
+    // The byte-range sequences of a class's UTF-8 encodings, worked out once per class.
+    const std::vector<std::vector<ByteRange>>& class_sequences(const Expr& e) {
+        auto [it, added] = class_sequences_.try_emplace(&e);
+        if (added) {
+            for (const CodeRange& range : e.ranges) {
+                auto seqs = utf8_sequences(range.first, range.second);
+                it->second.insert(it->second.end(), std::make_move_iterator(seqs.begin()),
+                                  std::make_move_iterator(seqs.end()));
+            }
+        }
+        return it->second;
+    }
+
+    // How many states build_expr(e) adds (saturating at kCountMax), each inlined rule's counted
+    // once.
+    std::size_t count_states(const Expr& e) {
+        switch (e.kind) {
+            case Expr::Kind::Empty:
+                return 0;
+            case Expr::Kind::Literal:
+                return e.text.size();
+            case Expr::Kind::Class: {
+                std::size_t n = 1;
+                for (const auto& seq : class_sequences(e)) n += seq.size() - 1;
+                return n;
+            }
+            case Expr::Kind::Ref: {
+                if (!inline_[e.rule]) return 1;
+                auto& n = rule_states_[e.rule];
+                if (!n) n = add_sat(1, count_states(ast_.rules[e.rule].body));
+                return *n;
+            }
+            case Expr::Kind::Seq: {
+                std::size_t n = 0;
+                for (const Expr& c : e.children) n = add_sat(n, count_states(c));
+                return n;
+            }
+            case Expr::Kind::Alt: {
+                std::size_t n = 1;
+                for (const Expr& c : e.children) n = add_sat(n, 1 + count_states(c));
+                return n;
+            }
+            case Expr::Kind::Repeat: {
+                std::size_t copy = 1 + count_states(e.children[0]);
+                auto copies = static_cast<std::size_t>(e.max < 0 ? e.min + 1 : e.max);
+                return add_sat(1, mul_sat(copy, copies));
+            }
+        }
+        return 0;
+    }
+
     void add_class(const Expr& e, int from, int to, Nfa& nfa) {
-        for (const CodeRange& range : e.ranges) {
-            for (const auto& seq : utf8_sequences(range.first, range.second)) {
-                int cur = from;
-                for (std::size_t i = 0; i < seq.size(); ++i) {
-                    int next = i + 1 == seq.size() ? to : nfa.add();
-                    nfa.s[cur].bytes.push_back({seq[i].first, seq[i].second, next});
-                    cur = next;
-                }
+        for (const auto& seq : class_sequences(e)) {
+            int cur = from;
+            for (std::size_t i = 0; i < seq.size(); ++i) {
+                int next = i + 1 == seq.size() ? to : nfa.add();
+                nfa.s[cur].bytes.push_back({seq[i].first, seq[i].second, next});
+                cur = next;
             }
         }
     }
@@ -186,7 +265,6 @@ class Builder {
                     int start = nfa.add();
                     nfa.s[cur].eps.push_back(start);
                     cur = build_expr(child, start, nfa);
-                    if (nfa.s.size() > kMaxRuleStates) return cur;
                 }
                 if (e.max < 0) {
                     int loop = nfa.add();
@@ -203,7 +281,6 @@ class Builder {
                     nfa.s[cur].eps.push_back(start);
                     cur = build_expr(child, start, nfa);
                     nfa.s[cur].eps.push_back(to);
-                    if (nfa.s.size() > kMaxRuleStates) break;
                 }
                 return to;
             }
@@ -212,10 +289,11 @@ class Builder {
     }
 
     // The same language without epsilon edges, state 0 the start, unreachable states dropped;
-    // nullopt when that takes more than kMaxEpsilonWork steps (nested loops such as `x+++...`
-    // make every closure span the whole rule).
-    static std::optional<Nfa> remove_epsilons(const Nfa& in) {
-        std::size_t work = 0;
+    // nullopt when the grammar's rules together take more than kMaxEpsilonWork steps (nested
+    // loops such as `x+++...` or a chain of optional items `("a"?){0,2500}` make closures span
+    // much of the rule).
+    std::optional<Nfa> remove_epsilons(const Nfa& in) {
+        std::size_t& work = epsilon_work_;
         int n = static_cast<int>(in.s.size());
         std::vector<int> order;  // new id -> old id
         std::vector<int> id(n, -1);
@@ -263,10 +341,10 @@ class Builder {
         return out;
     }
 
-    // Subset construction; the NFA itself when the DFA would be too large or take more than
-    // kMaxDfaWork steps to build (sets of many NFA states each).
-    static Nfa determinize(const Nfa& nfa) {
-        std::size_t work = 0;
+    // Subset construction; the NFA itself when the DFA would be too large or the grammar's rules
+    // together take more than kMaxDfaWork steps to build (sets of many NFA states each).
+    Nfa determinize(const Nfa& nfa) {
+        std::size_t& work = dfa_work_;
         std::map<std::vector<int>, int> ids;
         std::vector<std::vector<int>> sets;
         Nfa dfa;
@@ -465,6 +543,11 @@ class Builder {
 
     const AstGrammar& ast_;
     std::vector<bool> inline_;
+    std::vector<std::optional<Size>> rule_size_;
+    std::size_t epsilon_work_ = 0;
+    std::size_t dfa_work_ = 0;
+    std::vector<std::optional<std::size_t>> rule_states_;  // inlined rules' state counts
+    std::unordered_map<const Expr*, std::vector<std::vector<ByteRange>>> class_sequences_;
     std::vector<char> nullable_;
 };
 

@@ -55,6 +55,35 @@ TEST(GbnfTest, StackedRepetitionsBuildQuickly) {
     EXPECT_FALSE((*small)->accepts("b"));
 }
 
+// A fuzzer's 108-byte grammar: a class then 28 stacked `+` (the rest is a comment). It built a
+// million states before being refused (seconds under ASan); the sizes are now counted first.
+TEST(GbnfTest, StackedRepetitionsAreRefusedBeforeBuilding) {
+    const std::string text(
+        "root ::= [2)\x00\x00\x00\x61'rray\x0a\x00\x00\x00+\x00\x00\x00\x62-d]?++"
+        "++++++++++++++++++++++++++#+++++++)*"
+        " +++++++++++++\xd2\xd4++++++++++] ) {0,3}\x0a",
+        108);
+    EXPECT_EQ(parse_error(text), "grammar rule `root` is too large");
+}
+
+// Rules that each call the previous one twice: sizing them for inlining took time exponential in
+// their number, and rules each under the limit may not add up past it.
+TEST(GbnfTest, GrammarSizeIsCountedOnce) {
+    std::string chain = "root ::= r40\nr0 ::= \"a\"\n";
+    for (int i = 1; i <= 40; ++i) {
+        chain += "r" + std::to_string(i) + " ::= r" + std::to_string(i - 1) + " r" +
+                 std::to_string(i - 1) + "\n";
+    }
+    auto g = parse(chain);
+    ASSERT_NE(g, nullptr);
+    EXPECT_FALSE(g->accepts("aa"));
+
+    std::string wide = "root ::= w1 w2 w3 w4 w5 w6\n";
+    for (int i = 1; i <= 6; ++i) wide += "w" + std::to_string(i) + " ::= [a-z]{0,100000}\n";
+    EXPECT_EQ(parse_error(wide), "grammar is too large");
+    EXPECT_NE(parse("root ::= w\nw ::= [a-z]{0,100000}\n"), nullptr);
+}
+
 TEST(GbnfTest, LiteralsClassesAndRepetition) {
     auto g = parse("root ::= \"a\" [b-d]+ \"e\"?  # comment\n");
     EXPECT_TRUE(g->accepts("ab"));
