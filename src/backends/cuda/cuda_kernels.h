@@ -35,7 +35,7 @@ void launch_fill_random_blocks(void* out, DType dtype, std::int64_t bytes, std::
 // Weights of a ggml block type (tensor/quantized.h) as the file's blocks, rows back to back.
 // Up to kQuantGemvMaxRows tokens a linear over them runs on int8 activations: x [n, in] bf16
 // quantized per 32 elements into `quants` [n, in] with f32 `scales` [n, in / 32] (in a
-// multiple of 32; quants 8-byte aligned), then y[n, out] = x W^T (+ bias) with the blocks
+// multiple of 32; quants 16-byte aligned), then y[n, out] = x W^T (+ bias) with the blocks
 // dequantized in registers: y bf16 or f32 (y_f32), bias bf16 or f32 (bias_f32) or null.
 inline constexpr std::int64_t kQuantGemvMaxRows = 8;
 struct QuantActivations {

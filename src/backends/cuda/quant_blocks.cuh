@@ -101,15 +101,17 @@ __device__ __forceinline__ std::uint32_t iq4_values(std::uint32_t w) {
     return (low & ~take_high) | (high & take_high);
 }
 
-// Q4_K/Q5_K: the 6-bit scale and minimum of sub-block s from the 12 packed bytes.
-__device__ __forceinline__ void k_scale_min(const std::uint8_t* p, int s, int& sc, int& m) {
-    if (s < 4) {
-        sc = p[s] & 63;
-        m = p[s + 4] & 63;
-    } else {
-        sc = (p[s + 4] & 15) | ((p[s - 4] >> 6) << 4);
-        m = (p[s + 4] >> 4) | ((p[s] >> 6) << 4);
-    }
+// Q4_K/Q5_K: the 6-bit scale and minimum of sub-block s (0..7) from the 12 packed bytes held
+// as three words, without branching (the lanes of a warp take different sub-blocks).
+__device__ __forceinline__ void k_scale_min(std::uint32_t w0, std::uint32_t w1, std::uint32_t w2,
+                                            int s, int& sc, int& m) {
+    const int shift = 8 * (s & 3);
+    const int b0 = static_cast<int>((w0 >> shift) & 0xffu);
+    const int b1 = static_cast<int>((w1 >> shift) & 0xffu);
+    const int b2 = static_cast<int>((w2 >> shift) & 0xffu);
+    const bool low = s < 4;
+    sc = low ? (b0 & 63) : ((b2 & 15) | ((b0 >> 6) << 4));
+    m = low ? (b1 & 63) : ((b2 >> 4) | ((b1 >> 6) << 4));
 }
 
 // Q4_K/Q5_K: elements o..o+7 of super-block b, whose low 4 bits are nibbles of the 128 bytes at
@@ -121,8 +123,9 @@ __device__ __forceinline__ QuantPiece k_scaled_min(const std::uint8_t* b, const 
     std::uint32_t lo, hi;
     bytes8<8>(qs + 32 * (o / 64) + o % 32, lo, hi);
     nibbles(lo, hi, (o / 32) % 2 ? 4 : 0, q);
+    const auto* scales = reinterpret_cast<const std::uint32_t*>(b + 4);
     int sc, m;
-    k_scale_min(b + 4, o / 32, sc, m);
+    k_scale_min(scales[0], scales[1], scales[2], o / 32, sc, m);
     q.scale = __fmul_rn(half_at(b), static_cast<float>(sc));
     q.offset = -__fmul_rn(half_at(b + 2), static_cast<float>(m));
     return q;

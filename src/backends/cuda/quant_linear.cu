@@ -4,19 +4,21 @@
 // blocks and dequantizes in registers, with int8 dot products (dp4a) as llama.cpp's CUDA
 // backend runs them: the activations are first quantized per 32 elements (quantize_rows:
 // scale amax / 127, quants round(x * 127 / amax), half to even). A CTA of 8 warps owns a few
-// output rows; each warp takes kRowsPerWarp rows and a 1/warps_per_row share of the
-// 8-element pieces of `in` (lane l of a warp on piece p, p + 32 * warps_per_row, ...), and
-// every piece of a row meets every token's activations. Warp sums, then one sum per row and
-// token across the warps of the row through shared memory, in warp order: results do not
-// depend on timing.
+// output rows; each warp takes kRowsPerWarp rows and a 1/warps_per_row share of each: the
+// K-quants' super-blocks 8 lanes to one (quant_superblock_runs.cuh: whole 16-byte spans per
+// lane), every other type by 8-element pieces (quant_blocks.cuh). Every unit of a row meets
+// every token's activations. Warp sums, then one sum per row and token across the warps of
+// the row through shared memory, in warp order: results do not depend on timing.
 //
 // dequantize_rows: rows of the blocks into bf16 or f32, for the tensor-core GEMM of a prefill
 // and for embedding lookups; bit-exact with tensor::dequantize_blocks before the rounding.
 
 #include "backends/cuda/cuda_check.h"
 #include "backends/cuda/cuda_kernels.h"
+#include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
 #include "backends/cuda/quant_blocks.cuh"
+#include "backends/cuda/quant_superblock_runs.cuh"
 
 namespace inferscale::backends::cuda {
 namespace {
@@ -27,6 +29,8 @@ constexpr std::uint32_t kOnes = 0x01010101u;  // dp4a with it sums 4 int8 lanes
 // One thread per 32 activations: their scale and int8 quants.
 __global__ void quantize_rows_kernel(const bf16* x, std::int64_t groups, std::int8_t* q,
                                      float* scale) {
+    allow_next_launch();
+    wait_for_inputs();
     const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
     for (std::int64_t g = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
          g < groups; g += stride) {
@@ -73,67 +77,48 @@ struct GemvArgs {
     int warps_per_row;  // 1, 2, 4 or 8
 };
 
-template <class Codec, int N>
-__global__ void __launch_bounds__(kGemvThreads) quant_gemv_kernel(GemvArgs a) {
-    __shared__ float partial[kGemvWarps][kRowsPerWarp][N];
-    const int warp = static_cast<int>(threadIdx.x) / 32, lane = static_cast<int>(threadIdx.x) % 32;
-    const int groups = kGemvWarps / a.warps_per_row;
-    const int group = warp / a.warps_per_row, slice = warp % a.warps_per_row;
-    const std::int64_t row0 =
-        (static_cast<std::int64_t>(blockIdx.x) * groups + group) * kRowsPerWarp;
+// The rows a warp owns and its share of them: CTA blockIdx.x holds `groups` groups of
+// warps_per_row warps, each group kRowsPerWarp rows; `slice` is the warp's place in its group.
+struct WarpRows {
+    int warp, lane, groups, group, slice;
     const std::uint8_t* rows[kRowsPerWarp];
-#pragma unroll
-    for (int r = 0; r < kRowsPerWarp; ++r) {
-        const std::int64_t row = row0 + r < a.out ? row0 + r : a.out - 1;  // written only if real
-        rows[r] = a.w + row * a.row_bytes;
-    }
-    float acc[kRowsPerWarp][N] = {};
-    const std::int64_t pieces = a.in / 8, stride = 32 * a.warps_per_row, groups32 = a.in / 32;
-#pragma unroll 2
-    for (std::int64_t p = slice * 32 + lane; p < pieces; p += stride) {
-        const std::int64_t e0 = p * 8;
-        uint2 xq[N];
-        float xsum[N], xscale[N];
-#pragma unroll
-        for (int t = 0; t < N; ++t) {
-            if (t < a.n) {
-                xq[t] = *reinterpret_cast<const uint2*>(a.xq + t * a.in + e0);
-                xscale[t] = a.xscale[t * groups32 + e0 / 32];
-            } else {
-                xq[t] = make_uint2(0, 0);
-                xscale[t] = 0.0f;
-            }
-            xsum[t] = static_cast<float>(
-                __dp4a(static_cast<int>(xq[t].x), static_cast<int>(kOnes),
-                       __dp4a(static_cast<int>(xq[t].y), static_cast<int>(kOnes), 0)));
-        }
-        const std::int64_t block = e0 / Codec::kElems;
-        const int o = static_cast<int>(e0 % Codec::kElems);
+
+    __device__ explicit WarpRows(const GemvArgs& a)
+        : warp(static_cast<int>(threadIdx.x) / 32),
+          lane(static_cast<int>(threadIdx.x) % 32),
+          groups(kGemvWarps / a.warps_per_row),
+          group(warp / a.warps_per_row),
+          slice(warp % a.warps_per_row) {
+        const std::int64_t row0 =
+            (static_cast<std::int64_t>(blockIdx.x) * groups + group) * kRowsPerWarp;
 #pragma unroll
         for (int r = 0; r < kRowsPerWarp; ++r) {
-            const QuantPiece q = Codec::piece(rows[r] + block * Codec::kBytes, o);
-#pragma unroll
-            for (int t = 0; t < N; ++t) {
-                const int dot = __dp4a(static_cast<int>(q.lo), static_cast<int>(xq[t].x),
-                                       __dp4a(static_cast<int>(q.hi), static_cast<int>(xq[t].y), 0));
-                acc[r][t] = fmaf(xscale[t], fmaf(q.scale, static_cast<float>(dot), q.offset * xsum[t]),
-                                 acc[r][t]);
-            }
+            // A row past the end reads the last one; its sums are not written.
+            const std::int64_t row = row0 + r < a.out ? row0 + r : a.out - 1;
+            rows[r] = a.w + row * a.row_bytes;
         }
     }
+};
+
+// Warp sums, then per row and token the sum over the row's warps in warp order, the bias, y.
+template <int N>
+__device__ void finish_rows(const GemvArgs& a, const WarpRows& w,
+                            const float (&acc)[kRowsPerWarp][N]) {
+    __shared__ float partial[kGemvWarps][kRowsPerWarp][N];
 #pragma unroll
     for (int r = 0; r < kRowsPerWarp; ++r) {
 #pragma unroll
         for (int t = 0; t < N; ++t) {
             const float s = warp_sum(acc[r][t]);
-            if (lane == 0) partial[warp][r][t] = s;
+            if (w.lane == 0) partial[w.warp][r][t] = s;
         }
     }
     __syncthreads();
-    for (int i = static_cast<int>(threadIdx.x); i < groups * kRowsPerWarp * N; i += kGemvThreads) {
+    for (int i = static_cast<int>(threadIdx.x); i < w.groups * kRowsPerWarp * N;
+         i += kGemvThreads) {
         const int g = i / (kRowsPerWarp * N), r = i / N % kRowsPerWarp, t = i % N;
         const std::int64_t row =
-            (static_cast<std::int64_t>(blockIdx.x) * groups + g) * kRowsPerWarp + r;
+            (static_cast<std::int64_t>(blockIdx.x) * w.groups + g) * kRowsPerWarp + r;
         if (t >= a.n || row >= a.out) continue;
         float sum = 0.0f;
         for (int s = 0; s < a.warps_per_row; ++s) sum += partial[g * a.warps_per_row + s][r][t];
@@ -148,6 +133,137 @@ __global__ void __launch_bounds__(kGemvThreads) quant_gemv_kernel(GemvArgs a) {
             static_cast<bf16*>(a.y)[at] = from_f32<bf16>(sum);
         }
     }
+}
+
+__device__ __forceinline__ int sum_bytes(std::uint32_t w, int c) {
+    return __dp4a(static_cast<int>(w), static_cast<int>(kOnes), c);
+}
+
+// Every block type, a lane per 8-element piece (lane l of a warp on piece p, p + 32 *
+// warps_per_row, ...).
+template <class Codec, int N>
+__global__ void __launch_bounds__(kGemvThreads) quant_gemv_kernel(GemvArgs a) {
+    allow_next_launch();
+    wait_for_inputs();
+    const WarpRows w(a);
+    float acc[kRowsPerWarp][N] = {};
+    const std::int64_t pieces = a.in / 8, stride = 32 * a.warps_per_row, groups32 = a.in / 32;
+#pragma unroll 2
+    for (std::int64_t p = w.slice * 32 + w.lane; p < pieces; p += stride) {
+        const std::int64_t e0 = p * 8;
+        uint2 xq[N];
+        float xsum[N], xscale[N];
+#pragma unroll
+        for (int t = 0; t < N; ++t) {
+            if (t < a.n) {
+                xq[t] = *reinterpret_cast<const uint2*>(a.xq + t * a.in + e0);
+                xscale[t] = a.xscale[t * groups32 + e0 / 32];
+            } else {
+                xq[t] = make_uint2(0, 0);
+                xscale[t] = 0.0f;
+            }
+            xsum[t] = static_cast<float>(sum_bytes(xq[t].x, sum_bytes(xq[t].y, 0)));
+        }
+        const std::int64_t block = e0 / Codec::kElems;
+        const int o = static_cast<int>(e0 % Codec::kElems);
+#pragma unroll
+        for (int r = 0; r < kRowsPerWarp; ++r) {
+            const QuantPiece q = Codec::piece(w.rows[r] + block * Codec::kBytes, o);
+#pragma unroll
+            for (int t = 0; t < N; ++t) {
+                const int dot = __dp4a(static_cast<int>(q.lo), static_cast<int>(xq[t].x),
+                                       __dp4a(static_cast<int>(q.hi), static_cast<int>(xq[t].y), 0));
+                acc[r][t] = fmaf(xscale[t], fmaf(q.scale, static_cast<float>(dot), q.offset * xsum[t]),
+                                 acc[r][t]);
+            }
+        }
+    }
+    finish_rows<N>(a, w, acc);
+}
+
+// The K-quants (quant_superblock_runs.cuh): 8 lanes per 256-element super-block, a warp on 4
+// super-blocks at a time (lanes 8s..8s+7 on super-block 4i + s of the warp's share), each lane
+// on its two 16-element runs.
+template <class Runs, int N>
+__global__ void __launch_bounds__(kGemvThreads) quant_gemv_superblock_kernel(GemvArgs a) {
+    allow_next_launch();
+    const WarpRows w(a);
+    const int j = w.lane % 8;
+    const int start[2] = {Runs::start(j, 0), Runs::start(j, 1)};
+    const std::int64_t blocks = a.in / 256, stride = 4 * a.warps_per_row, groups32 = a.in / 32;
+    const std::int64_t first = w.slice * 4 + w.lane / 8;
+    // The first super-blocks' weights are read before the kernels ahead have finished
+    // (dependent_launch.cuh): no kernel writes them.
+    QuantRuns head[kRowsPerWarp];
+    if (first < blocks) {
+#pragma unroll
+        for (int row = 0; row < kRowsPerWarp; ++row) {
+            head[row] = Runs::load(w.rows[row] + first * Runs::kBytes, j);
+        }
+    }
+    wait_for_inputs();
+    float acc[kRowsPerWarp][N] = {};
+    // Super-block b of the rows, whose runs are u, against every token's activations.
+    const auto step = [&](std::int64_t b, const QuantRuns (&u)[kRowsPerWarp]) {
+        std::uint32_t xq[N][2][4];
+        float xscale[N][2], xsum[N][2];
+#pragma unroll
+        for (int t = 0; t < N; ++t) {
+#pragma unroll
+            for (int r = 0; r < 2; ++r) {
+                const std::int64_t e0 = b * 256 + start[r];
+                if (t < a.n) {
+                    const uint4 v = *reinterpret_cast<const uint4*>(a.xq + t * a.in + e0);
+                    xq[t][r][0] = v.x, xq[t][r][1] = v.y, xq[t][r][2] = v.z, xq[t][r][3] = v.w;
+                    xscale[t][r] = a.xscale[t * groups32 + e0 / 32];
+                } else {
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) xq[t][r][i] = 0;
+                    xscale[t][r] = 0.0f;
+                }
+                xsum[t][r] = 0.0f;
+                if constexpr (Runs::kOffset) {
+                    int s = 0;
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) s = sum_bytes(xq[t][r][i], s);
+                    xsum[t][r] = static_cast<float>(s);
+                }
+            }
+        }
+#pragma unroll
+        for (int row = 0; row < kRowsPerWarp; ++row) {
+#pragma unroll
+            for (int t = 0; t < N; ++t) {
+#pragma unroll
+                for (int r = 0; r < 2; ++r) {
+                    int dot = 0;
+#pragma unroll
+                    for (int i = 0; i < 4; ++i) {
+                        dot = __dp4a(static_cast<int>(u[row].q[r][i]),
+                                     static_cast<int>(xq[t][r][i]), dot);
+                    }
+                    const float run = Runs::kOffset
+                                          ? fmaf(u[row].scale[r], static_cast<float>(dot),
+                                                 u[row].offset[r] * xsum[t][r])
+                                          : u[row].scale[r] * static_cast<float>(dot);
+                    acc[row][t] = fmaf(xscale[t][r], run, acc[row][t]);
+                }
+            }
+        }
+    };
+    if (first < blocks) {
+        step(first, head);
+#pragma unroll 2
+        for (std::int64_t b = first + stride; b < blocks; b += stride) {
+            QuantRuns u[kRowsPerWarp];
+#pragma unroll
+            for (int row = 0; row < kRowsPerWarp; ++row) {
+                u[row] = Runs::load(w.rows[row] + b * Runs::kBytes, j);
+            }
+            step(b, u);
+        }
+    }
+    finish_rows<N>(a, w, acc);
 }
 
 template <class Codec, class TOut>
@@ -174,18 +290,46 @@ __global__ void dequantize_rows_kernel(const std::uint8_t* w, std::int64_t row_b
     }
 }
 
-// The pieces of a warp's share should keep every lane busy for a few steps.
-int warps_per_row(std::int64_t in) {
-    const std::int64_t steps = in / 8 / (32 * 4);
+// Each warp's share of a row should keep its lanes busy for a few steps: `units` pieces (or
+// super-blocks) per row, `per_step` of them per warp step.
+int warps_per_row(std::int64_t units, std::int64_t per_step) {
+    const std::int64_t steps = units / per_step / 4;
     return steps >= 8 ? 8 : steps >= 4 ? 4 : steps >= 2 ? 2 : 1;
 }
 
-template <class Codec, int N>
-void gemv(const GemvArgs& a, cudaStream_t stream) {
-    const std::int64_t rows_per_cta = kRowsPerWarp * (kGemvWarps / a.warps_per_row);
-    const auto grid = static_cast<unsigned>((a.out + rows_per_cta - 1) / rows_per_cta);
-    quant_gemv_kernel<Codec, N><<<grid, kGemvThreads, 0, stream>>>(a);
+// The kernel instance for n tokens: N = 1, 2, 4 or 8.
+template <template <class, int> class Launch, class Codec>
+void for_tokens(std::int64_t n, const GemvArgs& a, cudaStream_t stream) {
+    if (n == 1) {
+        Launch<Codec, 1>::run(a, stream);
+    } else if (n == 2) {
+        Launch<Codec, 2>::run(a, stream);
+    } else if (n <= 4) {
+        Launch<Codec, 4>::run(a, stream);
+    } else {
+        Launch<Codec, 8>::run(a, stream);
+    }
 }
+
+unsigned gemv_grid(const GemvArgs& a) {
+    const std::int64_t rows_per_cta = kRowsPerWarp * (kGemvWarps / a.warps_per_row);
+    return static_cast<unsigned>((a.out + rows_per_cta - 1) / rows_per_cta);
+}
+
+template <class Codec, int N>
+struct PieceGemv {
+    static void run(const GemvArgs& a, cudaStream_t stream) {
+        launch_dependent(quant_gemv_kernel<Codec, N>, gemv_grid(a), kGemvThreads, 0, stream, a);
+    }
+};
+
+template <class Runs, int N>
+struct SuperblockGemv {
+    static void run(const GemvArgs& a, cudaStream_t stream) {
+        launch_dependent(quant_gemv_superblock_kernel<Runs, N>, gemv_grid(a), kGemvThreads, 0,
+                         stream, a);
+    }
+};
 
 }  // namespace
 
@@ -195,8 +339,8 @@ void launch_quantize_activations(const void* x, std::int64_t n, std::int64_t in,
     const std::int64_t groups = n * in / 32;
     if (groups == 0) return;
     constexpr int kThreads = 128;
-    quantize_rows_kernel<<<grid_for(groups, kThreads), kThreads, 0, stream>>>(
-        static_cast<const bf16*>(x), groups, out.quants, out.scales);
+    launch_dependent(quantize_rows_kernel, grid_for(groups, kThreads), kThreads, 0, stream,
+                     static_cast<const bf16*>(x), groups, out.quants, out.scales);
     IS_CUDA_CHECK_LAUNCH();
 }
 
@@ -215,19 +359,17 @@ void launch_quant_gemv(const QuantActivations& x, std::int64_t n, std::int64_t i
                t.bias_f32,
                t.y,
                y_f32,
-               warps_per_row(in)};
-    const bool known = with_block_codec(t.dtype, [&](auto codec) {
-        using Codec = decltype(codec);
-        if (n == 1) {
-            gemv<Codec, 1>(a, stream);
-        } else if (n == 2) {
-            gemv<Codec, 2>(a, stream);
-        } else if (n <= 4) {
-            gemv<Codec, 4>(a, stream);
-        } else {
-            gemv<Codec, 8>(a, stream);
-        }
+               1};
+    bool known = with_superblock_runs(t.dtype, [&](auto runs) {
+        a.warps_per_row = warps_per_row(in / 256, 4);
+        for_tokens<SuperblockGemv, decltype(runs)>(n, a, stream);
     });
+    if (!known) {
+        known = with_block_codec(t.dtype, [&](auto codec) {
+            a.warps_per_row = warps_per_row(in / 8, 32);
+            for_tokens<PieceGemv, decltype(codec)>(n, a, stream);
+        });
+    }
     IS_CHECK(known) << "quant gemv of " << tensor::dtype_name(t.dtype);
     IS_CUDA_CHECK_LAUNCH();
 }

@@ -9,7 +9,8 @@
 //   - past kQuantGemvMaxRows tokens (weights dequantized into bf16 for cuBLASLt) against the
 //     same sum over bf16-rounded weights: relative 1e-3, cuBLASLt's f32 accumulation;
 // with a bias, f32 and bf16 outputs, row counts that leave a partial CTA, and `in` from one
-// super-block (one warp per row) to 9 (two warps share a row).
+// super-block (one warp per row, most lanes of the K-quants' warp idle) through 9 to 32 (the
+// K-quants' fast path shares a row among warps there; the other types from 9 on).
 
 #include <algorithm>
 #include <cmath>
@@ -44,6 +45,7 @@ std::vector<QuantCase> cases() {
     for (const DType t : kBlockTypes) {
         all.push_back({t, 77, 256});
         all.push_back({t, 300, 2304});
+        all.push_back({t, 40, 8192});
     }
     return all;
 }
