@@ -120,6 +120,7 @@ Status CudaBackend::init() {
     init_prefill_attention();
     decode_tc_limits_ = init_decode_tc_attention();
     cluster_linear_limits_ = init_small_linear();
+    init_quant_gemv_ring();
     return {};
 }
 

@@ -335,12 +335,16 @@ class CudaBackend final : public tensor::Backend {
                            std::span<const tensor::LinearTarget> targets);
     // One target through cuBLASLt (the bias fused in its epilogue when it can be).
     void lt_linear(const tensor::Tensor& x, const tensor::LinearTarget& target, GemmLane lane);
-    // linear_group where a weight is block-quantized (linear_quantized.cpp): up to
-    // kQuantGemvMaxRows tokens, x quantized once into quant_activations_ and the quantized
-    // GEMV per target; past it each weight dequantized into dequant_scratch_ for the bf16
-    // paths.
+    // linear_group where a weight is block-quantized (linear_quantized.cpp): one token, the
+    // ring GEMV for K-quant targets; up to kQuantGemvMaxRows tokens, x quantized once into
+    // quant_activations_ and the quantized GEMV per target; past it each weight dequantized
+    // into dequant_scratch_ for the bf16 paths.
     void quantized_linear_group(const tensor::Tensor& x,
                                 std::span<const tensor::LinearTarget> targets);
+    // gate and up of one token through the ring GEMV with the SwiGLU epilogue; false when it
+    // does not take them (linear_quantized.cpp).
+    bool quantized_gated_gemv(const tensor::Tensor& x,
+                              std::span<const tensor::LinearTarget> gate_up);
     // Grows the scratch of block weights to serve a weight of this shape [out, in] (a bf16 copy
     // of it, int8 activations of kQuantGemvMaxRows tokens of `in`); weights get it as they are
     // made (upload_weight, fill_random), never while a step runs.

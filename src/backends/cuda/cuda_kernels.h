@@ -9,6 +9,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <span>
 
 #include "tensor/dtype.h"
 
@@ -59,6 +60,19 @@ void launch_quant_gemv(const QuantActivations& x, std::int64_t n, std::int64_t i
 void launch_dequantize_rows(const void* w, DType dtype, std::int64_t in, std::int64_t num_rows,
                             const std::int32_t* row_ids, std::int64_t id_limit, void* out,
                             DType out_dtype, cudaStream_t stream);
+
+// ---- quant_gemv_ring.cu ----
+// One token: y = x W^T (+ bias) for every target (all of one K-quant type: Q4_K, Q5_K, Q6_K),
+// from x [1, in] bf16 as it is (each CTA quantizes it as launch_quantize_activations does), the
+// blocks streamed by bulk copies (gemv_ring.cuh). `gated` (gate then up, one size, y bf16): the
+// gate output becomes silu(gate) * up and up is not written. False (nothing enqueued) when the
+// rows are not 16-byte aligned (Q6_K with in / 256 not a multiple of 8), x does not fit in
+// shared memory, or the targets are not of one such type. init_quant_gemv_ring: once per
+// device, before any launch.
+void init_quant_gemv_ring();
+bool launch_quant_gemv_ring(const void* x, std::int64_t in,
+                            std::span<const QuantLinearTarget> targets, bool gated, bool y_f32,
+                            int num_sms, cudaStream_t stream);
 
 // ---- gather.cu ----
 // out[i, :] = table[ids[i], :] converted to out's dtype.  table [vocab, hidden], out [n, hidden]

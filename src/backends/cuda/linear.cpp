@@ -233,6 +233,10 @@ bool CudaBackend::small_linear(const Tensor& x, std::span<const tensor::LinearTa
 
 bool CudaBackend::gated_gemv(const Tensor& x, std::span<const tensor::LinearTarget> gate_up) {
     check_linear_group(x, gate_up);
+    if (has_block_weights(gate_up)) {
+        activate();
+        return quantized_gated_gemv(x, gate_up);
+    }
     const std::int64_t n = x.shape[0];
     if (n < 1 || linear_kernel(n) != LinearKernel::Gemv || !options_.linear_paths.gemv) {
         return false;

@@ -1,120 +1,30 @@
-// The one-token linear as a GEMV fed by bulk copies. Each warp owns weight rows (round robin over
-// a persistent grid) and a private ring of 4 KB slots in shared memory; its lane 0 asks the TMA
-// unit for the next 2048-element piece of a row with one cp.async.bulk per slot, so a warp keeps
-// ring-depth pieces in flight without holding them in registers (two CTAs an SM keep ~190 KB
-// of weights in flight). The weights do not depend on earlier kernels: each warp fills its ring
-// before waiting for its inputs, so under programmatic dependent launch the next linear's
-// weights stream while the kernels before it (norms, attention) finish. x is copied once per
-// CTA into shared memory. Lane l sums elements 256 j + 8 l .. + 7 of a row in order and the warp
-// adds its lanes with a fixed butterfly: no partials, no atomics, results independent of timing.
-// Gated (the MLP's gate and up projections), a warp's unit is a gate row and the up row of the
-// same index, and it stores silu(gate) * up from the two outputs rounded as stored: the swiglu
-// kernel's bits, without its launch and without writing up.
+// The one-token linear over bf16 weights: the ring GEMV of gemv_ring.cuh with 2048-element
+// chunks of 4 KB. Lane l sums elements 256 j + 8 l .. + 7 of a row in order.
 
-#include <algorithm>
-
-#include "backends/cuda/cuda_check.h"
-#include "backends/cuda/dependent_launch.cuh"
+#include "backends/cuda/gemv_ring.cuh"
 #include "backends/cuda/linear_gemv.cuh"
-#include "backends/cuda/tma.cuh"
 
 namespace inferscale::backends::cuda {
 namespace {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
-constexpr int kChunk = 2048;  // k elements of one ring slot
-constexpr int kChunkBytes = kChunk * 2;
 constexpr int kLaneStep = 32 * 8;  // k elements of one warp-wide 16-byte read
-constexpr int kCtasPerSm = 2;
-constexpr int kMinDepth = 2, kMaxDepth = 8;
-// Shared memory of a CTA (x, the warps' rings and their barriers): two fit an SM. Measured on
-// the H200 against 1, 3 and 4 CTAs an SM and a shallower ring (depth 4): those lose 2-11% of
-// the graph decode step.
-constexpr int kSmemBytes = 110 * 1024;
 
-struct GemvParams {
-    const bf16* x;
-    int in;
-    int chunks;   // ring slots per weight row
-    int depth;    // ring slots per warp
-    int x_bytes;  // x's share of shared memory, a multiple of 128
-    int units;    // rows; gated: gate rows, each with its up row
-    LinearTargets targets;
-};
+struct Bf16Rows {
+    static constexpr int kChunk = 2048;
+    static constexpr int kSlotBytes = kChunk * 2;
 
-__host__ __device__ constexpr int barriers_offset(int x_bytes, int depth) {
-    return x_bytes + kWarps * depth * kChunkBytes;
-}
-
-template <bool kGated>
-__global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
-    constexpr int kParts = kGated ? 2 : 1;  // weight rows per unit
-    extern __shared__ __align__(128) unsigned char smem[];
-    allow_next_launch();
-    const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
-    const auto base = smem_addr(smem);
-    const unsigned bars = base + barriers_offset(p.x_bytes, p.depth);  // x's, then per warp
-    const unsigned x_bar = bars;
-    const unsigned warp_bars = bars + 8 * (1 + warp * p.depth);
-    const unsigned ring = base + p.x_bytes + warp * p.depth * kChunkBytes;
-    if (threadIdx.x == 0) {
-        for (int b = 0; b < 1 + kWarps * p.depth; ++b) tma::barrier_init(bars + 8 * b, 1);
-        tma::fence_barrier_init();
+    static std::int64_t row_bytes(int in) { return std::int64_t{in} * 2; }
+    __host__ __device__ static int x_bytes(int in) { return (in * 2 + 127) / 128 * 128; }
+    __device__ static std::int64_t chunk_offset(int k0) { return std::int64_t{k0} * 2; }
+    __device__ static unsigned chunk_bytes(int in, int k0) {
+        return static_cast<unsigned>(min(kChunk, in - k0) * 2);
     }
-    __syncthreads();
-
-    const int stride = static_cast<int>(gridDim.x) * kWarps;
-    const int first = static_cast<int>(blockIdx.x) * kWarps + warp;  // < units for warp 0
-    const int items =
-        first < p.units ? (p.units - first + stride - 1) / stride * kParts * p.chunks : 0;
-    // The target and weight row of part `part` of `unit`.
-    const auto locate = [&](int unit, int part, int& row) {
-        if (kGated) {
-            row = unit;
-            return part;
-        }
-        return p.targets.find(unit, 1, row);
-    };
-
-    // Lane 0's copy cursor: item `issued` is piece `piece` of part `part` of the warp's `unit`.
-    int issued = 0, unit = first, part = 0, piece = 0, slot = 0;
-    const auto issue = [&] {
-        if (issued == items) return;
-        int row = 0;
-        const int target = locate(unit, part, row);
-        const int k0 = piece * kChunk;
-        const bf16* src = p.targets.w[target] + static_cast<std::int64_t>(row) * p.in + k0;
-        const auto bytes = static_cast<unsigned>(min(kChunk, p.in - k0) * 2);
-        tma::arrive_expect(warp_bars + 8 * slot, bytes);
-        tma::load_1d(ring + slot * kChunkBytes, src, bytes, warp_bars + 8 * slot);
-        ++issued;
-        if (++piece == p.chunks) {
-            piece = 0;
-            if (++part == kParts) part = 0, unit += stride;
-        }
-        if (++slot == p.depth) slot = 0;
-    };
-    if (lane == 0) {
-        for (int d = 0; d < p.depth; ++d) issue();  // weights only: before the inputs are ready
-    }
-    wait_for_inputs();
-    if (threadIdx.x == 0) {
-        tma::arrive_expect(x_bar, static_cast<unsigned>(p.in * 2));
-        tma::load_1d(base, p.x, static_cast<unsigned>(p.in * 2), x_bar);
-    }
-    if (items == 0) return;
-    tma::wait(x_bar, 0);
-
-    const auto* xs = reinterpret_cast<const bf16*>(smem);
-    const unsigned char* my_ring = smem + p.x_bytes + warp * p.depth * kChunkBytes;
-    float acc = 0.0f, gate = 0.0f;
-    int row_unit = first, at = 0, phase = 0, chunk = 0, row_part = 0;
-    for (int i = 0; i < items; ++i) {
-        tma::wait(warp_bars + 8 * at, static_cast<unsigned>(phase));
-        const int k0 = chunk * kChunk;
-        const int len = min(kChunk, p.in - k0);
-        const auto* w = reinterpret_cast<const bf16*>(my_ring + at * kChunkBytes);
+    __device__ static void prepare_x(unsigned char*, int) {}
+    __device__ static void accumulate(const unsigned char* slot, const unsigned char* smem, int in,
+                                      int k0, int lane, float& acc) {
+        const int len = min(kChunk, in - k0);
+        const auto* w = reinterpret_cast<const bf16*>(slot);
+        const auto* xs = reinterpret_cast<const bf16*>(smem);
 #pragma unroll
         for (int j = 0; j < kChunk / kLaneStep; ++j) {
             const int e = j * kLaneStep + lane * 8;
@@ -125,61 +35,16 @@ __global__ void __launch_bounds__(kThreads) gemv_kernel(GemvParams p) {
 #pragma unroll
             for (int q = 0; q < 8; ++q) acc = fmaf(wf[q], xf[q], acc);
         }
-        __syncwarp();  // the slot is read: lane 0 may refill it
-        if (lane == 0) issue();
-        if (++at == p.depth) at = 0, phase ^= 1;
-        if (++chunk < p.chunks) continue;
-        chunk = 0;
-        const float sum = warp_sum(acc);
-        acc = 0.0f;
-        if (kGated && row_part == 0) {
-            gate = sum;
-            row_part = 1;
-            continue;
-        }
-        if (lane == 0) {
-            int row = 0;
-            const int target = locate(row_unit, 0, row);
-            if (kGated) {
-                const float g = rounded<bf16>(p.targets.with_bias(0, row, gate));
-                const float u = rounded<bf16>(p.targets.with_bias(1, row, sum));
-                static_cast<bf16*>(p.targets.y[0])[row] = from_f32<bf16>(silu_mul(g, u));
-            } else {
-                p.targets.store(target, 0, row, sum);
-            }
-        }
-        row_part = 0;
-        row_unit += stride;
     }
-}
-
-int x_share(int in) { return (in * 2 + 127) / 128 * 128; }
+};
 
 }  // namespace
 
-void init_gemv() {
-    for (const auto kernel : {gemv_kernel<false>, gemv_kernel<true>}) {
-        IS_CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           kSmemBytes));
-    }
-}
+void init_gemv() { gemv_ring::init<Bf16Rows>(); }
 
 bool launch_gemv(const bf16* x, int in, LinearTargets targets, bool gated, int num_sms,
                  cudaStream_t stream) {
-    const int ring_bytes = kSmemBytes - x_share(in) - 8 * (1 + kWarps * kMaxDepth);
-    const int depth = std::min(kMaxDepth, ring_bytes / (kWarps * kChunkBytes));
-    if (depth < kMinDepth) return false;
-    if (gated && (targets.count != 2 || targets.out[0] != targets.out[1] || targets.y_f32)) {
-        return false;
-    }
-    GemvParams p{x, in, (in + kChunk - 1) / kChunk, depth, x_share(in), 0, targets};
-    p.units = gated ? p.targets.out[0] : p.targets.cut(1);
-    const int ctas = std::min(kCtasPerSm * num_sms, (p.units + kWarps - 1) / kWarps);
-    const int smem = barriers_offset(p.x_bytes, depth) + 8 * (1 + kWarps * depth);
-    launch_dependent(gated ? gemv_kernel<true> : gemv_kernel<false>,
-                     dim3(static_cast<unsigned>(ctas)), kThreads, static_cast<std::size_t>(smem),
-                     stream, p);
-    return true;
+    return gemv_ring::launch<Bf16Rows>(x, in, targets, gated, num_sms, stream);
 }
 
 }  // namespace inferscale::backends::cuda

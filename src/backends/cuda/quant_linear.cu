@@ -17,6 +17,7 @@
 #include "backends/cuda/cuda_kernels.h"
 #include "backends/cuda/dependent_launch.cuh"
 #include "backends/cuda/device_utils.cuh"
+#include "backends/cuda/quant_activations.cuh"
 #include "backends/cuda/quant_blocks.cuh"
 #include "backends/cuda/quant_superblock_runs.cuh"
 
@@ -34,33 +35,7 @@ __global__ void quantize_rows_kernel(const bf16* x, std::int64_t groups, std::in
     const std::int64_t stride = static_cast<std::int64_t>(gridDim.x) * blockDim.x;
     for (std::int64_t g = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
          g < groups; g += stride) {
-        float v[32];
-#pragma unroll
-        for (int i = 0; i < 4; ++i) {
-            float part[8];
-            load8(x + g * 32 + 8 * i, part);
-#pragma unroll
-            for (int j = 0; j < 8; ++j) v[8 * i + j] = part[j];
-        }
-        float amax = 0.0f;
-#pragma unroll
-        for (int j = 0; j < 32; ++j) amax = fmaxf(amax, fabsf(v[j]));
-        const float inverse = amax != 0.0f ? 127.0f / amax : 0.0f;
-        std::uint32_t words[8];
-#pragma unroll
-        for (int w = 0; w < 8; ++w) {
-            std::uint32_t word = 0;
-#pragma unroll
-            for (int j = 0; j < 4; ++j) {
-                const int quant = __float2int_rn(v[4 * w + j] * inverse);
-                word |= (static_cast<std::uint32_t>(quant) & 0xffu) << (8 * j);
-            }
-            words[w] = word;
-        }
-        auto* out = reinterpret_cast<uint4*>(q + g * 32);
-        out[0] = make_uint4(words[0], words[1], words[2], words[3]);
-        out[1] = make_uint4(words[4], words[5], words[6], words[7]);
-        scale[g] = amax / 127.0f;
+        scale[g] = quantize_group32(x + g * 32, q + g * 32);
     }
 }
 
@@ -203,50 +178,22 @@ __global__ void __launch_bounds__(kGemvThreads) quant_gemv_superblock_kernel(Gem
     }
     wait_for_inputs();
     float acc[kRowsPerWarp][N] = {};
-    // Super-block b of the rows, whose runs are u, against every token's activations.
-    const auto step = [&](std::int64_t b, const QuantRuns (&u)[kRowsPerWarp]) {
-        std::uint32_t xq[N][2][4];
-        float xscale[N][2], xsum[N][2];
+    // Super-block b of the rows, whose runs are u, against every token's activations, a token
+    // at a time (its 32 quants are all the registers it takes).
+    const auto step = [&](std::int64_t b, const QuantRuns(&u)[kRowsPerWarp]) {
 #pragma unroll
         for (int t = 0; t < N; ++t) {
+            if (t >= a.n) break;
 #pragma unroll
             for (int r = 0; r < 2; ++r) {
                 const std::int64_t e0 = b * 256 + start[r];
-                if (t < a.n) {
-                    const uint4 v = *reinterpret_cast<const uint4*>(a.xq + t * a.in + e0);
-                    xq[t][r][0] = v.x, xq[t][r][1] = v.y, xq[t][r][2] = v.z, xq[t][r][3] = v.w;
-                    xscale[t][r] = a.xscale[t * groups32 + e0 / 32];
-                } else {
+                std::uint32_t x[4];
+                quant_detail::words(*reinterpret_cast<const uint4*>(a.xq + t * a.in + e0), x);
+                const float xscale = a.xscale[t * groups32 + e0 / 32];
+                const int xsum = Runs::kOffset ? sum_bytes16(x) : 0;
 #pragma unroll
-                    for (int i = 0; i < 4; ++i) xq[t][r][i] = 0;
-                    xscale[t][r] = 0.0f;
-                }
-                xsum[t][r] = 0.0f;
-                if constexpr (Runs::kOffset) {
-                    int s = 0;
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) s = sum_bytes(xq[t][r][i], s);
-                    xsum[t][r] = static_cast<float>(s);
-                }
-            }
-        }
-#pragma unroll
-        for (int row = 0; row < kRowsPerWarp; ++row) {
-#pragma unroll
-            for (int t = 0; t < N; ++t) {
-#pragma unroll
-                for (int r = 0; r < 2; ++r) {
-                    int dot = 0;
-#pragma unroll
-                    for (int i = 0; i < 4; ++i) {
-                        dot = __dp4a(static_cast<int>(u[row].q[r][i]),
-                                     static_cast<int>(xq[t][r][i]), dot);
-                    }
-                    const float run = Runs::kOffset
-                                          ? fmaf(u[row].scale[r], static_cast<float>(dot),
-                                                 u[row].offset[r] * xsum[t][r])
-                                          : u[row].scale[r] * static_cast<float>(dot);
-                    acc[row][t] = fmaf(xscale[t][r], run, acc[row][t]);
+                for (int row = 0; row < kRowsPerWarp; ++row) {
+                    acc[row][t] = fmaf(xscale, run_dot<Runs>(u[row], r, x, xsum), acc[row][t]);
                 }
             }
         }

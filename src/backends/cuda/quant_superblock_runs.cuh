@@ -145,6 +145,30 @@ struct SuperblockRuns<tensor::DType::Q6_K> {
     }
 };
 
+// The sum of 16 int8 lanes held in four words.
+__device__ __forceinline__ int sum_bytes16(const std::uint32_t (&x)[4]) {
+    int s = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) s = __dp4a(static_cast<int>(x[i]), 0x01010101, s);
+    return s;
+}
+
+// Run r of u against 16 int8 activations x whose quants sum to xsum (read only by types with
+// an offset): scale * dot + offset * xsum, which the activations' scale multiplies.
+template <class Runs>
+__device__ __forceinline__ float run_dot(const QuantRuns& u, int r, const std::uint32_t (&x)[4],
+                                         int xsum) {
+    int dot = 0;
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+        dot = __dp4a(static_cast<int>(u.q[r][i]), static_cast<int>(x[i]), dot);
+    }
+    if constexpr (Runs::kOffset) {
+        return fmaf(u.scale[r], static_cast<float>(dot), u.offset[r] * static_cast<float>(xsum));
+    }
+    return u.scale[r] * static_cast<float>(dot);
+}
+
 // Calls f(SuperblockRuns<T>{}) for the K-quants with a fast path; false for other types.
 template <class F>
 bool with_superblock_runs(tensor::DType t, F&& f) {

@@ -8,6 +8,8 @@
 //     accumulation error (relative 1e-5);
 //   - past kQuantGemvMaxRows tokens (weights dequantized into bf16 for cuBLASLt) against the
 //     same sum over bf16-rounded weights: relative 1e-3, cuBLASLt's f32 accumulation;
+//   - one token through several targets at once and through gate and up with SwiGLU (the
+//     K-quants' ring GEMV where their rows allow it);
 // with a bias, f32 and bf16 outputs, row counts that leave a partial CTA, and `in` from one
 // super-block (one warp per row, most lanes of the K-quants' warp idle) through 9 to 32 (the
 // K-quants' fast path shares a row among warps there; the other types from 9 on).
@@ -138,6 +140,34 @@ TEST_P(CudaQuantLinearTest, GemvMatchesExactDequantization) {
         EXPECT_LT(linear_error(n, DType::F32, dense_, true), 1e-5);
         EXPECT_LT(linear_error(n, DType::BF16, dense_, true), kBf16Tolerance);
     }
+}
+
+// One token through several targets of one launch (as q, k and v go) and through gate and up
+// with the SwiGLU epilogue: each output against the exact sum, the gated one against
+// silu(g) * u of the sums rounded to bf16 as the swiglu kernel takes them.
+TEST_P(CudaQuantLinearTest, OneTokenTargetsAndGatedMatchExactDequantization) {
+    const QuantCase c = GetParam();
+    std::vector<float> x = random_bf16(static_cast<std::size_t>(c.in), rng_);
+    const std::vector<float> none(static_cast<std::size_t>(c.out), 0.0f);
+    DeviceTensor dx = device_from(*gpu_, x, DType::BF16, {1, c.in});
+    DeviceTensor y[3] = {device_empty(*gpu_, DType::BF16, {1, c.out}),
+                         device_empty(*gpu_, DType::BF16, {1, c.out}),
+                         device_empty(*gpu_, DType::BF16, {1, c.out})};
+    const std::vector<float> want = reference(int8_activations(x), dense_, none, 1, c.out, c.in);
+    tensor::LinearTarget targets[3];
+    for (int i = 0; i < 3; ++i) {
+        poison(*gpu_, y[i].tensor);
+        targets[i] = {weight_.tensor, {}, y[i].tensor};
+    }
+    gpu_->linear(tensor::LinearArgs{dx.tensor, targets});
+    for (int i = 0; i < 3; ++i) {
+        EXPECT_LT(rel_error(download(*gpu_, y[i].tensor), want), kBf16Tolerance) << "target " << i;
+    }
+    poison(*gpu_, y[0].tensor);
+    gpu_->linear(tensor::LinearArgs{dx.tensor, {targets, 2}, tensor::LinearEpilogue::SwiGLU});
+    std::vector<float> gated = round_bf16(want);
+    for (float& v : gated) v = v / (1.0f + std::exp(-v)) * v;
+    EXPECT_LT(rel_error(download(*gpu_, y[0].tensor), gated), kBf16Tolerance);
 }
 
 TEST_P(CudaQuantLinearTest, PrefillMatchesBf16Dequantization) {
