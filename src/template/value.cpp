@@ -30,10 +30,14 @@ const Value* CallArgs::get(std::size_t index, std::string_view name) const {
     return nullptr;
 }
 
+void Value::wrong_type(const char* what) const {
+    fail("expected " + std::string(what) + ", got '" + type_name() + "'");
+}
+
 double Value::as_number() const {
     if (is_int()) return static_cast<double>(as_int());
     if (is_bool()) return as_bool() ? 1.0 : 0.0;
-    if (!is_float()) fail("expected a number, got '" + type_name() + "'");
+    if (!is_float()) wrong_type("a number");
     return as_float();
 }
 

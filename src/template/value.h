@@ -87,23 +87,32 @@ class Value {
     bool is_namespace() const { return v_.index() == 8; }
     bool is_callable() const { return v_.index() == 9; }
 
-    bool as_bool() const { return std::get<bool>(v_); }
-    std::int64_t as_int() const { return std::get<std::int64_t>(v_); }
-    double as_float() const { return std::get<double>(v_); }
+    // The held value; a value of another type fails the render ("expected an integer, got
+    // 'str'"), as a template may pass anything anywhere.
+    bool as_bool() const { return held<2>("a boolean"); }
+    std::int64_t as_int() const { return held<3>("an integer"); }
+    double as_float() const { return held<4>("a float"); }
     double as_number() const;  // int, float or bool as a double
-    const std::string& as_string() const { return std::get<std::string>(v_); }
-    const ValueList& as_list() const { return *std::get<6>(v_); }
-    const std::shared_ptr<const ValueList>& list_ptr() const { return std::get<6>(v_); }
-    const ValueDict& as_dict() const { return *std::get<7>(v_); }
-    ValueDict& namespace_attributes() const { return *std::get<Namespace>(v_).attributes; }
-    const Callable& as_callable() const { return *std::get<9>(v_); }
-    const std::string& undefined_name() const { return std::get<Undefined>(v_).name; }
+    const std::string& as_string() const { return held<5>("a string"); }
+    const ValueList& as_list() const { return *held<6>("a list"); }
+    const std::shared_ptr<const ValueList>& list_ptr() const { return held<6>("a list"); }
+    const ValueDict& as_dict() const { return *held<7>("a dict"); }
+    ValueDict& namespace_attributes() const { return *held<8>("a namespace").attributes; }
+    const Callable& as_callable() const { return *held<9>("a callable"); }
+    const std::string& undefined_name() const { return held<0>("undefined").name; }
 
     bool truthy() const;                        // Python's bool()
     std::string type_name() const;              // Python's type name, for error messages
     bool operator==(const Value& other) const;  // Python's ==
 
   private:
+    template <std::size_t I>
+    const std::variant_alternative_t<I, Storage>& held(const char* what) const {
+        if (v_.index() != I) wrong_type(what);
+        return *std::get_if<I>(&v_);
+    }
+    [[noreturn]] void wrong_type(const char* what) const;
+
     Storage v_;
 };
 

@@ -130,6 +130,16 @@ TEST(Template, NumberFiltersOnOtherTypesFail) {
     EXPECT_EQ(rendered("{{ 'a' | round }}"), "render: line 1: expected a number, got 'str'");
 }
 
+// Arguments of the wrong type fail the render instead of terminating the process.
+TEST(Template, ArgumentsOfOtherTypesFail) {
+    EXPECT_EQ(rendered("{{ 'a b'.split(' ', 'x') }}"),
+              "render: line 1: expected an integer, got 'str'");
+    EXPECT_EQ(rendered("{{ 'aa'.replace('a', 'b', 1.5) }}"),
+              "render: line 1: expected an integer, got 'float'");
+    EXPECT_EQ(rendered("{{ 'a,b' | replace(',', ';', 'x') }}"),
+              "render: line 1: expected an integer, got 'str'");
+}
+
 // Python's ints are unbounded; past 64 bits a render fails instead of wrapping (undefined
 // behaviour) or looping for 2 ** 10**12 steps.
 TEST(Template, IntegerOverflowFailsTheRender) {
