@@ -15,6 +15,7 @@
 // launch and without writing up.
 //
 // A Rows policy gives, for rows of `in` elements:
+//   kWarps                     warps of a CTA
 //   kChunk, kSlotBytes         elements and bytes of one ring slot (bytes a multiple of 16)
 //   row_bytes(in)              bytes of a weight row
 //   chunk_offset(k0), chunk_bytes(in, k0)
@@ -35,8 +36,6 @@
 
 namespace inferscale::backends::cuda::gemv_ring {
 
-constexpr int kWarps = 4;
-constexpr int kThreads = kWarps * 32;
 constexpr int kCtasPerSm = 2;
 constexpr int kMinDepth = 2, kMaxDepth = 8;
 // Shared memory of a CTA (x, the warps' rings and their barriers): two fit an SM. Measured on
@@ -57,11 +56,12 @@ struct Params {
 
 template <class Rows>
 __host__ __device__ constexpr int barriers_offset(int x_bytes, int depth) {
-    return x_bytes + kWarps * depth * Rows::kSlotBytes;
+    return x_bytes + Rows::kWarps * depth * Rows::kSlotBytes;
 }
 
 template <class Rows, bool kGated>
-__global__ void __launch_bounds__(kThreads) ring_gemv_kernel(Params p) {
+__global__ void __launch_bounds__(Rows::kWarps * 32) ring_gemv_kernel(Params p) {
+    constexpr int kWarps = Rows::kWarps;
     constexpr int kParts = kGated ? 2 : 1;  // weight rows per unit
     extern __shared__ __align__(128) unsigned char smem[];
     allow_next_launch();
@@ -171,6 +171,7 @@ template <class Rows>
 bool launch(const bf16* x, int in, const LinearTargets& targets, bool gated, int num_sms,
             cudaStream_t stream) {
     const int x_bytes = Rows::x_bytes(in);
+    constexpr int kWarps = Rows::kWarps;
     const int ring_bytes = kSmemBytes - x_bytes - 8 * (1 + kWarps * kMaxDepth);
     const int depth = std::min(kMaxDepth, ring_bytes / (kWarps * Rows::kSlotBytes));
     if (depth < kMinDepth) return false;
@@ -184,7 +185,7 @@ bool launch(const bf16* x, int in, const LinearTargets& targets, bool gated, int
     const int ctas = std::min(kCtasPerSm * num_sms, (p.units + kWarps - 1) / kWarps);
     const int smem = barriers_offset<Rows>(x_bytes, depth) + 8 * (1 + kWarps * depth);
     launch_dependent(gated ? ring_gemv_kernel<Rows, true> : ring_gemv_kernel<Rows, false>,
-                     dim3(static_cast<unsigned>(ctas)), kThreads, static_cast<std::size_t>(smem),
+                     dim3(static_cast<unsigned>(ctas)), kWarps * 32, static_cast<std::size_t>(smem),
                      stream, p);
     return true;
 }

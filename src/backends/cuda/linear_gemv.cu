@@ -10,6 +10,7 @@ namespace {
 constexpr int kLaneStep = 32 * 8;  // k elements of one warp-wide 16-byte read
 
 struct Bf16Rows {
+    static constexpr int kWarps = 4;
     static constexpr int kChunk = 2048;
     static constexpr int kSlotBytes = kChunk * 2;
 

@@ -16,6 +16,9 @@ constexpr int kChunkBlocks = 16;
 // Shared memory for x: bf16 x, then its int8 quants, then their f32 scales.
 template <class Runs>
 struct QuantRows {
+    // Twice the bf16 rows' warps: decoding a block costs more instructions per byte, which
+    // more warps hide.
+    static constexpr int kWarps = 8;
     static constexpr int kChunk = kChunkBlocks * 256;
     static constexpr int kSlotBytes = kChunkBlocks * Runs::kBytes;
 
