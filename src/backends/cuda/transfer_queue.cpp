@@ -21,31 +21,21 @@ cudaStream_t TransferQueue::stream() {
     return stream_;
 }
 
-cudaEvent_t TransferQueue::take_event() {
+cudaEvent_t TransferQueue::take_event(std::vector<cudaEvent_t>& spare, unsigned flags) {
     cudaEvent_t event = nullptr;
-    if (!spare_.empty()) {
-        event = spare_.back();
-        spare_.pop_back();
+    if (!spare.empty()) {
+        event = spare.back();
+        spare.pop_back();
     } else {
-        IS_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming));
-    }
-    return event;
-}
-
-cudaEvent_t TransferQueue::take_timing_event() {
-    cudaEvent_t event = nullptr;
-    if (!timing_spare_.empty()) {
-        event = timing_spare_.back();
-        timing_spare_.pop_back();
-    } else {
-        IS_CUDA_CHECK(cudaEventCreate(&event));
+        IS_CUDA_CHECK(cudaEventCreateWithFlags(&event, flags));
     }
     return event;
 }
 
 void TransferQueue::timed_copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind) {
     poll_timed();
-    const Timed t{take_timing_event(), take_timing_event(), bytes, kind == cudaMemcpyHostToDevice};
+    const Timed t{take_event(timing_spare_, cudaEventDefault),
+                  take_event(timing_spare_, cudaEventDefault), bytes, kind == cudaMemcpyHostToDevice};
     // The start event fires once the stream reaches the copy (after any wait before it).
     IS_CUDA_CHECK(cudaEventRecord(t.start, stream()));
     IS_CUDA_CHECK(cudaMemcpyAsync(dst, src, bytes, kind, stream()));
@@ -79,7 +69,7 @@ tensor::TransferTotals TransferQueue::totals() const {
 std::uint64_t TransferQueue::copy(void* dst, const void* src, std::size_t bytes,
                                   cudaMemcpyKind kind, cudaStream_t after) {
     if (after != nullptr) copies_after(fence(after));
-    cudaEvent_t event = take_event();
+    cudaEvent_t event = take_event(spare_, cudaEventDisableTiming);
     timed_copy(dst, src, bytes, kind);
     IS_CUDA_CHECK(cudaEventRecord(event, stream()));
     pending_.push_back({next_, event});
@@ -121,7 +111,7 @@ void TransferQueue::order(cudaStream_t compute, std::uint64_t ticket) {
 
 std::uint64_t TransferQueue::fence(cudaStream_t compute) {
     poll(fences_);  // so marks nobody asks about do not pile up
-    cudaEvent_t event = take_event();
+    cudaEvent_t event = take_event(spare_, cudaEventDisableTiming);
     IS_CUDA_CHECK(cudaEventRecord(event, compute));
     fences_.push_back({next_fence_, event});
     return next_fence_++;

@@ -61,10 +61,11 @@ class TransferQueue {
     void poll_timed();
     // Enqueues the copy between its two timing events.
     void timed_copy(void* dst, const void* src, std::size_t bytes, cudaMemcpyKind kind);
-    cudaEvent_t take_timing_event();
+
     static const Pending* find(const std::deque<Pending>& queue, std::uint64_t id);
     cudaStream_t stream();
-    cudaEvent_t take_event();
+    // An event from `spare`, or a new one with these flags.
+    static cudaEvent_t take_event(std::vector<cudaEvent_t>& spare, unsigned flags);
 
     cudaStream_t stream_ = nullptr;
     std::deque<Pending> pending_;       // in ticket order
