@@ -38,6 +38,7 @@ void CudaBackend::quantized_linear_group(const Tensor& x,
                                          std::span<const tensor::LinearTarget> targets) {
     const std::int64_t n = x.shape[0], in = x.shape[1];
     // Targets the ring GEMV took (one token), by bit.
+    IS_CHECK(targets.size() < 32) << targets.size() << " targets in one linear";
     std::uint32_t ringed = 0;
     for (std::size_t i = 0; n == 1 && i < targets.size();) {
         const tensor::LinearTarget& first = targets[i];
