@@ -101,17 +101,26 @@ __device__ __forceinline__ std::uint32_t iq4_values(std::uint32_t w) {
     return (low & ~take_high) | (high & take_high);
 }
 
-// Q4_K/Q5_K: the 6-bit scale and minimum of sub-block s (0..7) from the 12 packed bytes held
-// as three words, without branching (the lanes of a warp take different sub-blocks).
-__device__ __forceinline__ void k_scale_min(std::uint32_t w0, std::uint32_t w1, std::uint32_t w2,
-                                            int s, int& sc, int& m) {
+// Q4_K/Q5_K: sub-block s (0..7)'s scale d * sc and offset -dmin * m, its 6-bit scale sc and
+// minimum m taken from the 12 packed bytes held as three words, without branching (the lanes of
+// a warp take different sub-blocks).
+__device__ __forceinline__ void k_scale_offset(float d, float dmin, std::uint32_t w0,
+                                               std::uint32_t w1, std::uint32_t w2, int s,
+                                               float& scale, float& offset) {
     const int shift = 8 * (s & 3);
     const int b0 = static_cast<int>((w0 >> shift) & 0xffu);
     const int b1 = static_cast<int>((w1 >> shift) & 0xffu);
     const int b2 = static_cast<int>((w2 >> shift) & 0xffu);
     const bool low = s < 4;
-    sc = low ? (b0 & 63) : ((b2 & 15) | ((b0 >> 6) << 4));
-    m = low ? (b1 & 63) : ((b2 >> 4) | ((b1 >> 6) << 4));
+    const int sc = low ? (b0 & 63) : ((b2 & 15) | ((b0 >> 6) << 4));
+    const int m = low ? (b1 & 63) : ((b2 >> 4) | ((b1 >> 6) << 4));
+    scale = __fmul_rn(d, static_cast<float>(sc));
+    offset = -__fmul_rn(dmin, static_cast<float>(m));
+}
+
+// The sum of 4 int8 lanes of w, plus c.
+__device__ __forceinline__ int sum_bytes(std::uint32_t w, int c) {
+    return __dp4a(static_cast<int>(w), 0x01010101, c);
 }
 
 // Q4_K/Q5_K: elements o..o+7 of super-block b, whose low 4 bits are nibbles of the 128 bytes at
@@ -124,10 +133,8 @@ __device__ __forceinline__ QuantPiece k_scaled_min(const std::uint8_t* b, const 
     bytes8<8>(qs + 32 * (o / 64) + o % 32, lo, hi);
     nibbles(lo, hi, (o / 32) % 2 ? 4 : 0, q);
     const auto* scales = reinterpret_cast<const std::uint32_t*>(b + 4);
-    int sc, m;
-    k_scale_min(scales[0], scales[1], scales[2], o / 32, sc, m);
-    q.scale = __fmul_rn(half_at(b), static_cast<float>(sc));
-    q.offset = -__fmul_rn(half_at(b + 2), static_cast<float>(m));
+    k_scale_offset(half_at(b), half_at(b + 2), scales[0], scales[1], scales[2], o / 32, q.scale,
+                   q.offset);
     return q;
 }
 

@@ -25,7 +25,6 @@ namespace inferscale::backends::cuda {
 namespace {
 
 constexpr int kGemvThreads = 256, kGemvWarps = kGemvThreads / 32, kRowsPerWarp = 2;
-constexpr std::uint32_t kOnes = 0x01010101u;  // dp4a with it sums 4 int8 lanes
 
 // One thread per 32 activations: their scale and int8 quants.
 __global__ void quantize_rows_kernel(const bf16* x, std::int64_t groups, std::int8_t* q,
@@ -110,10 +109,6 @@ __device__ void finish_rows(const GemvArgs& a, const WarpRows& w,
     }
 }
 
-__device__ __forceinline__ int sum_bytes(std::uint32_t w, int c) {
-    return __dp4a(static_cast<int>(w), static_cast<int>(kOnes), c);
-}
-
 // Every block type, a lane per 8-element piece (lane l of a warp on piece p, p + 32 *
 // warps_per_row, ...).
 template <class Codec, int N>
@@ -137,7 +132,8 @@ __global__ void __launch_bounds__(kGemvThreads) quant_gemv_kernel(GemvArgs a) {
                 xq[t] = make_uint2(0, 0);
                 xscale[t] = 0.0f;
             }
-            xsum[t] = static_cast<float>(sum_bytes(xq[t].x, sum_bytes(xq[t].y, 0)));
+            xsum[t] = static_cast<float>(
+                quant_detail::sum_bytes(xq[t].x, quant_detail::sum_bytes(xq[t].y, 0)));
         }
         const std::int64_t block = e0 / Codec::kElems;
         const int o = static_cast<int>(e0 % Codec::kElems);

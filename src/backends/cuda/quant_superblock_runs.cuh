@@ -65,13 +65,18 @@ __device__ __forceinline__ QuantRuns k_nibble_runs(const std::uint8_t* b, const 
     const float d = half_lo(header.x), dmin = half_hi(header.x);
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-        int sc, m;
-        k_scale_min(header.y, header.z, header.w, 2 * (j / 2) + r, sc, m);
-        u.scale[r] = __fmul_rn(d, static_cast<float>(sc));
-        u.offset[r] = -__fmul_rn(dmin, static_cast<float>(m));
+        k_scale_offset(d, dmin, header.y, header.z, header.w, 2 * (j / 2) + r, u.scale[r],
+                       u.offset[r]);
     }
     return u;
 }
+
+// Q4_K and Q5_K share the nibble layout: lane j's run r starts at element 64 (j / 2) + 32 r +
+// 16 (j % 2) of the super-block, with a scale and an offset.
+struct KNibbleRuns {
+    static constexpr bool kOffset = true;
+    __device__ static int start(int j, int r) { return 64 * (j / 2) + 32 * r + 16 * (j % 2); }
+};
 
 }  // namespace quant_detail
 
@@ -79,20 +84,16 @@ template <tensor::DType T>
 struct SuperblockRuns;
 
 template <>
-struct SuperblockRuns<tensor::DType::Q4_K> {
+struct SuperblockRuns<tensor::DType::Q4_K> : quant_detail::KNibbleRuns {
     static constexpr int kBytes = 144;
-    static constexpr bool kOffset = true;
-    __device__ static int start(int j, int r) { return 64 * (j / 2) + 32 * r + 16 * (j % 2); }
     __device__ static QuantRuns load(const std::uint8_t* b, int j) {
         return quant_detail::k_nibble_runs(b, *reinterpret_cast<const uint4*>(b + 16 + 16 * j), j);
     }
 };
 
 template <>
-struct SuperblockRuns<tensor::DType::Q5_K> {
+struct SuperblockRuns<tensor::DType::Q5_K> : quant_detail::KNibbleRuns {
     static constexpr int kBytes = 176;
-    static constexpr bool kOffset = true;
-    __device__ static int start(int j, int r) { return 64 * (j / 2) + 32 * r + 16 * (j % 2); }
     // The fifth bits: bit s of byte l of qh (16..47) for element 32 s + l.
     __device__ static QuantRuns load(const std::uint8_t* b, int j) {
         QuantRuns u =
@@ -149,7 +150,7 @@ struct SuperblockRuns<tensor::DType::Q6_K> {
 __device__ __forceinline__ int sum_bytes16(const std::uint32_t (&x)[4]) {
     int s = 0;
 #pragma unroll
-    for (int i = 0; i < 4; ++i) s = __dp4a(static_cast<int>(x[i]), 0x01010101, s);
+    for (int i = 0; i < 4; ++i) s = quant_detail::sum_bytes(x[i], s);
     return s;
 }
 
